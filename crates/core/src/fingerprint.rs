@@ -1,0 +1,86 @@
+//! Charikar's SimHash over weighted features.
+//!
+//! Each feature is hashed to 64 bits with FNV-1a-64 over its UTF-8 bytes (the same value as Go's
+//! `fnv.New64a()`, the seeds' reference). Every feature votes on every bit: `+weight` where its hash
+//! has a 1, `-weight` where it has a 0. A fingerprint bit is 1 where the total is strictly positive;
+//! a total of exactly 0 gives 0 (the tie rule). Weights are integers, so the totals do not depend on
+//! the order in which features arrive (float sums do, and flip near-zero bits).
+
+use std::hash::Hasher;
+
+/// FNV-1a-64 of a feature's bytes.
+///
+/// Not `Hash::hash(&str)`: that appends a 0xFF terminator and would disagree with every other FNV
+/// implementation.
+pub fn feature_hash(feature: &str) -> u64 {
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(feature.as_bytes());
+    hasher.finish()
+}
+
+/// The weighted bit vote: bit `i` of the result is 1 iff the sum over features of
+/// `+w` (bit `i` of the hash set) or `-w` (clear) is > 0. Bit 0 is the least significant bit.
+pub fn weighted_vote<I>(hashed_features: I) -> u64
+where
+    I: IntoIterator<Item = (u64, i64)>,
+{
+    let mut totals = [0i128; 64];
+    for (hash, weight) in hashed_features {
+        let weight = weight as i128;
+        for (bit, total) in totals.iter_mut().enumerate() {
+            if hash >> bit & 1 == 1 {
+                *total += weight;
+            } else {
+                *total -= weight;
+            }
+        }
+    }
+    totals
+        .iter()
+        .enumerate()
+        .filter(|(_, total)| **total > 0)
+        .fold(0u64, |fp, (bit, _)| fp | 1 << bit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a64_matches_reference_vectors() {
+        // Published FNV-1a-64 test vectors (offset basis for "", then "a" and "foobar").
+        assert_eq!(feature_hash(""), 0xcbf29ce484222325);
+        assert_eq!(feature_hash("a"), 0xaf63dc4c8601ec8c);
+        assert_eq!(feature_hash("foobar"), 0x85944171f73967e8);
+    }
+
+    /// The seeds' 6-bit example (seed 001): "美国" hashes to 100101 with weight 4, "51区" to 101011
+    /// with weight 5; the column sums are 9 -9 1 -1 1 9, so the fingerprint is 101011.
+    /// Bits are written most significant first, as in the seed.
+    #[test]
+    fn six_bit_example_from_the_seeds() {
+        let us = 0b100101u64;
+        let area51 = 0b101011u64;
+        let fp = weighted_vote([(us, 4), (area51, 5)]);
+        assert_eq!(fp & 0b111111, 0b101011);
+        // The 58 high bits are 0 in both hashes, so they sum to -9 and stay 0.
+        assert_eq!(fp >> 6, 0);
+    }
+
+    #[test]
+    fn ties_give_zero_and_order_does_not_matter() {
+        // Two features with equal weight and complementary hashes cancel on every bit.
+        assert_eq!(weighted_vote([(0xffff_0000_ffff_0000, 3), (0x0000_ffff_0000_ffff, 3)]), 0);
+        let features = [(0x1234_5678_9abc_def0, 7), (0x0fed_cba9_8765_4321, 5), (!0u64, 1)];
+        let mut reversed = features;
+        reversed.reverse();
+        assert_eq!(weighted_vote(features), weighted_vote(reversed));
+    }
+
+    #[test]
+    fn a_single_feature_reproduces_its_hash() {
+        let h = feature_hash("指纹");
+        assert_eq!(weighted_vote([(h, 1)]), h);
+        assert_eq!(weighted_vote(std::iter::empty()), 0);
+    }
+}

@@ -1,0 +1,16 @@
+//! The algorithm behind the `simhash` PostgreSQL extension, with no PostgreSQL in it.
+//!
+//! Text -> weighted features ([`features`]) -> FNV-1a-64 hashes and Charikar's weighted bit vote
+//! ([`fingerprint`]) -> a 64-bit fingerprint; fingerprints compare by Hamming distance and split into
+//! four 16-bit segments for pigeonhole lookups ([`distance`]); [`text_format`] is the literal syntax.
+//! Every function here is deterministic and total: user input yields `Result`, never a panic.
+
+pub mod distance;
+pub mod features;
+pub mod fingerprint;
+pub mod text_format;
+
+pub use distance::{hamming, segment, SEGMENTS, SEGMENT_BITS};
+pub use features::{simhash_text, text_features};
+pub use fingerprint::{feature_hash, weighted_vote};
+pub use text_format::{format_hex, parse_fingerprint, ParseError};
