@@ -8,9 +8,10 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError;
 
+/// Displays as a full sentence, ready to be an error DETAIL.
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("expected 16 hexadecimal digits (optionally after 0x) or 64 binary digits")
+        f.write_str("Expected 16 hexadecimal digits (optionally after 0x) or 64 binary digits.")
     }
 }
 

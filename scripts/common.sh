@@ -1,0 +1,65 @@
+# Shared steps of scripts/setup.sh, scripts/test.sh and bench/*.sh. Source it; do not run it.
+# Everything is idempotent: a step that is already done is skipped.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+PG_BIN=/usr/lib/postgresql/15/bin
+# A cluster of our own (not Debian's "15 main"), owned by the postgres user.
+SIMHASH_PGDATA=${SIMHASH_PGDATA:-/var/lib/postgresql/simhash-15}
+export PGHOST=${PGHOST:-/tmp}
+export PGPORT=${SIMHASH_PGPORT:-5499}
+export PGUSER=postgres
+PGRX_VERSION=0.18.0
+
+log() { printf '\n==> %s\n' "$*"; }
+
+as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+
+install_prerequisites() {
+    local packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config)
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q
+        apt-get install -y -q "${missing[@]}"
+    fi
+    if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION"; then
+        log "installing cargo-pgrx $PGRX_VERSION (takes about 5 minutes)"
+        cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+    fi
+    if [ ! -f "${PGRX_HOME:-$HOME/.pgrx}/config.toml" ] || ! grep -q pg15 "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+        log "cargo pgrx init --pg15 $PG_CONFIG"
+        cargo pgrx init --pg15 "$PG_CONFIG"
+    fi
+}
+
+install_extension() {
+    log "building and installing the extension (release)"
+    (cd "$REPO_ROOT" && cargo pgrx install --release --pg-config "$PG_CONFIG")
+}
+
+start_cluster() {
+    if [ ! -f "$SIMHASH_PGDATA/PG_VERSION" ]; then
+        log "creating a UTF8 cluster in $SIMHASH_PGDATA"
+        mkdir -p "$SIMHASH_PGDATA"
+        chown postgres:postgres "$SIMHASH_PGDATA"
+        chmod 700 "$SIMHASH_PGDATA"
+        as_postgres "$PG_BIN/initdb" -D "$SIMHASH_PGDATA" -E UTF8 --locale=C.UTF-8 -U postgres --auth=trust >/dev/null
+    fi
+    if ! as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" status >/dev/null 2>&1; then
+        log "starting PostgreSQL 15 on port $PGPORT (socket in $PGHOST)"
+        as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -l "$SIMHASH_PGDATA/server.log" -w \
+            -o "-p $PGPORT -k $PGHOST -c listen_addresses=''" start >/dev/null
+    fi
+}
+
+# Recreates database $1 with the extension installed.
+fresh_database() {
+    psql -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"
+    psql -q -v ON_ERROR_STOP=1 -d "$1" -c "CREATE EXTENSION simhash"
+}

@@ -1,0 +1,199 @@
+-- simhash: near-duplicate text detection (install script source; see README.md, Reference).
+-- Every object is declared here by hand; the C symbols are the Rust functions in src/, each
+-- exported as <name>_wrapper by pgrx.
+
+-- ---------------------------------------------------------------------------------------------
+-- simhash64 type
+-- ---------------------------------------------------------------------------------------------
+
+CREATE TYPE simhash64;
+
+CREATE FUNCTION simhash64_in(cstring) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash64_in_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash64_out(simhash64) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'simhash64_out_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash64_recv(internal) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash64_recv_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash64_send(simhash64) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'simhash64_send_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Like int8: 8 bytes, passed by value, double alignment.
+CREATE TYPE simhash64 (
+    INPUT = simhash64_in,
+    OUTPUT = simhash64_out,
+    RECEIVE = simhash64_recv,
+    SEND = simhash64_send,
+    INTERNALLENGTH = 8,
+    PASSEDBYVALUE,
+    ALIGNMENT = double,
+    STORAGE = plain
+);
+
+COMMENT ON TYPE simhash64 IS '64-bit SimHash fingerprint; text form is 16 hex digits';
+
+-- simhash64 comparison: equality and hashing are int8's (same 64 bits); order is unsigned,
+-- so that ORDER BY agrees with the hex text.
+
+CREATE FUNCTION simhash64_eq(simhash64, simhash64) RETURNS boolean
+    AS 'int8eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_ne(simhash64, simhash64) RETURNS boolean
+    AS 'int8ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_lt(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_lt_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_le(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_le_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_gt(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_gt_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_ge(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_ge_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_cmp(simhash64, simhash64) RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash64_cmp_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_hash(simhash64) RETURNS integer
+    AS 'hashint8' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash64_hash_extended(simhash64, bigint) RETURNS bigint
+    AS 'hashint8extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+CREATE OPERATOR = (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_eq,
+    COMMUTATOR = =, NEGATOR = <>, RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES
+);
+CREATE OPERATOR <> (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_ne,
+    COMMUTATOR = <>, NEGATOR = =, RESTRICT = neqsel, JOIN = neqjoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_lt,
+    COMMUTATOR = >, NEGATOR = >=, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_le,
+    COMMUTATOR = >=, NEGATOR = >, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_gt,
+    COMMUTATOR = <, NEGATOR = <=, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_ge,
+    COMMUTATOR = <=, NEGATOR = <, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+
+CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING btree AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >,
+    FUNCTION 1 simhash64_cmp(simhash64, simhash64);
+
+CREATE OPERATOR CLASS simhash64_hash_ops DEFAULT FOR TYPE simhash64 USING hash AS
+    OPERATOR 1 =,
+    FUNCTION 1 simhash64_hash(simhash64),
+    FUNCTION 2 simhash64_hash_extended(simhash64, bigint);
+
+-- simhash64 casts: int8 is the same 64 bits (two's complement); bit(64) lists them most
+-- significant first.
+
+CREATE CAST (simhash64 AS bigint) WITHOUT FUNCTION;
+CREATE CAST (bigint AS simhash64) WITHOUT FUNCTION;
+
+CREATE FUNCTION simhash64_to_bit(simhash64) RETURNS bit
+    AS $$ SELECT $1::bigint::bit(64) $$ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash64_from_bit(bit) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash64_from_bit_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE CAST (simhash64 AS bit) WITH FUNCTION simhash64_to_bit(simhash64);
+CREATE CAST (bit AS simhash64) WITH FUNCTION simhash64_from_bit(bit);
+
+-- ---------------------------------------------------------------------------------------------
+-- Hamming distance
+-- ---------------------------------------------------------------------------------------------
+
+-- The result of hamming() and <~> is an integer; the domain only lets the comparisons below
+-- carry the planner support that turns radius tests into index lookups.
+CREATE DOMAIN simhash_distance AS integer;
+
+CREATE FUNCTION hamming(simhash64, simhash64) RETURNS simhash_distance
+    AS 'MODULE_PATHNAME', 'hamming_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+CREATE OPERATOR <~> (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = hamming, COMMUTATOR = <~>
+);
+
+CREATE FUNCTION simhash_distance_support(internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'simhash_distance_support_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- distance <= k, distance < k, and the commuted k >= distance, k > distance, for int4 and int8
+-- bounds: PostgreSQL's own comparisons plus the support function (src/planner_support.rs).
+CREATE FUNCTION simhash_distance_le(simhash_distance, integer) RETURNS boolean
+    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt(simhash_distance, integer) RETURNS boolean
+    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le_commuted(integer, simhash_distance) RETURNS boolean
+    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt_commuted(integer, simhash_distance) RETURNS boolean
+    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le(simhash_distance, bigint) RETURNS boolean
+    AS 'int48le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt(simhash_distance, bigint) RETURNS boolean
+    AS 'int48lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le_commuted(bigint, simhash_distance) RETURNS boolean
+    AS 'int84ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt_commuted(bigint, simhash_distance) RETURNS boolean
+    AS 'int84gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+
+-- ---------------------------------------------------------------------------------------------
+-- Fingerprinting and segments
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION simhash(text) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION simhash_segment(simhash64, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash_segment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Comments
+-- ---------------------------------------------------------------------------------------------
+
+COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simhash64 values (0..64)';
+COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (jieba-rs words, TF-IDF weights, FNV-1a-64); NULL when the text has no words';
+COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
+COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
+COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';
+COMMENT ON FUNCTION simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 3) into segment-index lookups';
+COMMENT ON FUNCTION simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
+COMMENT ON FUNCTION simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
