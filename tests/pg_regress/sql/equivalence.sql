@@ -1,0 +1,68 @@
+-- The indexed lookup returns exactly the rows a sequential scan returns, for k = 0..5, on 100,000
+-- fingerprints with near-duplicates planted at distances 0..4 around 50 query fingerprints.
+-- The reference distance is PostgreSQL's own bit_count() of the XOR, not our hamming().
+CREATE TABLE eq_docs (id int PRIMARY KEY, fp simhash64 NOT NULL);
+INSERT INTO eq_docs SELECT i, ('x' || substr(md5('eq' || i), 1, 16))::bit(64)::bigint::simhash64
+FROM generate_series(1, 100000) i;
+CREATE TABLE eq_queries AS SELECT id / 2000 AS j, fp FROM eq_docs WHERE id % 2000 = 0;
+-- Copy j of query j at distance d flips bits j*7, j*7 + 13, ... (mod 64): spread over segments,
+-- so that distance 4 usually leaves no segment intact (the pigeonhole's limit).
+INSERT INTO eq_docs
+SELECT 1000000 + q.j * 10 + d,
+       (q.fp::bigint # coalesce((SELECT bit_or(1::bigint << ((q.j * 7 + t * 13) % 64))
+                                 FROM generate_series(0, d - 1) t), 0))::simhash64
+FROM eq_queries q, generate_series(0, 4) d;
+CREATE INDEX ON eq_docs (simhash_segment(fp, 0));
+CREATE INDEX ON eq_docs (simhash_segment(fp, 1));
+CREATE INDEX ON eq_docs (simhash_segment(fp, 2));
+CREATE INDEX ON eq_docs (simhash_segment(fp, 3));
+ANALYZE eq_docs;
+SELECT count(*) AS rows, count(DISTINCT fp) AS distinct_fps FROM eq_docs;
+
+-- Reference: every (query, row) pair within distance 5, by sequential scan.
+CREATE TABLE eq_reference AS
+SELECT q.j, d.id, bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) AS distance
+FROM eq_queries q JOIN eq_docs d ON bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) <= 5;
+SELECT distance, count(*) FROM eq_reference GROUP BY distance ORDER BY distance;
+
+-- Each lookup is planned with constant q and k, as an application would send it.
+CREATE FUNCTION eq_check(k int, OUT radius int, OUT rows_found bigint, OUT rows_expected bigint,
+                         OUT differences bigint, OUT indexed boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    q record;
+    got int[];
+    want int[];
+    plan text;
+BEGIN
+    radius := k; rows_found := 0; rows_expected := 0; differences := 0;
+    EXECUTE format('EXPLAIN (COSTS OFF) SELECT id FROM eq_docs WHERE fp <~> %L <= %s',
+                   (SELECT fp FROM eq_queries WHERE j = 1), k) INTO plan;
+    indexed := plan LIKE 'Bitmap Heap Scan%';
+    FOR q IN SELECT j, fp FROM eq_queries ORDER BY j LOOP
+        EXECUTE format('SELECT coalesce(array_agg(id ORDER BY id), ''{}'') FROM eq_docs WHERE fp <~> %L <= %s',
+                       q.fp, k) INTO got;
+        SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO want
+        FROM eq_reference r WHERE r.j = q.j AND r.distance <= k;
+        rows_found := rows_found + cardinality(got);
+        rows_expected := rows_expected + cardinality(want);
+        IF got IS DISTINCT FROM want THEN
+            differences := differences + 1;
+        END IF;
+    END LOOP;
+END $$;
+
+SELECT (eq_check(k)).* FROM generate_series(0, 5) k;
+
+-- The same as one join: a nested loop probing the segment indexes once per query.
+EXPLAIN (COSTS OFF) SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3;
+SELECT count(*) AS differences FROM (
+    (SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3
+     EXCEPT SELECT j, id FROM eq_reference WHERE distance <= 3)
+    UNION ALL
+    (SELECT j, id FROM eq_reference WHERE distance <= 3
+     EXCEPT SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3)
+) x;
+
+DROP FUNCTION eq_check(int);
+DROP TABLE eq_docs, eq_queries, eq_reference;

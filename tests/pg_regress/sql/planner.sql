@@ -1,0 +1,69 @@
+-- The planner rewrite: fp <~> q <= k (k <= 3) becomes a BitmapOr over the four segment indexes.
+CREATE TABLE docs (id int PRIMARY KEY, fp simhash64);
+INSERT INTO docs SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
+FROM generate_series(1, 20000) i;
+-- Near-duplicates of row 1 at distances 1, 2, 3 and 4.
+INSERT INTO docs SELECT 100000 + d, (fp::bigint # ((1::bigint << d) - 1))::simhash64
+FROM docs, generate_series(1, 4) d WHERE id = 1;
+INSERT INTO docs VALUES (200000, NULL);
+CREATE INDEX docs_segment_0 ON docs (simhash_segment(fp, 0));
+CREATE INDEX docs_segment_1 ON docs (simhash_segment(fp, 1));
+CREATE INDEX docs_segment_2 ON docs (simhash_segment(fp, 2));
+CREATE INDEX docs_segment_3 ON docs (simhash_segment(fp, 3));
+ANALYZE docs;
+SELECT fp AS q FROM docs WHERE id = 1 \gset
+
+-- A constant query fingerprint.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 3;
+SELECT id, fp <~> :'q' AS d FROM docs WHERE fp <~> :'q' <= 3 ORDER BY id;
+-- The same through hamming(), the commuted form, <, BETWEEN and an int8 bound.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE 2 >= hamming(:'q', fp);
+SELECT id FROM docs WHERE 2 >= hamming(:'q', fp) ORDER BY id;
+SELECT id FROM docs WHERE fp <~> :'q' < 2 ORDER BY id;
+SELECT id FROM docs WHERE 3 > fp <~> :'q' ORDER BY id;
+SELECT id FROM docs WHERE fp <~> :'q' BETWEEN 2 AND 3 ORDER BY id;
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 1::bigint;
+SELECT id FROM docs WHERE fp <~> :'q' <= 0 ORDER BY id;
+
+-- A prepared lookup by text: simhash($1) is folded into a constant in custom plans ...
+SELECT simhash('北京烤鸭') AS beijing \gset
+UPDATE docs SET fp = :'beijing' WHERE id = 2;
+PREPARE by_text(text) AS SELECT id FROM docs WHERE fp <~> simhash($1) <= 3;
+EXPLAIN (COSTS OFF) EXECUTE by_text('北京烤鸭');
+EXECUTE by_text('北京烤鸭');
+-- ... and still uses the indexes in a generic plan, evaluated once per probe (memoised).
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE by_text('北京烤鸭');
+EXECUTE by_text('北京烤鸭');
+PREPARE by_fp(simhash64) AS SELECT id FROM docs WHERE fp <~> $1 <= 3 ORDER BY id;
+EXPLAIN (COSTS OFF) EXECUTE by_fp(:'q');
+EXECUTE by_fp(:'q');
+RESET plan_cache_mode;
+
+-- A join: a parameterized nested loop probing the segment indexes for each outer row.
+EXPLAIN (COSTS OFF)
+SELECT a.id, b.id FROM docs a JOIN docs b ON a.fp <~> b.fp <= 3 AND a.id <> b.id WHERE a.id <= 3;
+SELECT a.id, b.id, a.fp <~> b.fp AS d
+FROM docs a JOIN docs b ON a.fp <~> b.fp <= 3 AND a.id <> b.id WHERE a.id <= 3 ORDER BY a.id, b.id;
+
+-- No rewrite (and the same answers) where it cannot be exact or would duplicate work:
+-- a radius above 3, a non-constant radius, a sub-select operand, a NULL radius.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 4;
+SELECT id FROM docs WHERE fp <~> :'q' <= 4 ORDER BY id;
+SELECT id FROM docs WHERE fp <~> :'q' <= 64 AND id > 100000 ORDER BY id;
+SELECT count(*) FROM docs WHERE fp <~> :'q' < 0;
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> (SELECT fp FROM docs WHERE id = 1) <= 3;
+SELECT id FROM docs WHERE fp <~> (SELECT fp FROM docs WHERE id = 1) <= 3 ORDER BY id;
+SET plan_cache_mode = force_generic_plan;
+PREPARE by_radius(simhash64, int) AS SELECT id FROM docs WHERE fp <~> $1 <= $2 ORDER BY id;
+EXPLAIN (COSTS OFF) EXECUTE by_radius(:'q', 2);
+EXECUTE by_radius(:'q', 2);
+RESET plan_cache_mode;
+SELECT count(*) FROM docs WHERE fp <~> :'q' <= NULL::int;
+-- The rewrite is exact in a select list too, NULL rows included.
+SELECT id, fp <~> :'q' <= 3 AS near FROM docs WHERE id IN (1, 100004, 200000) ORDER BY id;
+-- Without segment indexes the same query is a plain sequential scan with the same answer.
+DROP INDEX docs_segment_0, docs_segment_1, docs_segment_2, docs_segment_3;
+SELECT id FROM docs WHERE fp <~> :'q' <= 3 ORDER BY id;
+
+DROP TABLE docs;
