@@ -11,6 +11,7 @@ export PGHOST=${PGHOST:-/tmp}
 export PGPORT=${SIMHASH_PGPORT:-5499}
 export PGUSER=postgres
 PGRX_VERSION=0.18.0
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 log() { printf '\n==> %s\n' "$*"; }
 
@@ -60,6 +61,7 @@ start_cluster() {
 
 # Recreates database $1 with the extension installed.
 fresh_database() {
-    psql -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"
+    PGOPTIONS="-c client_min_messages=warning" psql -q -v ON_ERROR_STOP=1 -d postgres \
+        -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"
     psql -q -v ON_ERROR_STOP=1 -d "$1" -c "CREATE EXTENSION simhash"
 }
