@@ -2,6 +2,9 @@
 -- Every object is declared here by hand; the C symbols are the Rust functions in src/, each
 -- exported as <name>_wrapper by pgrx.
 
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION simhash" to load this file. \quit
+
 -- ---------------------------------------------------------------------------------------------
 -- simhash64 type
 -- ---------------------------------------------------------------------------------------------
