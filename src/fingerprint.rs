@@ -12,9 +12,12 @@ use crate::SimHash64;
 thread_local! {
     /// The last text fingerprinted by this backend and its result. The planner rewrite may place
     /// `simhash($1)` in several spots of one query (index probes, distance check); with this
-    /// one-entry memo they cost one segmentation, not one each. Keyed on the exact bytes.
+    /// one-entry memo they cost one segmentation, not one each. Keyed on the exact bytes; texts
+    /// longer than `MEMO_MAX_BYTES` are not kept, so the memo never holds much memory.
     static LAST_TEXT: RefCell<(Vec<u8>, Option<u64>)> = const { RefCell::new((Vec::new(), None)) };
 }
+
+const MEMO_MAX_BYTES: usize = 1 << 20;
 
 /// The text as UTF-8: as is in a UTF8 database, converted from any other server encoding, and
 /// checked in SQL_ASCII (where PostgreSQL stores bytes unchecked).
@@ -41,6 +44,9 @@ fn text_as_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 /// NULL when the text has no features (see `simhash_core::simhash_text`).
 #[pg_extern(sql = false)]
 fn simhash(text: &[u8]) -> Option<SimHash64> {
+    if text.len() > MEMO_MAX_BYTES {
+        return simhash_core::simhash_text(&text_as_utf8(text)).map(SimHash64);
+    }
     LAST_TEXT.with(|memo| {
         let mut memo = memo.borrow_mut();
         if memo.0 != text || memo.0.is_empty() {
