@@ -18,7 +18,8 @@ log() { printf '\n==> %s\n' "$*"; }
 as_postgres() { (cd / && runuser -u postgres -- "$@"); }
 
 install_prerequisites() {
-    local packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config)
+    # sudo only for `cargo pgrx test`, which calls `sudo -u postgres` and `sudo cp` (scripts/test.sh).
+    local packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config ${EXTRA_PACKAGES:-})
     local missing=()
     for p in "${packages[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -42,6 +43,14 @@ install_prerequisites() {
 install_extension() {
     log "building and installing the extension (release)"
     (cd "$REPO_ROOT" && cargo pgrx install --release --pg-config "$PG_CONFIG")
+}
+
+# The #[pg_test] functions, in a throwaway cluster that cargo-pgrx starts as the postgres user.
+# It installs a test build of the extension: run install_extension after it.
+run_pg_tests() {
+    local data=/var/lib/postgresql/simhash-pgrx-test
+    mkdir -p "$data" && chown postgres:postgres "$data"
+    (cd "$REPO_ROOT" && cargo pgrx test pg15 --runas postgres --pgdata "$data")
 }
 
 start_cluster() {

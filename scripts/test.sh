@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: unit tests of the pure-Rust core, then the pg_regress suite against the
-# installed extension on a real PostgreSQL 15 server. Installs whatever is missing first (the same
-# steps as scripts/setup.sh, without the demo). Debian bookworm, as root.
+# The whole test suite: unit tests of the pure-Rust core, the #[pg_test] tests, then the
+# pg_regress suite against the installed extension on a real PostgreSQL 15 server. Installs
+# whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
+# cargo pgrx test). Debian bookworm, as root.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-install_prerequisites
+EXTRA_PACKAGES=sudo install_prerequisites
 log "unit tests of simhash-core (cargo test)"
 (cd "$REPO_ROOT" && cargo test -p simhash-core --release)
+log "#[pg_test] tests (cargo pgrx test)"
+run_pg_tests
 install_extension
 start_cluster
 log "pg_regress suite"

@@ -23,6 +23,7 @@ extension_sql_file!(
     creates = [Type(SimHash64)]
 );
 
+/// Hooks `cargo pgrx test` calls before the `#[pg_test]` functions run.
 #[cfg(test)]
 pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}

@@ -126,3 +126,45 @@ fn simhash64_from_bit(varbit: &[u8]) -> SimHash64 {
     }
     SimHash64(u64::from_be_bytes(varbit[4..12].try_into().expect("64 bits are 8 bytes")))
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use super::SimHash64;
+    use pgrx::prelude::*;
+
+    /// The by-value Datum carries all 64 bits, the top bit included (no sign games).
+    #[pg_test]
+    fn datum_round_trip_keeps_all_64_bits() {
+        for (literal, value) in [
+            ("ffffffffffffffff", u64::MAX),
+            ("8000000000000000", 1 << 63),
+            ("0000000000000000", 0),
+            ("0123456789abcdef", 0x0123_4567_89ab_cdef),
+        ] {
+            let read = Spi::get_one::<SimHash64>(&format!("SELECT '{literal}'::simhash64")).unwrap();
+            assert_eq!(read, Some(SimHash64(value)));
+            let written = Spi::get_one_with_args::<String>("SELECT $1::text", &[SimHash64(value).into()]).unwrap();
+            assert_eq!(written.as_deref(), Some(literal));
+        }
+    }
+
+    #[pg_test]
+    fn sql_functions_agree_with_the_core() {
+        let (a, b) = (0x0123_4567_89ab_cdefu64, 0xfedc_ba98_7654_3210u64);
+        let d = Spi::get_one_with_args::<i32>("SELECT $1 <~> $2", &[SimHash64(a).into(), SimHash64(b).into()]).unwrap();
+        assert_eq!(d, Some(simhash_core::hamming(a, b) as i32));
+        let text = "海量网页去重是搜索引擎的基础工作";
+        let fp = Spi::get_one_with_args::<SimHash64>("SELECT simhash($1)", &[text.into()]).unwrap();
+        assert_eq!(fp, simhash_core::simhash_text(text).map(SimHash64));
+    }
+
+    /// The memo must never return another text's fingerprint.
+    #[pg_test]
+    fn memo_keys_on_the_exact_text() {
+        let same = Spi::get_one::<bool>(
+            "SELECT simhash('北京烤鸭很好吃') = simhash('北京烤鸭很好吃') AND simhash('北京烤鸭很好吃') <> simhash('上海小笼包很好吃')",
+        );
+        assert_eq!(same, Ok(Some(true)));
+    }
+}
