@@ -87,7 +87,9 @@ CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING btree AS
     OPERATOR 3 =,
     OPERATOR 4 >=,
     OPERATOR 5 >,
-    FUNCTION 1 simhash64_cmp(simhash64, simhash64);
+    FUNCTION 1 simhash64_cmp(simhash64, simhash64),
+    -- equality is bitwise, so B-tree deduplication is safe
+    FUNCTION 4 btequalimage(oid);
 
 CREATE OPERATOR CLASS simhash64_hash_ops DEFAULT FOR TYPE simhash64 USING hash AS
     OPERATOR 1 =,
@@ -126,8 +128,10 @@ CREATE OPERATOR <~> (
 CREATE FUNCTION simhash_distance_support(internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'simhash_distance_support_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
--- distance <= k, distance < k, and the commuted k >= distance, k > distance, for int4 and int8
--- bounds: PostgreSQL's own comparisons plus the support function (src/planner_support.rs).
+-- distance <= k, distance < k, and the commuted k >= distance, k > distance: PostgreSQL's own
+-- integer comparisons plus the support function (src/planner_support.rs). One set per type of k:
+-- integer, bigint, smallint (what some drivers send), and simhash_distance itself, which is what an
+-- untyped literal or parameter (`<= '3'`) resolves to.
 CREATE FUNCTION simhash_distance_le(simhash_distance, integer) RETURNS boolean
     AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
 CREATE FUNCTION simhash_distance_lt(simhash_distance, integer) RETURNS boolean
@@ -144,6 +148,22 @@ CREATE FUNCTION simhash_distance_le_commuted(bigint, simhash_distance) RETURNS b
     AS 'int84ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
 CREATE FUNCTION simhash_distance_lt_commuted(bigint, simhash_distance) RETURNS boolean
     AS 'int84gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le(simhash_distance, smallint) RETURNS boolean
+    AS 'int42le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt(simhash_distance, smallint) RETURNS boolean
+    AS 'int42lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le_commuted(smallint, simhash_distance) RETURNS boolean
+    AS 'int24ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt_commuted(smallint, simhash_distance) RETURNS boolean
+    AS 'int24gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_le_commuted(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_distance_lt_commuted(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
 
 CREATE OPERATOR <= (
     LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_distance_le,
@@ -175,6 +195,38 @@ CREATE OPERATOR >= (
 );
 CREATE OPERATOR > (
     LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
     COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
 );
 

@@ -55,20 +55,20 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
             return None;
         }
 
-        // The distance must be our hamming() (the function behind <~>), from our schema.
-        let schema = pg_sys::get_func_namespace((*fcall).funcid);
+        // The distance must be exactly our hamming(simhash64, simhash64), from our schema.
+        let ours = ExtensionObjects::lookup(pg_sys::get_func_namespace((*fcall).funcid))?;
         let (hamming_fn, hamming_args) = call_of(distance)?;
-        if !is_our_function(hamming_fn, schema, c"hamming") {
+        if hamming_fn != ours.hamming {
             return None;
         }
         let hamming_args = PgList::<Node>::from_pg(hamming_args);
         let (a, b) = (hamming_args.get_ptr(0)?, hamming_args.get_ptr(1)?);
 
         // Each operand is copied into five places, so it must be cheap to evaluate repeatedly.
-        if !is_cheap(a, schema) || !is_cheap(b, schema) {
+        if !ours.is_cheap(a) || !ours.is_cheap(b) {
             return None;
         }
-        let segment_fn = lookup_segment_function(schema, pg_sys::exprType(a))?;
+        let segment_fn = ours.segment;
 
         let mut any_segment_equal = PgList::<Node>::new();
         for n in 0..simhash_core::SEGMENTS as i32 {
@@ -103,9 +103,10 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         );
         (*(exact as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_INT4LE);
 
+        // The exact test first: in a select list the AND is evaluated in this order.
         let mut both = PgList::<Node>::new();
-        both.push(pg_sys::make_orclause(any_segment_equal.into_pg()).cast());
         both.push(exact.cast());
+        both.push(pg_sys::make_orclause(any_segment_equal.into_pg()).cast());
         Some(pg_sys::make_andclause(both.into_pg()).cast())
     }
 }
@@ -144,14 +145,8 @@ unsafe fn func_name(funcid: Oid) -> Option<String> {
     }
 }
 
-unsafe fn is_our_function(funcid: Oid, schema: Oid, name: &CStr) -> bool {
-    unsafe {
-        pg_sys::get_func_namespace(funcid) == schema
-            && func_name(funcid).as_deref() == Some(name.to_str().expect("ASCII name"))
-    }
-}
-
-/// The value of an int4 or int8 constant that is not NULL.
+/// The value of a non-NULL integer constant (int2, int4, int8, or a domain over one of them:
+/// `<= '3'` arrives as a `simhash_distance` constant).
 unsafe fn const_integer(node: *mut Node) -> Option<i64> {
     unsafe {
         if (*node).type_ != NodeTag::T_Const {
@@ -161,9 +156,11 @@ unsafe fn const_integer(node: *mut Node) -> Option<i64> {
         if (*c).constisnull {
             return None;
         }
-        match (*c).consttype {
-            pg_sys::INT4OID => Some((*c).constvalue.value() as i32 as i64),
-            pg_sys::INT8OID => Some((*c).constvalue.value() as i64),
+        let datum = (*c).constvalue.value();
+        match pg_sys::getBaseType((*c).consttype) {
+            pg_sys::INT2OID => Some(datum as i16 as i64),
+            pg_sys::INT4OID => Some(datum as i32 as i64),
+            pg_sys::INT8OID => Some(datum as i64),
             _ => None,
         }
     }
@@ -178,46 +175,102 @@ unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)> {
                 Some(((*f).funcid, (*f).args))
             }
             NodeTag::T_OpExpr => {
+                // Read, never write: the tree belongs to the caller.
                 let op = node as *mut pg_sys::OpExpr;
-                pg_sys::set_opfuncid(op);
-                Some(((*op).opfuncid, (*op).args))
+                let funcid = if (*op).opfuncid == Oid::INVALID { pg_sys::get_opcode((*op).opno) } else { (*op).opfuncid };
+                Some((funcid, (*op).args))
             }
             _ => None,
         }
     }
 }
 
-/// Cheap enough to evaluate in several places: a column, a constant, a parameter, or `simhash()`
-/// of such (memoised per backend, see `fingerprint.rs`). Sub-selects and other function calls are
-/// not: duplicating them would run them once per copy, so those queries keep their original form.
-unsafe fn is_cheap(node: *mut Node, schema: Oid) -> bool {
+/// The extension's own objects in its schema, found through the system caches: exact signatures,
+/// and no permission check (a user may query a view without USAGE on the extension's schema).
+struct ExtensionObjects {
+    simhash64: Oid,
+    hamming: Oid,
+    segment: Oid,
+    simhash_text: Oid,
+}
+
+impl ExtensionObjects {
+    unsafe fn lookup(schema: Oid) -> Option<Self> {
+        unsafe {
+            let simhash64 = pg_sys::GetSysCacheOid(
+                pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
+                pg_sys::Anum_pg_type_oid as i16,
+                Datum::from(c"simhash64".as_ptr()),
+                Datum::from(schema.to_u32()),
+                Datum::from(0),
+                Datum::from(0),
+            );
+            if simhash64 == Oid::INVALID {
+                return None;
+            }
+            Some(ExtensionObjects {
+                simhash64,
+                hamming: function_oid(schema, c"hamming", &[simhash64, simhash64])?,
+                segment: function_oid(schema, c"simhash_segment", &[simhash64, pg_sys::INT4OID])?,
+                simhash_text: function_oid(schema, c"simhash", &[pg_sys::TEXTOID])?,
+            })
+        }
+    }
+
+    /// Cheap enough to evaluate in several places, and a simhash64: a column, a constant, a
+    /// parameter, or `simhash()` of a constant or parameter (one text per execution, which the
+    /// backend's memo in `fingerprint.rs` fingerprints once). Anything else, sub-selects included,
+    /// would run once per copy, so those queries keep their original form.
+    unsafe fn is_cheap(&self, node: *mut Node) -> bool {
+        unsafe {
+            if pg_sys::getBaseType(pg_sys::exprType(node)) != self.simhash64 {
+                return false;
+            }
+            match (*node).type_ {
+                NodeTag::T_FuncExpr => {
+                    let f = node as *mut pg_sys::FuncExpr;
+                    (*f).funcid == self.simhash_text
+                        && PgList::<Node>::from_pg((*f).args).iter_ptr().all(|arg| is_param_or_const(arg))
+                }
+                _ => is_plain_operand(node),
+            }
+        }
+    }
+}
+
+/// A column, a parameter or a non-NULL constant, possibly relabelled (a domain over simhash64).
+unsafe fn is_plain_operand(node: *mut Node) -> bool {
     unsafe {
         match (*node).type_ {
-            NodeTag::T_Var | NodeTag::T_Param => true,
+            NodeTag::T_Var => true,
+            NodeTag::T_RelabelType => is_plain_operand((*(node as *mut pg_sys::RelabelType)).arg.cast()),
+            _ => is_param_or_const(node),
+        }
+    }
+}
+
+unsafe fn is_param_or_const(node: *mut Node) -> bool {
+    unsafe {
+        match (*node).type_ {
+            NodeTag::T_Param => true,
             NodeTag::T_Const => !(*(node as *mut pg_sys::Const)).constisnull,
-            NodeTag::T_RelabelType => is_cheap((*(node as *mut pg_sys::RelabelType)).arg.cast(), schema),
-            NodeTag::T_FuncExpr => {
-                let f = node as *mut pg_sys::FuncExpr;
-                is_our_function((*f).funcid, schema, c"simhash")
-                    && PgList::<Node>::from_pg((*f).args).iter_ptr().all(|arg| is_cheap(arg, schema))
-            }
+            NodeTag::T_RelabelType => is_param_or_const((*(node as *mut pg_sys::RelabelType)).arg.cast()),
             _ => false,
         }
     }
 }
 
-/// `schema.simhash_segment(simhash64, int4)`, looked up schema-qualified (never via search_path).
-unsafe fn lookup_segment_function(schema: Oid, simhash64: Oid) -> Option<Oid> {
+unsafe fn function_oid(schema: Oid, name: &CStr, arg_types: &[Oid]) -> Option<Oid> {
     unsafe {
-        let schema_name = pg_sys::get_namespace_name(schema);
-        if schema_name.is_null() {
-            return None;
-        }
-        let mut name = PgList::<pg_sys::String>::new();
-        name.push(pg_sys::makeString(schema_name));
-        name.push(pg_sys::makeString(pg_sys::pstrdup(c"simhash_segment".as_ptr())));
-        let arg_types = [simhash64, pg_sys::INT4OID];
-        let oid = pg_sys::LookupFuncName(name.into_pg(), 2, arg_types.as_ptr(), true);
+        let args = pg_sys::buildoidvector(arg_types.as_ptr(), arg_types.len() as i32);
+        let oid = pg_sys::GetSysCacheOid(
+            pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as i32,
+            pg_sys::Anum_pg_proc_oid as i16,
+            Datum::from(name.as_ptr()),
+            Datum::from(args),
+            Datum::from(schema.to_u32()),
+            Datum::from(0),
+        );
         (oid != Oid::INVALID).then_some(oid)
     }
 }

@@ -23,6 +23,11 @@ SELECT id FROM docs WHERE fp <~> :'q' < 2 ORDER BY id;
 SELECT id FROM docs WHERE 3 > fp <~> :'q' ORDER BY id;
 SELECT id FROM docs WHERE fp <~> :'q' BETWEEN 2 AND 3 ORDER BY id;
 EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 1::bigint;
+-- smallint bounds (some drivers send small integers as int2) and untyped literals rewrite too.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 2::smallint;
+SELECT id FROM docs WHERE fp <~> :'q' <= 2::smallint ORDER BY id;
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE '1' >= fp <~> :'q';
+SELECT id FROM docs WHERE '1' >= fp <~> :'q' ORDER BY id;
 SELECT id FROM docs WHERE fp <~> :'q' <= 0 ORDER BY id;
 
 -- A prepared lookup by text: simhash($1) is folded into a constant in custom plans ...
@@ -60,6 +65,14 @@ EXPLAIN (COSTS OFF) EXECUTE by_radius(:'q', 2);
 EXECUTE by_radius(:'q', 2);
 RESET plan_cache_mode;
 SELECT count(*) FROM docs WHERE fp <~> :'q' <= NULL::int;
+-- simhash() of a column would be computed five times per row: no rewrite.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE simhash(id::text || ' 北京烤鸭') <~> :'q' <= 3;
+-- A function of someone else's that is also called hamming() is left alone.
+CREATE FUNCTION hamming(bigint, bigint) RETURNS simhash_distance
+    AS 'SELECT abs($1 - $2)::int' LANGUAGE sql IMMUTABLE;
+SELECT hamming(281474976710655, 281474976710656) <= 3 AS user_hamming_near;
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE hamming(id::bigint, 7) <= 3;
+DROP FUNCTION hamming(bigint, bigint);
 -- The rewrite is exact in a select list too, NULL rows included.
 SELECT id, fp <~> :'q' <= 3 AS near FROM docs WHERE id IN (1, 100004, 200000) ORDER BY id;
 -- Without segment indexes the same query is a plain sequential scan with the same answer.
