@@ -62,7 +62,7 @@ done
 
 # Same answers: total matches for 200 lookups through each route.
 same=$(psql -At <<SQL
-SELECT bool_and(a = b AND b = c) FROM (
+SELECT CASE WHEN bool_and(a = b AND b = c) THEN 'yes' ELSE 'NO' END FROM (
   SELECT (SELECT count(*) FROM fps WHERE fp <~> q <= 3) a,
          (SELECT count(*) FROM fps WHERE hamming(fp, q)::int <= 3) b,
          (SELECT count(*) FROM fps WHERE bit_count((fp::bigint # q::bigint)::bit(64)) <= 3) c
@@ -73,8 +73,9 @@ SQL
 settings="$(psql -At -c "SELECT 'PostgreSQL ' || current_setting('server_version') || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather')"), $(nproc) cores"
 base=${p50[seq_bit_count]}
 echo
-echo "Lookup at radius 3 over $N uniform fingerprints ($settings)"
-echo "Segment index build: ${build_s} s for four indexes, ${index_mb} MB (table ${table_mb} MB). Same matches on all routes: $same"
+echo "Lookup at radius 3 over $N uniform fingerprints ($settings)."
+echo
+echo "Segment index build: ${build_s} s for four indexes, ${index_mb} MB (table ${table_mb} MB). Same matches on all routes for 200 lookups: $same."
 echo
 echo "| route | scan | p50 ms | p99 ms | p50 speed-up vs stock seq scan |"
 echo "|---|---|---|---|---|"
