@@ -240,6 +240,68 @@ CREATE FUNCTION simhash(text) RETURNS simhash64
 CREATE FUNCTION simhash_segment(simhash64, integer) RETURNS integer
     AS 'MODULE_PATHNAME', 'simhash_segment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- Candidate sets for radius lookups (src/probes.rs): what the planner rewrite probes with.
+CREATE FUNCTION simhash_segment_probes(simhash64, integer, integer) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_segment_probes_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_bands(simhash64) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_bands_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_band_probes(simhash64, integer) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_band_probes_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Index helpers
+-- ---------------------------------------------------------------------------------------------
+
+-- The recommended index definitions for a simhash64 column, as statements to run as they are or,
+-- with concurrently => true, through psql's \gexec (CREATE INDEX CONCURRENTLY cannot run inside a
+-- function). method 'btree': four B-trees on simhash_segment(col, 0..3); 'gin': one GIN index on
+-- simhash_bands(col).
+CREATE FUNCTION simhash_index_statements(tbl regclass, col name, method text DEFAULT 'btree',
+                                         concurrently boolean DEFAULT false)
+RETURNS SETOF text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    col_type regtype;
+    rel_name name;
+    how text := CASE WHEN simhash_index_statements.concurrently THEN 'CONCURRENTLY ' ELSE '' END;
+BEGIN
+    SELECT a.atttypid::regtype, c.relname INTO col_type, rel_name
+    FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation % does not exist', col, tbl USING ERRCODE = 'undefined_column';
+    END IF;
+    -- simhash64 or a domain over it (@extschema@ is replaced, already quoted, at CREATE EXTENSION)
+    IF col_type <> '@extschema@.simhash64'::regtype AND
+       (SELECT typbasetype FROM pg_catalog.pg_type WHERE oid = col_type) <> '@extschema@.simhash64'::regtype THEN
+        RAISE EXCEPTION 'column "%" of relation % is of type %, not simhash64', col, tbl, col_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF method = 'btree' THEN
+        FOR n IN 0..3 LOOP
+            RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I, %s))',
+                how, left(rel_name || '_' || col || '_segment_' || n, 63), tbl, col, n);
+        END LOOP;
+    ELSIF method = 'gin' THEN
+        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
+            how, left(rel_name || '_' || col || '_bands', 63), tbl, col);
+    ELSE
+        RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Use ''btree'' (four segment indexes) or ''gin'' (one bands index).';
+    END IF;
+END $$;
+
+-- Creates the recommended indexes (not concurrently) and returns the statements it ran.
+CREATE FUNCTION simhash_create_indexes(tbl regclass, col name, method text DEFAULT 'btree')
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    statement text;
+BEGIN
+    FOR statement IN SELECT @extschema@.simhash_index_statements(tbl, col, method) LOOP
+        EXECUTE statement;
+        RETURN NEXT statement;
+    END LOOP;
+END $$;
+
 -- ---------------------------------------------------------------------------------------------
 -- Comments
 -- ---------------------------------------------------------------------------------------------
@@ -249,6 +311,11 @@ COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (jieba-rs wo
 COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';
-COMMENT ON FUNCTION simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 3) into segment-index lookups';
+COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree or gin)';
+COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
+COMMENT ON FUNCTION simhash_segment_probes(simhash64, integer, integer) IS 'values of segment n within r bits of the fingerprint''s (r = 0..3)';
+COMMENT ON FUNCTION simhash_bands(simhash64) IS 'the four segments tagged with their number (n << 16 | value), for a GIN index';
+COMMENT ON FUNCTION simhash_band_probes(simhash64, integer) IS 'band keys within r bits per segment of the fingerprint''s (r = 0..3)';
+COMMENT ON FUNCTION simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 11) into segment-index lookups';
 COMMENT ON FUNCTION simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
 COMMENT ON FUNCTION simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';

@@ -68,8 +68,13 @@ fn hamming(a: SimHash64, b: SimHash64) -> i32 {
 /// 16-bit segment `n` (0 = most significant) as an int4 in 0..65535: what the segment indexes hold.
 #[pg_extern(sql = false)]
 fn simhash_segment(fp: SimHash64, n: i32) -> i32 {
+    segment_or_raise(fp, n) as i32
+}
+
+/// Segment `n` of `fp`, or an ERROR (22023) for a segment number outside 0..3.
+pub(crate) fn segment_or_raise(fp: SimHash64, n: i32) -> u16 {
     match simhash_core::segment(fp.0, n) {
-        Some(value) => value as i32,
+        Some(value) => value,
         None => raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("simhash segment number {n} is out of range"),

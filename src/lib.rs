@@ -6,15 +6,33 @@
 //! carries its COMMENT.
 
 use pgrx::prelude::*;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 mod errors;
 mod fingerprint;
 mod planner_support;
+mod probes;
 mod simhash64;
 
 pub use simhash64::SimHash64;
 
 ::pgrx::pg_module_magic!();
+
+/// `simhash.enable_rewrite`: the planner rewrite of radius tests into index probes.
+pub static ENABLE_REWRITE: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    GucRegistry::define_bool_guc(
+        c"simhash.enable_rewrite",
+        c"Rewrites radius tests such as fp <~> q <= k into lookups through simhash indexes.",
+        c"Off leaves every radius test as written: useful to compare plans and timings.",
+        &ENABLE_REWRITE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"simhash".as_ptr()) };
+}
 
 extension_sql_file!(
     "../sql/simhash.sql",

@@ -1,18 +1,21 @@
-//! The planner support function that turns a radius test into a pigeonhole index lookup.
+//! The planner support function that turns a radius test into index probes.
 //!
-//! `<~>` returns the domain `simhash_distance`; the comparison operators `simhash_distance <= int`,
-//! `< int`, and their commuted forms `int >= simhash_distance`, `int > simhash_distance` are
-//! PostgreSQL's own int4/int8 comparisons with this function attached as SUPPORT. When the planner
-//! simplifies `a <~> b <= k` with a constant `k` (0 <= k <= 3), it is replaced by
+//! `<~>` returns the domain `simhash_distance`; the comparison operators `simhash_distance <= k`,
+//! `< k`, and their commuted forms `k >= simhash_distance`, `k > simhash_distance` are PostgreSQL's
+//! own integer comparisons with this function attached as SUPPORT. When the planner simplifies
+//! `fp <~> q <= k` with a constant `k` from 0 to 11, and `fp` is a column of a table that has the
+//! segment indexes, the test becomes
 //!
 //! ```sql
-//! (simhash_segment(a, 0) = simhash_segment(b, 0) OR ... OR simhash_segment(a, 3) = simhash_segment(b, 3))
-//!   AND (a <~> b)::integer <= k
+//! (fp <~> q)::integer <= k AND (simhash_segment(fp, 0) = ANY(probes of q's segment 0) OR ... 3)
 //! ```
 //!
-//! which the four functional B-tree indexes `(simhash_segment(fp, n))` answer with a BitmapOr; the
-//! second conjunct keeps the result exact. Both forms give the same value for every input, NULLs
-//! included, so where the rewrite does not apply the original test simply runs as written.
+//! (plain `=` for k <= 3), which the four functional B-tree indexes `(simhash_segment(fp, n))` answer
+//! with a BitmapOr; with a GIN index on `simhash_bands(fp)` instead, the candidate test is
+//! `simhash_bands(fp) && band probes of q`. The probes are complete (`simhash_core::probes`), so both
+//! forms give the same value as the original for every input, NULLs included. Where the rewrite does
+//! not apply (no such index, `simhash.enable_rewrite` off, k > 11, expensive operands) the test runs as
+//! written.
 
 use std::ffi::CStr;
 use std::ptr::null_mut;
@@ -37,10 +40,16 @@ fn simhash_distance_support(request: Internal) -> Internal {
 /// The rewrite, or `None` to leave the expression alone.
 unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
     unsafe {
-        if node.is_null() || (*node).type_ != NodeTag::T_SupportRequestSimplify {
+        if node.is_null() || (*node).type_ != NodeTag::T_SupportRequestSimplify || !crate::ENABLE_REWRITE.get() {
             return None;
         }
-        let fcall = (*(node as *mut pg_sys::SupportRequestSimplify)).fcall;
+        let request = node as *mut pg_sys::SupportRequestSimplify;
+        // Without planner state (expression_planner(): defaults, constraints) there is no table to probe.
+        let root = (*request).root;
+        if root.is_null() || (*root).parse.is_null() {
+            return None;
+        }
+        let fcall = (*request).fcall;
         let test = RadiusTest::of((*fcall).funcid)?;
         let args = PgList::<Node>::from_pg((*fcall).args);
         let (distance, bound) = if test.commuted {
@@ -50,10 +59,8 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         };
 
         // Only a constant, non-NULL bound. (All-constant calls were folded before we are asked.)
-        let radius = test.radius(const_integer(bound)?)?;
-        if !(0..=simhash_core::distance::PIGEONHOLE_RADIUS as i64).contains(&radius) {
-            return None;
-        }
+        let radius = u32::try_from(test.radius(const_integer(bound)?)?).ok()?;
+        let segment_radius = simhash_core::probes::segment_radius(radius)?;
 
         // The distance must be exactly our hamming(simhash64, simhash64), from our schema.
         let ours = ExtensionObjects::lookup(pg_sys::get_func_namespace((*fcall).funcid))?;
@@ -64,25 +71,56 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         let hamming_args = PgList::<Node>::from_pg(hamming_args);
         let (a, b) = (hamming_args.get_ptr(0)?, hamming_args.get_ptr(1)?);
 
-        // Each operand is copied into five places, so it must be cheap to evaluate repeatedly.
+        // Each operand is copied into several places, so it must be cheap to evaluate repeatedly.
         if !ours.is_cheap(a) || !ours.is_cheap(b) {
             return None;
         }
-        let segment_fn = ours.segment;
-
-        let mut any_segment_equal = PgList::<Node>::new();
-        for n in 0..simhash_core::SEGMENTS as i32 {
-            let equal = pg_sys::make_opclause(
-                INT4_EQ_OPERATOR,
-                pg_sys::BOOLOID,
-                false,
-                segment_of(a, n, segment_fn).cast(),
-                segment_of(b, n, segment_fn).cast(),
-                Oid::INVALID,
-                Oid::INVALID,
-            );
-            (*(equal as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_INT4EQ);
-            any_segment_equal.push(equal.cast());
+        // A candidate test per operand that is a column with indexes: in a join both sides may be,
+        // and whichever the planner puts on the inner side probes its indexes with the other's value.
+        // The exact test comes first in the AND, so a candidate test only runs on true matches.
+        let mut candidate_tests = Vec::new();
+        for (probed, index, other) in probe_targets((*(*root).parse).rtable, a, b, &ours) {
+            let test = match index {
+                // Symmetric: one test serves both sides.
+                IndexKind::SegmentBtrees if segment_radius == 0 => {
+                    if candidate_tests.iter().any(|(kind, _)| *kind == index) {
+                        continue;
+                    }
+                    let mut any_equal = PgList::<Node>::new();
+                    for n in 0..simhash_core::SEGMENTS as i32 {
+                        any_equal.push(int4_equal(segment_of(a, n, &ours), segment_of(b, n, &ours)));
+                    }
+                    pg_sys::make_orclause(any_equal.into_pg()).cast::<Node>()
+                }
+                IndexKind::SegmentBtrees => {
+                    let mut any_probe = PgList::<Node>::new();
+                    for n in 0..simhash_core::SEGMENTS as i32 {
+                        let probes = segment_probes_of(other, n, segment_radius, &ours);
+                        any_probe.push(int4_equal_any(segment_of(probed, n, &ours), probes));
+                    }
+                    pg_sys::make_orclause(any_probe.into_pg()).cast()
+                }
+                IndexKind::BandsGin => {
+                    let mut bands_args = PgList::<Node>::new();
+                    bands_args.push(copy(probed));
+                    let bands = function_call(ours.bands, pg_sys::INT4ARRAYOID, bands_args);
+                    let overlap = pg_sys::make_opclause(
+                        Oid::from_u32(pg_sys::OID_ARRAY_OVERLAP_OP),
+                        pg_sys::BOOLOID,
+                        false,
+                        bands.cast(),
+                        band_probes_of(other, segment_radius, &ours).cast(),
+                        Oid::INVALID,
+                        Oid::INVALID,
+                    );
+                    (*(overlap as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_ARRAYOVERLAP);
+                    overlap.cast()
+                }
+            };
+            candidate_tests.push((index, test));
+        }
+        if candidate_tests.is_empty() {
+            return None;
         }
 
         let as_int4 = pg_sys::makeRelabelType(
@@ -104,10 +142,12 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         (*(exact as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_INT4LE);
 
         // The exact test first: in a select list the AND is evaluated in this order.
-        let mut both = PgList::<Node>::new();
-        both.push(exact.cast());
-        both.push(pg_sys::make_orclause(any_segment_equal.into_pg()).cast());
-        Some(pg_sys::make_andclause(both.into_pg()).cast())
+        let mut all = PgList::<Node>::new();
+        all.push(exact.cast());
+        for (_, test) in candidate_tests {
+            all.push(test);
+        }
+        Some(pg_sys::make_andclause(all.into_pg()).cast())
     }
 }
 
@@ -191,6 +231,9 @@ struct ExtensionObjects {
     simhash64: Oid,
     hamming: Oid,
     segment: Oid,
+    segment_probes: Oid,
+    bands: Oid,
+    band_probes: Oid,
     simhash_text: Oid,
 }
 
@@ -212,6 +255,13 @@ impl ExtensionObjects {
                 simhash64,
                 hamming: function_oid(schema, c"hamming", &[simhash64, simhash64])?,
                 segment: function_oid(schema, c"simhash_segment", &[simhash64, pg_sys::INT4OID])?,
+                segment_probes: function_oid(
+                    schema,
+                    c"simhash_segment_probes",
+                    &[simhash64, pg_sys::INT4OID, pg_sys::INT4OID],
+                )?,
+                bands: function_oid(schema, c"simhash_bands", &[simhash64])?,
+                band_probes: function_oid(schema, c"simhash_band_probes", &[simhash64, pg_sys::INT4OID])?,
                 simhash_text: function_oid(schema, c"simhash", &[pg_sys::TEXTOID])?,
             })
         }
@@ -275,26 +325,229 @@ unsafe fn function_oid(schema: Oid, name: &CStr, arg_types: &[Oid]) -> Option<Oi
     }
 }
 
-/// `simhash_segment(x, n)`, folded to a constant when `x` is a constant.
-unsafe fn segment_of(x: *mut Node, n: i32, segment_fn: Oid) -> *mut Node {
+/// Which kind of index a column has that the rewrite can target.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum IndexKind {
+    /// Valid, non-partial B-tree indexes on `simhash_segment(col, n)` for all of n = 0..3.
+    SegmentBtrees,
+    /// A valid, non-partial GIN index on `simhash_bands(col)`.
+    BandsGin,
+}
+
+/// The operands to probe through their table's indexes: (operand, index kind, other operand).
+/// An operand qualifies when it is a column of this query level of a table (plain, partitioned or
+/// materialised view) that has the indexes, and the other operand is not a column of the same row.
+unsafe fn probe_targets(
+    rtable: *mut pg_sys::List,
+    a: *mut Node,
+    b: *mut Node,
+    ours: &ExtensionObjects,
+) -> Vec<(*mut Node, IndexKind, *mut Node)> {
     unsafe {
-        if (*x).type_ == NodeTag::T_Const {
-            let fp = (*(x as *mut pg_sys::Const)).constvalue.value() as u64;
+        let column = |x: *mut Node| -> Option<*mut pg_sys::Var> {
+            let var = strip_relabel(x);
+            ((*var).type_ == NodeTag::T_Var && (*(var as *mut pg_sys::Var)).varlevelsup == 0)
+                .then_some(var as *mut pg_sys::Var)
+        };
+        let mut targets = Vec::new();
+        for (probed, other) in [(a, b), (b, a)] {
+            let Some(var) = column(probed) else { continue };
+            if (*var).varno < 1 || (*var).varattno < 1 {
+                continue;
+            }
+            // Probing needs a value fixed while the table is scanned: not another column of the same row.
+            if column(other).is_some_and(|o| (*o).varno == (*var).varno) {
+                continue;
+            }
+            let rte = pg_sys::list_nth(rtable, (*var).varno - 1) as *mut pg_sys::RangeTblEntry;
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                continue;
+            }
+            if let Some(kind) = indexes_on_column((*rte).relid, (*var).varattno, ours) {
+                targets.push((probed, kind, other));
+            }
+        }
+        targets
+    }
+}
+
+/// The index kind that column `attno` of table `relid` supports (B-trees preferred).
+unsafe fn indexes_on_column(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<IndexKind> {
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return None;
+        }
+        let relkind = (*(*rel).rd_rel).relkind as u8;
+        let mut segments = [false; 4];
+        let mut bands = false;
+        if [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind) {
+            for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
+                // The planner takes the same lock on every index of the table moments later.
+                let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
+                let form = (*index).rd_index;
+                let usable = (*form).indisvalid
+                    && (*form).indnkeyatts == 1
+                    && (*form).indkey.values.as_slice(1)[0] == 0
+                    && pg_sys::RelationGetIndexPredicate(index).is_null();
+                if usable {
+                    let am = (*(*index).rd_rel).relam;
+                    let expression = PgList::<Node>::from_pg(pg_sys::RelationGetIndexExpressions(index)).get_ptr(0);
+                    match expression.and_then(|e| indexed_call(e, attno)) {
+                        Some((f, n)) if am == pg_sys::BTREE_AM_OID && f == ours.segment => {
+                            if let Some(n) = n.filter(|n| (0..4).contains(n)) {
+                                segments[n as usize] = true;
+                            }
+                        }
+                        Some((f, None)) if am == pg_sys::GIN_AM_OID && f == ours.bands => bands = true,
+                        _ => {}
+                    }
+                }
+                pg_sys::index_close(index, pg_sys::AccessShareLock as i32);
+            }
+        }
+        pg_sys::RelationClose(rel);
+        if segments.iter().all(|&s| s) {
+            Some(IndexKind::SegmentBtrees)
+        } else if bands {
+            Some(IndexKind::BandsGin)
+        } else {
+            None
+        }
+    }
+}
+
+/// For an index expression `f(col)` or `f(col, n)` on column `attno`: `f` and the constant `n`.
+unsafe fn indexed_call(expression: *mut Node, attno: i16) -> Option<(Oid, Option<i32>)> {
+    unsafe {
+        if (*expression).type_ != NodeTag::T_FuncExpr {
+            return None;
+        }
+        let call = expression as *mut pg_sys::FuncExpr;
+        let args = PgList::<Node>::from_pg((*call).args);
+        let column = args.get_ptr(0)?;
+        if (*column).type_ != NodeTag::T_Var || (*(column as *mut pg_sys::Var)).varattno != attno {
+            return None;
+        }
+        let n = match args.get_ptr(1) {
+            None => None,
+            Some(arg) => Some(const_integer(arg)? as i32),
+        };
+        (args.len() <= 2).then_some(((*call).funcid, n))
+    }
+}
+
+unsafe fn strip_relabel(mut node: *mut Node) -> *mut Node {
+    unsafe {
+        while (*node).type_ == NodeTag::T_RelabelType {
+            node = (*(node as *mut pg_sys::RelabelType)).arg.cast();
+        }
+        node
+    }
+}
+
+/// `simhash_segment(x, n)`, folded to a constant when `x` is a constant.
+unsafe fn segment_of(x: *mut Node, n: i32, ours: &ExtensionObjects) -> *mut Node {
+    unsafe {
+        if let Some(fp) = const_fingerprint(x) {
             let value = simhash_core::segment(fp, n).expect("n is a valid segment number");
             return int4_const(value as i32).cast();
         }
         let mut args = PgList::<Node>::new();
         args.push(copy(x));
         args.push(int4_const(n).cast());
+        function_call(ours.segment, pg_sys::INT4OID, args)
+    }
+}
+
+/// The values to probe segment `n` with: a constant array when `x` is a constant, else
+/// `simhash_segment_probes(x, n, radius)`, computed once per scan.
+unsafe fn segment_probes_of(x: *mut Node, n: i32, radius: u32, ours: &ExtensionObjects) -> *mut Node {
+    unsafe {
+        if let Some(fp) = const_fingerprint(x) {
+            let value = simhash_core::segment(fp, n).expect("n is a valid segment number");
+            let probes = simhash_core::probes::segment_probes(value, radius);
+            return int4_array_const(probes.into_iter().map(i32::from));
+        }
+        let mut args = PgList::<Node>::new();
+        args.push(copy(x));
+        args.push(int4_const(n).cast());
+        args.push(int4_const(radius as i32).cast());
+        function_call(ours.segment_probes, pg_sys::INT4ARRAYOID, args)
+    }
+}
+
+/// The band keys to probe a GIN index with, constant-folded like `segment_probes_of`.
+unsafe fn band_probes_of(x: *mut Node, radius: u32, ours: &ExtensionObjects) -> *mut Node {
+    unsafe {
+        if let Some(fp) = const_fingerprint(x) {
+            return int4_array_const(simhash_core::probes::band_probes(fp, radius).into_iter());
+        }
+        let mut args = PgList::<Node>::new();
+        args.push(copy(x));
+        args.push(int4_const(radius as i32).cast());
+        function_call(ours.band_probes, pg_sys::INT4ARRAYOID, args)
+    }
+}
+
+unsafe fn const_fingerprint(x: *mut Node) -> Option<u64> {
+    unsafe {
+        let x = strip_relabel(x);
+        ((*x).type_ == NodeTag::T_Const && !(*(x as *mut pg_sys::Const)).constisnull)
+            .then(|| (*(x as *mut pg_sys::Const)).constvalue.value() as u64)
+    }
+}
+
+unsafe fn function_call(funcid: Oid, result_type: Oid, args: PgList<Node>) -> *mut Node {
+    unsafe {
         pg_sys::makeFuncExpr(
-            segment_fn,
-            pg_sys::INT4OID,
+            funcid,
+            result_type,
             args.into_pg(),
             Oid::INVALID,
             Oid::INVALID,
             pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
         )
         .cast()
+    }
+}
+
+unsafe fn int4_equal(left: *mut Node, right: *mut Node) -> *mut Node {
+    unsafe {
+        let equal = pg_sys::make_opclause(INT4_EQ_OPERATOR, pg_sys::BOOLOID, false, left.cast(), right.cast(), Oid::INVALID, Oid::INVALID);
+        (*(equal as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_INT4EQ);
+        equal.cast()
+    }
+}
+
+/// `left = ANY(right)` for an int4 and an int4[].
+unsafe fn int4_equal_any(left: *mut Node, right: *mut Node) -> *mut Node {
+    unsafe {
+        let mut args = PgList::<Node>::new();
+        args.push(left);
+        args.push(right);
+        let mut any = PgBox::<pg_sys::ScalarArrayOpExpr>::alloc_node(NodeTag::T_ScalarArrayOpExpr);
+        any.opno = INT4_EQ_OPERATOR;
+        any.opfuncid = Oid::from_u32(pg_sys::F_INT4EQ);
+        any.useOr = true;
+        any.args = args.into_pg();
+        any.location = -1;
+        any.into_pg().cast()
+    }
+}
+
+unsafe fn int4_array_const(values: impl Iterator<Item = i32>) -> *mut Node {
+    unsafe {
+        let datums: Vec<Datum> = values.map(Datum::from).collect();
+        let array = pg_sys::construct_array(
+            datums.as_ptr() as *mut Datum,
+            datums.len() as i32,
+            pg_sys::INT4OID,
+            4,
+            true,
+            pg_sys::TYPALIGN_INT as _,
+        );
+        pg_sys::makeConst(pg_sys::INT4ARRAYOID, -1, Oid::INVALID, -1, Datum::from(array), false, false).cast()
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod distance;
 pub mod features;
 pub mod fingerprint;
+pub mod probes;
 pub mod text_format;
 
 pub use distance::{hamming, segment, SEGMENTS, SEGMENT_BITS};

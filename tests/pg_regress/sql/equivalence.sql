@@ -1,31 +1,30 @@
--- The indexed lookup returns exactly the rows a sequential scan returns, for k = 0..5, on 100,000
--- fingerprints with near-duplicates planted at distances 0..4 around 50 query fingerprints.
--- The reference distance is PostgreSQL's own bit_count() of the XOR, not our hamming().
+-- The indexed lookup returns exactly the rows a sequential scan returns, for every k from 0 to 64,
+-- through the four segment B-trees and through the GIN bands index, on 100,000 fingerprints with
+-- near-duplicates planted at distances 0..12 around 50 query fingerprints. The reference distance
+-- is PostgreSQL's own bit_count() of the XOR, not our hamming().
+-- (No JIT: with sequential scans switched off below, every small query would be JIT-compiled.)
+SET jit = off;
 CREATE TABLE eq_docs (id int PRIMARY KEY, fp simhash64 NOT NULL);
 INSERT INTO eq_docs SELECT i, ('x' || substr(md5('eq' || i), 1, 16))::bit(64)::bigint::simhash64
 FROM generate_series(1, 100000) i;
 CREATE TABLE eq_queries AS SELECT id / 2000 AS j, fp FROM eq_docs WHERE id % 2000 = 0;
--- Copy j of query j at distance d flips bits j*7, j*7 + 13, ... (mod 64): spread over segments,
--- so that distance 4 usually leaves no segment intact (the pigeonhole's limit).
+-- Copy d of query j flips bits j*7, j*7 + 13, j*7 + 26, ... (mod 64, all distinct): spread over
+-- the segments, so each segment holds about d/4 of the flips (the probes' worst case).
 INSERT INTO eq_docs
-SELECT 1000000 + q.j * 10 + d,
+SELECT 1000000 + q.j * 100 + d,
        (q.fp::bigint # coalesce((SELECT bit_or(1::bigint << ((q.j * 7 + t * 13) % 64))
                                  FROM generate_series(0, d - 1) t), 0))::simhash64
-FROM eq_queries q, generate_series(0, 4) d;
-CREATE INDEX ON eq_docs (simhash_segment(fp, 0));
-CREATE INDEX ON eq_docs (simhash_segment(fp, 1));
-CREATE INDEX ON eq_docs (simhash_segment(fp, 2));
-CREATE INDEX ON eq_docs (simhash_segment(fp, 3));
-ANALYZE eq_docs;
+FROM eq_queries q, generate_series(0, 12) d;
 SELECT count(*) AS rows, count(DISTINCT fp) AS distinct_fps FROM eq_docs;
 
--- Reference: every (query, row) pair within distance 5, by sequential scan.
+-- Reference: every (query, row) pair within distance 12, by sequential scan.
 CREATE TABLE eq_reference AS
 SELECT q.j, d.id, bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) AS distance
-FROM eq_queries q JOIN eq_docs d ON bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) <= 5;
+FROM eq_queries q JOIN eq_docs d ON bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) <= 12;
 SELECT distance, count(*) FROM eq_reference GROUP BY distance ORDER BY distance;
 
--- Each lookup is planned with constant q and k, as an application would send it.
+-- Each lookup is planned with constant q and k, as an application would send it; sequential scans
+-- are switched off so that the probes themselves are checked wherever the rewrite applies.
 CREATE FUNCTION eq_check(k int, OUT radius int, OUT rows_found bigint, OUT rows_expected bigint,
                          OUT differences bigint, OUT indexed boolean)
 LANGUAGE plpgsql AS $$
@@ -52,17 +51,38 @@ BEGIN
     END LOOP;
 END $$;
 
-SELECT (eq_check(k)).* FROM generate_series(0, 5) k;
+-- Four segment B-trees.
+SELECT simhash_create_indexes('eq_docs', 'fp');
+ANALYZE eq_docs;
+SET enable_seqscan = off;
+SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
+RESET enable_seqscan;
 
 -- The same as one join: a nested loop probing the segment indexes once per query.
 EXPLAIN (COSTS OFF) SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3;
 SELECT count(*) AS differences FROM (
-    (SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3
-     EXCEPT SELECT j, id FROM eq_reference WHERE distance <= 3)
+    (SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 7
+     EXCEPT SELECT j, id FROM eq_reference WHERE distance <= 7)
     UNION ALL
-    (SELECT j, id FROM eq_reference WHERE distance <= 3
-     EXCEPT SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3)
+    (SELECT j, id FROM eq_reference WHERE distance <= 7
+     EXCEPT SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 7)
 ) x;
+
+-- Radii 13 to 64 (never rewritten): the counts of one query agree with bit_count's histogram.
+SELECT count(*) AS radii_checked,
+       count(*) FILTER (WHERE found <> expected) AS differences
+FROM (SELECT k,
+             (SELECT count(*) FROM eq_docs d WHERE d.fp <~> q.fp <= k) AS found,
+             (SELECT count(*) FROM eq_docs d WHERE bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) <= k) AS expected
+      FROM eq_queries q, generate_series(13, 64) k WHERE q.j = 1) c;
+
+-- One GIN index instead.
+DROP INDEX eq_docs_fp_segment_0, eq_docs_fp_segment_1, eq_docs_fp_segment_2, eq_docs_fp_segment_3;
+SELECT simhash_create_indexes('eq_docs', 'fp', 'gin');
+ANALYZE eq_docs;
+SET enable_seqscan = off;
+SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
+RESET enable_seqscan;
 
 DROP FUNCTION eq_check(int);
 DROP TABLE eq_docs, eq_queries, eq_reference;

@@ -1,4 +1,4 @@
--- The planner rewrite: fp <~> q <= k (k <= 3) becomes a BitmapOr over the four segment indexes.
+-- The planner rewrite: fp <~> q <= k (k <= 11) becomes a BitmapOr over the four segment indexes.
 CREATE TABLE docs (id int PRIMARY KEY, fp simhash64);
 INSERT INTO docs SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
 FROM generate_series(1, 20000) i;
@@ -51,10 +51,17 @@ SELECT a.id, b.id FROM docs a JOIN docs b ON a.fp <~> b.fp <= 3 AND a.id <> b.id
 SELECT a.id, b.id, a.fp <~> b.fp AS d
 FROM docs a JOIN docs b ON a.fp <~> b.fp <= 3 AND a.id <> b.id WHERE a.id <= 3 ORDER BY a.id, b.id;
 
--- No rewrite (and the same answers) where it cannot be exact or would duplicate work:
--- a radius above 3, a non-constant radius, a sub-select operand, a NULL radius.
-EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 4;
+-- Radii 4 to 7 probe each segment with the 17 values within one bit (here: a parameter, so the
+-- probe sets are computed once per scan), 8 to 11 with the 137 values within two bits.
+SET plan_cache_mode = force_generic_plan;
+PREPARE within_7(simhash64) AS SELECT id FROM docs WHERE fp <~> $1 <= 7;
+EXPLAIN (COSTS OFF) EXECUTE within_7(:'q');
+RESET plan_cache_mode;
 SELECT id FROM docs WHERE fp <~> :'q' <= 4 ORDER BY id;
+
+-- No rewrite (and the same answers) where it cannot be exact or would duplicate work:
+-- a radius above 11, a non-constant radius, a sub-select operand, a NULL radius.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 12;
 SELECT id FROM docs WHERE fp <~> :'q' <= 64 AND id > 100000 ORDER BY id;
 SELECT count(*) FROM docs WHERE fp <~> :'q' < 0;
 EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> (SELECT fp FROM docs WHERE id = 1) <= 3;
@@ -75,8 +82,9 @@ EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE hamming(id::bigint, 7) <= 3;
 DROP FUNCTION hamming(bigint, bigint);
 -- The rewrite is exact in a select list too, NULL rows included.
 SELECT id, fp <~> :'q' <= 3 AS near FROM docs WHERE id IN (1, 100004, 200000) ORDER BY id;
--- Without segment indexes the same query is a plain sequential scan with the same answer.
+-- Without segment indexes the query is left as written: a plain sequential scan, same answer.
 DROP INDEX docs_segment_0, docs_segment_1, docs_segment_2, docs_segment_3;
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 3;
 SELECT id FROM docs WHERE fp <~> :'q' <= 3 ORDER BY id;
 
 DROP TABLE docs;
