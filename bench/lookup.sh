@@ -1,85 +1,119 @@
 #!/usr/bin/env bash
-# Lookup benchmark: the same radius query through the four segment B-trees (the planner rewrite)
-# and through sequential scans, on N uniform 64-bit fingerprints (md5), in one run on one server.
-# Latency is the client round trip of pgbench (planning included), one client.
-#   usage: bench/lookup.sh [N]        (default 1000000; needs scripts/setup.sh to have run)
+# Lookup benchmark: one radius query, `fp <~> q <= k`, answered by every route in one run on one
+# server, over N uniform 64-bit fingerprints (md5) plus near-duplicates planted at distances 1..11.
+#   usage: bench/lookup.sh [N]      (default 1000000; 10000000 works too; needs scripts/setup.sh)
+# Latency: pgbench, one client, client round trip with planning, p50/p99. Recall: planted pairs
+# found / planted pairs within k. The cluster is restarted with shared_buffers large enough for the
+# table and every index, and left running that way.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 N=${1:-1000000}
-FAST_RUNS=${FAST_RUNS:-2000}
-SLOW_RUNS=${SLOW_RUNS:-30}
-start_cluster
+FAST_RUNS=${FAST_RUNS:-1000}      # lookups per indexed route and radius
+SLOW_RUNS=${SLOW_RUNS:-20}        # lookups per sequential-scan route and radius
+RADII=${RADII:-"3 7 9"}
+QUERIES=200                        # planted query points
+SB_MB=$(( N / 1000000 * 600 + 512 ))
+restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off"
 fresh_database simhash_bench
 export PGDATABASE=simhash_bench
 work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
-
-ms() { python3 -c "import sys; print(f'{float(sys.argv[1]):.3f}')" "$1"; }
 now() { date +%s.%N; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
-log "loading $N fingerprints"
+log "loading $N fingerprints and ${QUERIES} x 11 planted near-duplicates"
 psql -q -v ON_ERROR_STOP=1 <<SQL
 CREATE TABLE fps (id int PRIMARY KEY, fp simhash64 NOT NULL);
 INSERT INTO fps SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
 FROM generate_series(1, $N) i;
+-- Query point j is row j; its copy at distance d (1..11) flips bits j*7 + t*13 (mod 64), t < d.
+CREATE TABLE planted AS
+SELECT q.id AS j, d, $N + q.id * 11 + d AS id,
+       (q.fp::bigint # (SELECT bit_or(1::bigint << ((q.id * 7 + t * 13) % 64)) FROM generate_series(0, d - 1) t))::simhash64 AS fp
+FROM fps q, generate_series(1, 11) d WHERE q.id <= $QUERIES;
+INSERT INTO fps SELECT id, fp FROM planted;
+VACUUM ANALYZE fps;
 SQL
-t0=$(now)
-psql -q -v ON_ERROR_STOP=1 <<'SQL'
-CREATE INDEX fps_segment_0 ON fps (simhash_segment(fp, 0));
-CREATE INDEX fps_segment_1 ON fps (simhash_segment(fp, 1));
-CREATE INDEX fps_segment_2 ON fps (simhash_segment(fp, 2));
-CREATE INDEX fps_segment_3 ON fps (simhash_segment(fp, 3));
-SQL
-build_s=$(python3 -c "print(f'{$(now) - $t0:.1f}')")
-psql -q -c "VACUUM ANALYZE fps"
-read -r table_mb index_mb <<<"$(psql -At -F' ' -c "SELECT round(pg_table_size('fps') / 1048576.0), round(sum(pg_relation_size(indexrelid)) / 1048576.0) FROM pg_index WHERE indrelid = 'fps'::regclass AND indexrelid::regclass::text LIKE 'fps_segment_%'")"
+table_mb=$(psql -At -c "SELECT round(pg_table_size('fps') / 1048576.0)")
 
-# Each transaction looks up the fingerprint of a random stored row j (a constant once folded),
-# so every lookup has at least one match.
+# The query fingerprint of lookup j: row j's, written as a constant expression the planner folds.
 q="('x' || substr(md5(:j::text), 1, 16))::bit(64)::bigint::simhash64"
-declare -A query=(
-  [index]="SELECT count(*) FROM fps WHERE fp <~> $q <= 3;"
-  [seq_hamming]="SELECT count(*) FROM fps WHERE hamming(fp, $q)::int <= 3;"
-  [seq_bit_count]="SELECT count(*) FROM fps WHERE bit_count((fp::bigint # ($q)::bigint)::bit(64)) <= 3;"
-)
-declare -A label=(
-  [index]='four segment B-trees, `fp <~> q <= 3` (BitmapOr)'
-  [seq_hamming]='sequential scan, `hamming(fp, q)::int <= 3`'
-  [seq_bit_count]='sequential scan, stock `bit_count((a # b)::bit(64)) <= 3`'
-)
-declare -A p50 p99 plan
-for route in index seq_hamming seq_bit_count; do
-  runs=$FAST_RUNS; [ "$route" = index ] || runs=$SLOW_RUNS
-  printf '\\set j random(1, %d)\n%s\n' "$N" "${query[$route]}" > "$work/$route.sql"
-  plan[$route]=$(psql -At -c "EXPLAIN (COSTS OFF) ${query[$route]//:j/42}" | grep -m1 -o '[A-Za-z ]*Scan' | sed 's/^ *//')
-  log "$route: $runs lookups"
-  pgbench -n -M simple -c 1 -t "$((runs / 10 + 1))" -f "$work/$route.sql" >/dev/null   # warm-up
-  (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -c 1 -t "$runs" -f "$route.sql" -l >/dev/null)
-  read -r p50[$route] p99[$route] <<<"$(cat "$work"/pgbench_log.* | python3 -c '
+declare -A query label build size
+query[seq_bit_count]="SELECT count(*) FROM fps WHERE bit_count((fp::bigint # ($q)::bigint)::bit(64)) <= :k"
+label[seq_bit_count]='parallel seq scan, stock `bit_count((a # b)::bit(64))`'
+query[seq_hamming]="SELECT count(*) FROM fps WHERE hamming(fp, $q)::int <= :k"
+label[seq_hamming]='parallel seq scan, `hamming(fp, q)::int`'
+query[btree]="SELECT count(*) FROM fps WHERE fp <~> $q <= :k"
+label[btree]='four segment B-trees, `fp <~> q <= k` (BitmapOr)'
+query[gin]="SELECT count(*) FROM fps WHERE fp <~> $q <= :k"
+label[gin]='one GIN on `simhash_bands(fp)`, `fp <~> q <= k`'
+covering_arm() { echo "SELECT id FROM fps WHERE simhash_segment(fp, $1) = ANY(simhash_segment_probes($q, $1, :r)) AND hamming(fp, $q)::int <= :k"; }
+query[covering]="SELECT count(DISTINCT id) FROM ($(covering_arm 0) UNION ALL $(covering_arm 1) UNION ALL $(covering_arm 2) UNION ALL $(covering_arm 3)) s"
+label[covering]='stock: four covering B-trees `(segment) INCLUDE (fp, id)`, UNION ALL of index-only scans'
+routes="seq_bit_count seq_hamming btree gin covering"
+
+declare -A p50 p99 recall plan
+measure() {   # route
+    local route=$1 runs=$FAST_RUNS
+    case $route in seq_*) runs=$SLOW_RUNS;; esac
+    for k in $RADII; do
+        local r=$((k / 4)) sql=${query[$route]}
+        printf '\\set j random(1, %d)\n\\set k %d\n\\set r %d\n%s;\n' "$N" "$k" "$r" "$sql" > "$work/q.sql"
+        local example=${sql//:j/42}; example=${example//:k/$k}; example=${example//:r/$r}
+        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | grep -m1 -oE '(Parallel Seq|Bitmap Heap|Index Only|Seq|Index) Scan' || echo '?')
+        pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
+        (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
+        read -r p50[$route,$k] p99[$route,$k] <<<"$(cat "$work"/pgbench_log.* | python3 -c '
 import sys
 lat = sorted(int(line.split()[2]) for line in sys.stdin)
 pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] / 1000
-print(f"{pick(0.50):.3f} {pick(0.99):.3f}")')"
+print(f"{pick(0.50):.2f} {pick(0.99):.2f}")')"
+        # Recall over the planted pairs: run the route for each query point, count planted ids found.
+        local recall_sql=${sql//count(DISTINCT id)/array_agg(DISTINCT id)}
+        recall_sql=${recall_sql//count(\*)/array_agg(id)}
+        recall_sql=${recall_sql//:j/p.j}; recall_sql=${recall_sql//:k/$k}; recall_sql=${recall_sql//:r/$r}
+        recall[$route,$k]=$(psql -At -c "
+            SELECT round(count(*) FILTER (WHERE p.id = ANY(f.ids))::numeric / count(*), 3)
+            FROM planted p, LATERAL ($recall_sql) f(ids) WHERE p.d <= $k AND p.j <= $(case $route in seq_*) echo 10;; *) echo $QUERIES;; esac)")
+    done
+}
+index_size() { psql -At -c "SELECT round(sum(pg_relation_size(indexrelid)) / 1048576.0) FROM pg_index WHERE indrelid = 'fps'::regclass AND indexrelid::regclass::text LIKE '$1%'"; }
+
+log "no segment index: the rewrite must cost nothing (simhash.enable_rewrite on vs off)"
+printf '\\set j random(1, %d)\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n' "$N" "$q" > "$work/noindex.sql"
+declare -A noindex
+for setting in on off; do
+    (cd "$work" && rm -f pgbench_log.* && PGOPTIONS="-c simhash.enable_rewrite=$setting" pgbench -n -M simple -t "$SLOW_RUNS" -f noindex.sql -l >/dev/null)
+    noindex[$setting]=$(cat "$work"/pgbench_log.* | python3 -c 'import sys; lat = sorted(int(l.split()[2]) for l in sys.stdin); print(f"{lat[len(lat)//2]/1000:.2f}")')
 done
 
-# Same answers: total matches for 200 lookups through each route.
-same=$(psql -At <<SQL
-SELECT CASE WHEN bool_and(a = b AND b = c) THEN 'yes' ELSE 'NO' END FROM (
-  SELECT (SELECT count(*) FROM fps WHERE fp <~> q <= 3) a,
-         (SELECT count(*) FROM fps WHERE hamming(fp, q)::int <= 3) b,
-         (SELECT count(*) FROM fps WHERE bit_count((fp::bigint # q::bigint)::bit(64)) <= 3) c
-  FROM (SELECT fp AS q FROM fps WHERE id % ($N / 200) = 0 LIMIT 200) s) x;
-SQL
-)
+for route in seq_bit_count seq_hamming; do log "$route"; measure $route; done
 
-settings="$(psql -At -c "SELECT 'PostgreSQL ' || current_setting('server_version') || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather')"), $(nproc) cores"
-base=${p50[seq_bit_count]}
+log "btree: four segment indexes"
+t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[btree]=$(elapsed "$t0")
+psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); measure btree
+psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
+
+log "gin: one bands index"
+t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'gin')" >/dev/null; build[gin]=$(elapsed "$t0")
+psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); measure gin
+psql -q -c "DROP INDEX fps_fp_bands"
+
+log "covering: four B-trees (segment) INCLUDE (fp, id)"
+t0=$(now)
+for n in 0 1 2 3; do psql -q -c "CREATE INDEX fps_covering_$n ON fps (simhash_segment(fp, $n)) INCLUDE (fp, id)"; done
+build[covering]=$(elapsed "$t0")
+psql -q -c "VACUUM ANALYZE fps"; size[covering]=$(index_size fps_covering_); measure covering
+
+settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
 echo
-echo "Lookup at radius 3 over $N uniform fingerprints ($settings)."
+echo "Radius lookups over $N uniform fingerprints + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB)."
 echo
-echo "Segment index build: ${build_s} s for four indexes, ${index_mb} MB (table ${table_mb} MB). Same matches on all routes for 200 lookups: $same."
-echo
-echo "| route | scan | p50 ms | p99 ms | p50 speed-up vs stock seq scan |"
-echo "|---|---|---|---|---|"
-for route in index seq_hamming seq_bit_count; do
-  printf '| %s | %s | %s | %s | %sx |\n' "${label[$route]}" "${plan[$route]}" "${p50[$route]}" "${p99[$route]}" \
-    "$(python3 -c "print(f'{$base / ${p50[$route]}:.0f}')")"
+header="| route | index build s / MB |"; rule="|---|---|"
+for k in $RADII; do header+=" k=$k p50 ms | k=$k p99 ms | k=$k recall |"; rule+="---|---|---|"; done
+echo "$header"; echo "$rule"
+for route in $routes; do
+    row="| ${label[$route]} | ${build[$route]:--} / ${size[$route]:--} |"
+    for k in $RADII; do row+=" ${p50[$route,$k]} (${plan[$route,$k]}) | ${p99[$route,$k]} | ${recall[$route,$k]} |"; done
+    echo "$row"
 done
+echo
+echo "Without any segment index, \`fp <~> q <= 3\` p50: ${noindex[on]} ms with simhash.enable_rewrite on, ${noindex[off]} ms off (same plan: the rewrite does not apply)."

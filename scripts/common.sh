@@ -64,8 +64,14 @@ start_cluster() {
     if ! as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" status >/dev/null 2>&1; then
         log "starting PostgreSQL 15 on port $PGPORT (socket in $PGHOST)"
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -l "$SIMHASH_PGDATA/server.log" -w \
-            -o "-p $PGPORT -k $PGHOST -c listen_addresses=''" start >/dev/null
+            -o "-p $PGPORT -k $PGHOST -c listen_addresses='' ${SIMHASH_SERVER_OPTIONS:-}" start >/dev/null
     fi
+}
+
+# Restarts the cluster with extra server options (e.g. "-c shared_buffers=2GB" for benchmarks).
+restart_cluster() {
+    as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -w -m fast stop >/dev/null 2>&1 || true
+    SIMHASH_SERVER_OPTIONS="$1" start_cluster
 }
 
 # Recreates database $1 with the extension installed.
