@@ -15,7 +15,8 @@ export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 log() { printf '\n==> %s\n' "$*"; }
 
-as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+# RUST_BACKTRACE stays out of the server: with it, errors raised through Rust carry a backtrace.
+as_postgres() { (cd / && runuser -u postgres -- env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE "$@"); }
 
 install_prerequisites() {
     # sudo only for `cargo pgrx test`, which calls `sudo -u postgres` and `sudo cp` (scripts/test.sh).

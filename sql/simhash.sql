@@ -249,6 +249,31 @@ CREATE FUNCTION simhash_band_probes(simhash64, integer) RETURNS integer[]
     AS 'MODULE_PATHNAME', 'simhash_band_probes_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- ---------------------------------------------------------------------------------------------
+-- Batch near-duplicate pairs (src/pairs.rs)
+-- ---------------------------------------------------------------------------------------------
+
+-- query returns (id, fingerprint): any integer id, any simhash64 column or expression.
+CREATE FUNCTION simhash_pairs(query text, k integer)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, id_column name DEFAULT 'id')
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer) LANGUAGE sql VOLATILE STRICT AS $$
+    SELECT * FROM @extschema@.simhash_pairs(
+        pg_catalog.format('SELECT %I, %I FROM %s', id_column, fp_column, tbl), k)
+$$;
+
+CREATE FUNCTION simhash_clusters(query text, k integer)
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_clusters_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, id_column name DEFAULT 'id')
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
+    SELECT * FROM @extschema@.simhash_clusters(
+        pg_catalog.format('SELECT %I, %I FROM %s', id_column, fp_column, tbl), k)
+$$;
+
+-- ---------------------------------------------------------------------------------------------
 -- Index helpers
 -- ---------------------------------------------------------------------------------------------
 
@@ -311,6 +336,10 @@ COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (jieba-rs wo
 COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';
+COMMENT ON FUNCTION simhash_pairs(text, integer) IS 'all pairs within Hamming distance k among the (id, fingerprint) rows of a query';
+COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column';
+COMMENT ON FUNCTION simhash_clusters(text, integer) IS 'each row that has a near-duplicate, with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group';
 COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree or gin)';
 COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
 COMMENT ON FUNCTION simhash_segment_probes(simhash64, integer, integer) IS 'values of segment n within r bits of the fingerprint''s (r = 0..3)';

@@ -10,6 +10,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 mod errors;
 mod fingerprint;
+mod pairs;
 mod planner_support;
 mod probes;
 mod simhash64;

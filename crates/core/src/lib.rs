@@ -8,6 +8,7 @@
 pub mod distance;
 pub mod features;
 pub mod fingerprint;
+pub mod pairs;
 pub mod probes;
 pub mod text_format;
 

@@ -1,0 +1,180 @@
+//! All pairs within Hamming distance k in a set of fingerprints, by Manku et al.'s permuted tables.
+//!
+//! Split the 64 bits into `B > k` blocks. Two fingerprints within distance `k` differ in at most `k`
+//! blocks, so they agree on at least `B - k` of them. For every choice of `B - k` blocks ("a table"),
+//! sort the fingerprints by those blocks' bits and compare only within runs of equal keys. A pair that
+//! agrees on more blocks shows up in several tables; it is reported only in the first table (in the
+//! enumeration order) whose blocks it agrees on, so each pair comes out exactly once with no set of
+//! seen pairs. `B` is chosen per run to balance the number of sorts against the run lengths.
+//!
+//! Memory: the input (8 bytes per fingerprint) plus one table of (key, index) pairs (16 bytes per
+//! fingerprint), plus the pairs found.
+
+use crate::distance::hamming;
+
+/// Largest radius accepted: beyond it nearly every pair of a large set is a pair.
+pub const MAX_PAIRS_RADIUS: u32 = 16;
+
+/// What the caller hears between tables: (tables done, tables in all, pairs so far).
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, usize);
+
+/// Calls `on_pair(i, j, distance)` (i < j, indexes into `fps`) once for every pair within `k`.
+/// `progress` is called after each table and every few million comparisons: the place to check for
+/// cancellation. Returns the number of tables used.
+pub fn for_each_pair(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32), progress: Progress) -> usize {
+    assert!(k <= MAX_PAIRS_RADIUS, "radius {k} is out of range");
+    let blocks = block_masks(choose_block_count(fps.len(), k));
+    let tables = combinations(blocks.len(), blocks.len() - k as usize);
+    let mut order: Vec<(u64, u32)> = Vec::with_capacity(fps.len());
+    let mut found = 0usize;
+    let mut comparisons = 0u64;
+    for (t, table) in tables.iter().enumerate() {
+        let mask = table.iter().fold(0u64, |m, &b| m | blocks[b]);
+        order.clear();
+        order.extend(fps.iter().enumerate().map(|(i, &fp)| (fp & mask, i as u32)));
+        order.sort_unstable();
+        let mut start = 0;
+        while start < order.len() {
+            let key = order[start].0;
+            let end = start + order[start..].iter().take_while(|e| e.0 == key).count();
+            for x in start..end {
+                for y in x + 1..end {
+                    let (i, j) = (order[x].1 as usize, order[y].1 as usize);
+                    let distance = hamming(fps[i], fps[j]);
+                    if distance <= k && first_agreeing_table(fps[i], fps[j], &blocks, table.len()) == *table {
+                        on_pair(i.min(j), i.max(j), distance);
+                        found += 1;
+                    }
+                }
+                comparisons += (end - x - 1) as u64;
+                if comparisons >= 1 << 22 {
+                    comparisons = 0;
+                    progress(t, tables.len(), found);
+                }
+            }
+            start = end;
+        }
+        progress(t + 1, tables.len(), found);
+    }
+    tables.len()
+}
+
+/// The first `size` blocks (in order) on which `a` and `b` agree: the table that reports the pair.
+fn first_agreeing_table(a: u64, b: u64, blocks: &[u64], size: usize) -> Vec<usize> {
+    blocks.iter().enumerate().filter(|(_, &m)| (a ^ b) & m == 0).map(|(i, _)| i).take(size).collect()
+}
+
+/// `count` masks of near-equal width covering the 64 bits, most significant first.
+fn block_masks(count: usize) -> Vec<u64> {
+    let mut masks = Vec::with_capacity(count);
+    let mut high = 64;
+    for b in 0..count {
+        let width = (64 - b * 64 / count) - (64 - (b + 1) * 64 / count);
+        let low = high - width;
+        masks.push(if width == 64 { !0 } else { ((1u64 << width) - 1) << low });
+        high = low;
+    }
+    masks
+}
+
+/// All `size`-element subsets of `0..n`, in lexicographic order.
+fn combinations(n: usize, size: usize) -> Vec<Vec<usize>> {
+    let mut all = Vec::new();
+    let mut current: Vec<usize> = (0..size).collect();
+    loop {
+        all.push(current.clone());
+        let Some(i) = (0..size).rev().find(|&i| current[i] < n - size + i) else { return all };
+        current[i] += 1;
+        for j in i + 1..size {
+            current[j] = current[j - 1] + 1;
+        }
+    }
+}
+
+/// The block count with the least estimated work: per table one sort (n log n) plus the
+/// comparisons within runs (n^2 / 2 / 2^matched bits, for uniform fingerprints).
+fn choose_block_count(n: usize, k: u32) -> usize {
+    let n = n.max(2) as f64;
+    let cost = |blocks: usize| {
+        let tables = binomial(blocks, blocks - k as usize);
+        let matched_bits = 64.0 * (blocks - k as usize) as f64 / blocks as f64;
+        tables * (n * n.log2() * 4.0 + n * n / 2.0 / matched_bits.exp2())
+    };
+    (k as usize + 1..=(k as usize + 8).min(64))
+        .min_by(|&a, &b| cost(a).total_cmp(&cost(b)))
+        .expect("a non-empty range")
+}
+
+fn binomial(n: usize, r: usize) -> f64 {
+    (0..r).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute_force(fps: &[u64], k: u32) -> Vec<(usize, usize, u32)> {
+        let mut pairs = Vec::new();
+        for i in 0..fps.len() {
+            for j in i + 1..fps.len() {
+                let d = hamming(fps[i], fps[j]);
+                if d <= k {
+                    pairs.push((i, j, d));
+                }
+            }
+        }
+        pairs
+    }
+
+    fn fingerprints(n: usize, seed: u64) -> Vec<u64> {
+        let mut state = seed;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut fps: Vec<u64> = (0..n).map(|_| next()).collect();
+        // Near-duplicates at every distance up to 12, and exact duplicates.
+        for d in 0..=12u32 {
+            for c in 0..5 {
+                let base = fps[(d as usize * 5 + c) % n];
+                let flipped = (0..d).fold(base, |fp, t| fp ^ 1 << ((t * 13 + c as u32 * 7) % 64));
+                fps.push(flipped);
+            }
+        }
+        fps
+    }
+
+    #[test]
+    fn matches_brute_force_for_every_radius() {
+        let fps = fingerprints(3000, 0x1234_5678_9abc_def1);
+        for k in 0..=MAX_PAIRS_RADIUS {
+            let mut got = Vec::new();
+            for_each_pair(&fps, k, &mut |i, j, d| got.push((i, j, d)), &mut |_, _, _| {});
+            got.sort_unstable();
+            let want = brute_force(&fps, k);
+            assert_eq!(got.len(), want.len(), "k={k}");
+            assert_eq!(got, want, "k={k}");
+        }
+    }
+
+    #[test]
+    fn blocks_cover_all_bits_once() {
+        for count in 1..=24 {
+            let masks = block_masks(count);
+            assert_eq!(masks.len(), count);
+            assert_eq!(masks.iter().fold(0u64, |acc, m| { assert_eq!(acc & m, 0); acc | m }), !0);
+        }
+        assert_eq!(combinations(5, 3).len(), 10);
+        assert_eq!(combinations(4, 4), vec![vec![0, 1, 2, 3]]);
+    }
+
+    #[test]
+    fn reports_progress_after_each_table() {
+        let fps = fingerprints(500, 7);
+        let mut calls = Vec::new();
+        let tables = for_each_pair(&fps, 3, &mut |_, _, _| {}, &mut |done, all, _| calls.push((done, all)));
+        assert_eq!(calls.last(), Some(&(tables, tables)));
+    }
+}

@@ -1,0 +1,66 @@
+-- Batch near-duplicate pairs and clusters: exactly the pairs a self-join finds, for several radii.
+CREATE TABLE pair_docs (id int PRIMARY KEY, fp simhash64);
+INSERT INTO pair_docs SELECT i, ('x' || substr(md5('p' || i), 1, 16))::bit(64)::bigint::simhash64
+FROM generate_series(1, 3000) i;
+-- Near-duplicates of rows 1..30 at distances 0..12 (bits spread over the segments), and a NULL.
+INSERT INTO pair_docs
+SELECT 100000 + s.id * 100 + d,
+       (s.fp::bigint # coalesce((SELECT bit_or(1::bigint << ((s.id * 7 + t * 13) % 64))
+                                 FROM generate_series(0, d - 1) t), 0))::simhash64
+FROM pair_docs s, generate_series(0, 12) d WHERE s.id <= 30;
+INSERT INTO pair_docs VALUES (999999, NULL);
+
+-- Reference: every pair within 12, by a self-join with PostgreSQL's own bit_count().
+CREATE TABLE pair_reference AS
+SELECT a.id::bigint AS id_a, b.id::bigint AS id_b, bit_count((a.fp::bigint # b.fp::bigint)::bit(64))::int AS distance
+FROM pair_docs a JOIN pair_docs b ON a.id < b.id
+WHERE bit_count((a.fp::bigint # b.fp::bigint)::bit(64)) <= 12;
+
+CREATE FUNCTION pairs_check(k int, OUT radius int, OUT pairs bigint, OUT differences bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    radius := k;
+    CREATE TEMP TABLE found AS SELECT * FROM simhash_pairs('pair_docs', 'fp', k);
+    CREATE TEMP TABLE expected AS SELECT * FROM pair_reference WHERE distance <= k;
+    SELECT count(*) INTO pairs FROM found;
+    SELECT count(*) INTO differences FROM (
+        (SELECT * FROM found EXCEPT ALL SELECT * FROM expected)
+        UNION ALL (SELECT * FROM expected EXCEPT ALL SELECT * FROM found)) x;
+    DROP TABLE found, expected;
+END $$;
+SELECT (pairs_check(k)).* FROM unnest('{0,1,3,5,7,9,11,12}'::int[]) k;
+
+-- The query form takes any (id, fingerprint) query; ids of any type that casts to bigint.
+SELECT * FROM simhash_pairs('SELECT id::numeric, fp FROM pair_docs WHERE id IN (1, 100100, 100101, 100104)', 3)
+ORDER BY id_a, id_b;
+
+-- Clusters: every row with a near-duplicate, and the smallest id of its group.
+SELECT * FROM simhash_clusters('SELECT id, fp FROM pair_docs WHERE id IN (2, 100200, 100201, 100202, 100212, 5)', 3)
+ORDER BY id;
+-- Keep one row per group: delete the others.
+CREATE TABLE dedup AS SELECT * FROM pair_docs WHERE id <= 3 OR id BETWEEN 100100 AND 100399;
+DELETE FROM dedup d USING simhash_clusters('dedup', 'fp', 3) c WHERE d.id = c.id AND c.id <> c.representative;
+SELECT count(*) AS left_over, (SELECT count(*) FROM simhash_pairs('dedup', 'fp', 3)) AS pairs_left FROM dedup;
+
+-- Errors.
+\set VERBOSITY default
+SELECT * FROM simhash_pairs('pair_docs', 'fp', 17);
+SELECT * FROM simhash_pairs('SELECT 1, 2', 3);
+SELECT * FROM simhash_pairs('SELECT NULL::int, ''0000000000000000''::simhash64', 3);
+\set VERBOSITY terse
+SELECT * FROM simhash_pairs('pair_docs', 'nope', 3);
+\set VERBOSITY sqlstate
+SELECT * FROM simhash_pairs('pair_docs', 'fp', -1);
+SELECT * FROM simhash_pairs('SELECT 1, 2', 3);
+\set VERBOSITY default
+
+-- A long run stops at statement_timeout (interrupts are checked while reading and searching).
+SET statement_timeout = '200ms';
+\set VERBOSITY terse
+SELECT count(*) FROM simhash_pairs(
+    'SELECT i, (''x'' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64 FROM generate_series(1, 3000000) i', 16);
+\set VERBOSITY default
+RESET statement_timeout;
+
+DROP FUNCTION pairs_check(int);
+DROP TABLE pair_docs, pair_reference, dedup;
