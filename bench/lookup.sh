@@ -59,7 +59,8 @@ measure() {   # route
         local r=$((k / 4)) sql=${query[$route]//QFP/$q}
         printf '\\set j random(1, %d)\n\\set k %d\n\\set r %d\n%s;\n' "$N" "$k" "$r" "$sql" > "$work/q.sql"
         local example=${sql//:j/42}; example=${example//:k/$k}; example=${example//:r/$r}
-        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | grep -m1 -oE '(Parallel Seq|Bitmap Heap|Index Only|Seq|Index) Scan' || echo '?')
+        # (awk, not grep -m1 or head: an early exit would fail the pipeline under pipefail)
+        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk 'match($0, /(Parallel Seq|Bitmap Heap|Index Only|Seq|Index) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
         pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
         (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
         read -r p50[$route,$k] p99[$route,$k] <<<"$(cat "$work"/pgbench_log.* | python3 -c '
