@@ -10,7 +10,7 @@ CREATE TABLE docs (
 );
 \copy docs (body) FROM 'data/sample_zh.txt'
 
-\echo '== 2. The four segment indexes that make radius-3 lookups index scans'
+\echo '== 2. The four segment indexes that turn radius lookups (k up to 11) into index scans'
 CREATE INDEX docs_fp_segment_0 ON docs (simhash_segment(fp, 0));
 CREATE INDEX docs_fp_segment_1 ON docs (simhash_segment(fp, 1));
 CREATE INDEX docs_fp_segment_2 ON docs (simhash_segment(fp, 2));
