@@ -277,6 +277,17 @@ $$;
 -- Index helpers
 -- ---------------------------------------------------------------------------------------------
 
+-- An index name of at most 63 bytes (NAMEDATALEN - 1) that keeps its suffix: the prefix is cut,
+-- a whole character at a time, so that the four segment indexes never collide.
+CREATE FUNCTION simhash_index_name(prefix text, suffix text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+BEGIN
+    WHILE pg_catalog.octet_length(prefix || suffix) > 63 LOOP
+        prefix := pg_catalog.left(prefix, -1);
+    END LOOP;
+    RETURN prefix || suffix;
+END $$;
+
 -- The recommended index definitions for a simhash64 column, as statements to run as they are or,
 -- with concurrently => true, through psql's \gexec (CREATE INDEX CONCURRENTLY cannot run inside a
 -- function). method 'btree': four B-trees on simhash_segment(col, 0..3); 'gin': one GIN index on
@@ -304,11 +315,11 @@ BEGIN
     IF method = 'btree' THEN
         FOR n IN 0..3 LOOP
             RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I, %s))',
-                how, left(rel_name || '_' || col || '_segment_' || n, 63), tbl, col, n);
+                how, @extschema@.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n);
         END LOOP;
     ELSIF method = 'gin' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
-            how, left(rel_name || '_' || col || '_bands', 63), tbl, col);
+            how, @extschema@.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
     ELSE
         RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Use ''btree'' (four segment indexes) or ''gin'' (one bands index).';
@@ -340,6 +351,7 @@ COMMENT ON FUNCTION simhash_pairs(text, integer) IS 'all pairs within Hamming di
 COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column';
 COMMENT ON FUNCTION simhash_clusters(text, integer) IS 'each row that has a near-duplicate, with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group';
+COMMENT ON FUNCTION simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
 COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree or gin)';
 COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
 COMMENT ON FUNCTION simhash_segment_probes(simhash64, integer, integer) IS 'values of segment n within r bits of the fingerprint''s (r = 0..3)';

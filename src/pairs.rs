@@ -1,24 +1,58 @@
 //! `simhash_pairs(query, k)` and `simhash_clusters(query, k)`: all near-duplicate pairs of a set of
 //! fingerprints, found in memory with Manku-style permuted tables (`simhash_core::pairs`), not with a
-//! nested loop of index probes. The set is any query returning (id, fingerprint); rows with a NULL
-//! fingerprint are skipped. Memory: about 40 bytes per row plus 20 per pair found.
+//! nested loop of index probes. The set is any query returning (integer id, simhash64); rows with a
+//! NULL fingerprint are skipped. Memory: about 40 bytes per row, plus 24 bytes per pair returned by
+//! `simhash_pairs`, which stops with an error beyond `maintenance_work_mem`.
 
 use std::time::{Duration, Instant};
 
+use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use crate::errors::raise;
-use crate::SimHash64;
 
 /// How often a long run reports its progress.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
 
+/// Bytes a returned pair takes in memory.
+const PAIR_BYTES: usize = 24;
+
 #[pg_extern(sql = false)]
-fn simhash_pairs(query: &str, k: i32) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
+fn simhash_pairs(
+    query: &str,
+    k: i32,
+) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
     let k = check_radius(k);
     let (ids, fps) = read_fingerprints(query);
-    let mut pairs = Vec::new();
-    find_pairs(&fps, k, &mut |i, j, d| pairs.push((ids[i], ids[j], d as i32)));
+    let (distinct, holders) = simhash_core::pairs::group_duplicates(&fps);
+    let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024 / PAIR_BYTES;
+    let mut pairs: Vec<(i64, i64, i32)> = Vec::new();
+    let mut push = |a: i64, b: i64, d: u32| {
+        if pairs.len() >= budget {
+            raise(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("more than {budget} near-duplicate pairs do not fit in maintenance_work_mem"),
+                Some("Use a smaller radius, deduplicate exact copies first, or raise maintenance_work_mem.".into()),
+            );
+        }
+        pairs.push((a.min(b), a.max(b), d as i32));
+    };
+    // Rows with the same fingerprint are pairs at distance 0 ...
+    for rows in &holders {
+        for (x, &i) in rows.iter().enumerate() {
+            for &j in &rows[x + 1..] {
+                push(ids[i as usize], ids[j as usize], 0);
+            }
+        }
+    }
+    // ... and every row of a near pair of distinct fingerprints pairs with every row of the other.
+    find_pairs(&distinct, k, &mut |u, v, d| {
+        for &i in &holders[u] {
+            for &j in &holders[v] {
+                push(ids[i as usize], ids[j as usize], d);
+            }
+        }
+    });
     TableIterator::new(pairs)
 }
 
@@ -28,6 +62,7 @@ fn simhash_pairs(query: &str, k: i32) -> TableIterator<'static, (name!(id_a, i64
 fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
     let k = check_radius(k);
     let (ids, fps) = read_fingerprints(query);
+    let (distinct, holders) = simhash_core::pairs::group_duplicates(&fps);
     let mut parent: Vec<usize> = (0..ids.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -36,13 +71,23 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
         }
         i
     }
-    let mut linked = vec![false; ids.len()];
-    find_pairs(&fps, k, &mut |i, j, _| {
-        linked[i] = true;
-        linked[j] = true;
-        let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
+    let union = |parent: &mut Vec<usize>, i: usize, j: usize| {
+        let (ri, rj) = (root(parent, i), root(parent, j));
         // The root of each group is its row with the smallest id.
         if ids[ri] < ids[rj] { parent[rj] = ri } else { parent[ri] = rj }
+    };
+    let mut linked = vec![false; ids.len()];
+    for rows in holders.iter().filter(|rows| rows.len() > 1) {
+        for &i in rows {
+            linked[i as usize] = true;
+            union(&mut parent, rows[0] as usize, i as usize);
+        }
+    }
+    find_pairs(&distinct, k, &mut |u, v, _| {
+        for &i in holders[u].iter().chain(&holders[v]) {
+            linked[i as usize] = true;
+        }
+        union(&mut parent, holders[u][0] as usize, holders[v][0] as usize);
     });
     let rows: Vec<(i64, i64)> = (0..ids.len())
         .filter(|&i| linked[i])
@@ -63,22 +108,46 @@ fn check_radius(k: i32) -> u32 {
     k as u32
 }
 
-/// Runs `query` through a cursor, as `SELECT id::bigint, fp FROM (query) AS q(id, fp)`.
+/// Runs `query` through a cursor and returns its (id, fingerprint) rows with a fingerprint.
+/// The column types are checked once, up front; rows are then read as plain 64-bit integers.
 fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
-    let wrapped = format!("SELECT q.id::bigint, q.fp FROM ({query}) AS q(id, fp)");
+    // On its own lines, so that a trailing comment or semicolon in the user's text does no harm.
+    let query = query.trim_end().trim_end_matches(';');
+    let source = format!("(\n{query}\n) AS q(id, fp)");
     let mut ids = Vec::new();
     let mut fps = Vec::new();
     Spi::connect(|client| {
-        let mut cursor = client.open_cursor(wrapped.as_str(), &[]);
+        let simhash64 = client
+            .select(
+                "SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e \
+                 ON t.typnamespace = e.extnamespace WHERE e.extname = 'simhash' AND t.typname = 'simhash64'",
+                None,
+                &[],
+            )
+            .and_then(|table| table.first().get_one::<Oid>())
+            .ok()
+            .flatten()
+            .expect("the simhash extension owns the simhash64 type");
+        let shape = client.select(&format!("SELECT q.id, q.fp FROM {source} LIMIT 0"), None, &[]);
+        let shape = shape.unwrap_or_else(|_| wrong_shape());
+        let id_type = shape.column_type_oid(1).map(|t| t.value()).unwrap_or_else(|_| wrong_shape());
+        let fp_type = shape.column_type_oid(2).map(|t| t.value()).unwrap_or_else(|_| wrong_shape());
+        if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&unsafe { pg_sys::getBaseType(id_type) })
+            || unsafe { pg_sys::getBaseType(fp_type) } != simhash64
+        {
+            wrong_shape();
+        }
+
+        let mut cursor = client.open_cursor(format!("SELECT q.id::bigint, q.fp::bigint FROM {source}").as_str(), &[]);
         loop {
-            let batch = cursor.fetch(10_000).unwrap_or_else(|e| spi_failed(e));
+            let batch = cursor.fetch(10_000).unwrap_or_else(|_| wrong_shape());
             if batch.is_empty() {
                 break;
             }
             for row in batch {
-                let fp = row.get::<SimHash64>(2).unwrap_or_else(|e| spi_failed(e));
+                let fp = row.get::<i64>(2).unwrap_or_else(|_| wrong_shape());
                 let Some(fp) = fp else { continue };
-                let Some(id) = row.get::<i64>(1).unwrap_or_else(|e| spi_failed(e)) else {
+                let Some(id) = row.get::<i64>(1).unwrap_or_else(|_| wrong_shape()) else {
                     raise(
                         PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
                         "near-duplicate pairs need a non-NULL id for every fingerprint".into(),
@@ -86,21 +155,21 @@ fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
                     );
                 };
                 ids.push(id);
-                fps.push(fp.0);
+                fps.push(fp as u64);
             }
+            // pgrx leaves fetched tables to the end of the SPI connection: free each batch now.
+            unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
             pg_sys::check_for_interrupts!();
         }
     });
     (ids, fps)
 }
 
-/// Reading a row fails in pgrx only when a column's type does not fit (pgrx's own message names
-/// Rust types, so it is not passed on).
-fn spi_failed(_: pgrx::spi::SpiError) -> ! {
+fn wrong_shape() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
         "the query for near-duplicate pairs must return (id, simhash64)".into(),
-        Some("The first column is an integer id, the second a simhash64 fingerprint.".into()),
+        Some("The first column is an integer id (smallint, integer or bigint), the second a simhash64 fingerprint.".into()),
     )
 }
 
@@ -113,7 +182,7 @@ fn find_pairs(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32)) {
         if last_notice.elapsed() >= NOTICE_EVERY {
             last_notice = Instant::now();
             notice!(
-                "simhash: {done} of {all} tables searched, {found} pairs so far ({} rows, {:.0} s)",
+                "simhash: {done} of {all} tables searched, {found} pairs so far ({} distinct fingerprints, {:.0} s)",
                 fps.len(),
                 started.elapsed().as_secs_f64()
             );

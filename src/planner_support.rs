@@ -352,7 +352,12 @@ unsafe fn probe_targets(
         let mut targets = Vec::new();
         for (probed, other) in [(a, b), (b, a)] {
             let Some(var) = column(probed) else { continue };
-            if (*var).varno < 1 || (*var).varattno < 1 {
+            // PostgreSQL may simplify a pulled-up subquery's quals with its parent's root
+            // (convert_EXISTS_to_ANY), so a Var need not belong to this range table: check the bounds,
+            // and below that the column really is a simhash64. A wrong guess only costs a useless
+            // (still exact) rewrite.
+            let rtable_length = PgList::<Node>::from_pg(rtable).len();
+            if (*var).varno < 1 || (*var).varno as usize > rtable_length || (*var).varattno < 1 {
                 continue;
             }
             // Probing needs a value fixed while the table is scanned: not another column of the same row.
@@ -360,7 +365,9 @@ unsafe fn probe_targets(
                 continue;
             }
             let rte = pg_sys::list_nth(rtable, (*var).varno - 1) as *mut pg_sys::RangeTblEntry;
-            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+                || pg_sys::getBaseType(pg_sys::get_atttype((*rte).relid, (*var).varattno)) != ours.simhash64
+            {
                 continue;
             }
             if let Some(kind) = indexes_on_column((*rte).relid, (*var).varattno, ours) {
@@ -392,18 +399,35 @@ unsafe fn indexes_on_column(relid: Oid, attno: i16, ours: &ExtensionObjects) -> 
                     && pg_sys::RelationGetIndexPredicate(index).is_null();
                 if usable {
                     let am = (*(*index).rd_rel).relam;
+                    // The operator class must be the default one, whose operators the rewrite emits
+                    // (int4 = for B-trees, && of array_ops for GIN; not, say, intarray's gin__int_ops).
+                    let opfamily = *(*index).rd_opfamily;
+                    let default_family = |type_oid, am_oid| {
+                        let opclass = pg_sys::GetDefaultOpClass(type_oid, am_oid);
+                        opclass != Oid::INVALID && pg_sys::get_opclass_family(opclass) == opfamily
+                    };
                     let expression = PgList::<Node>::from_pg(pg_sys::RelationGetIndexExpressions(index)).get_ptr(0);
                     match expression.and_then(|e| indexed_call(e, attno)) {
-                        Some((f, n)) if am == pg_sys::BTREE_AM_OID && f == ours.segment => {
-                            if let Some(n) = n.filter(|n| (0..4).contains(n)) {
-                                segments[n as usize] = true;
-                            }
+                        Some((f, Some(n)))
+                            if am == pg_sys::BTREE_AM_OID
+                                && f == ours.segment
+                                && (0..4).contains(&n)
+                                && default_family(pg_sys::INT4OID, pg_sys::BTREE_AM_OID) =>
+                        {
+                            segments[n as usize] = true;
                         }
-                        Some((f, None)) if am == pg_sys::GIN_AM_OID && f == ours.bands => bands = true,
+                        Some((f, None))
+                            if am == pg_sys::GIN_AM_OID
+                                && f == ours.bands
+                                && default_family(pg_sys::INT4ARRAYOID, pg_sys::GIN_AM_OID) =>
+                        {
+                            bands = true
+                        }
                         _ => {}
                     }
                 }
-                pg_sys::index_close(index, pg_sys::AccessShareLock as i32);
+                // Keep the lock, as the planner does for the indexes it considers.
+                pg_sys::index_close(index, pg_sys::NoLock as i32);
             }
         }
         pg_sys::RelationClose(rel);
@@ -425,7 +449,8 @@ unsafe fn indexed_call(expression: *mut Node, attno: i16) -> Option<(Oid, Option
         }
         let call = expression as *mut pg_sys::FuncExpr;
         let args = PgList::<Node>::from_pg((*call).args);
-        let column = args.get_ptr(0)?;
+        // A domain-typed column appears as RelabelType(Var).
+        let column = strip_relabel(args.get_ptr(0)?);
         if (*column).type_ != NodeTag::T_Var || (*(column as *mut pg_sys::Var)).varattno != attno {
             return None;
         }

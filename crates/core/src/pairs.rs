@@ -59,6 +59,25 @@ pub fn for_each_pair(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, 
     tables.len()
 }
 
+/// Groups equal fingerprints: the distinct values (ascending), and for each the indexes (into `fps`)
+/// of the rows that hold it. Searching the distinct values keeps exact duplicates out of the
+/// quadratic comparisons within a run.
+pub fn group_duplicates(fps: &[u64]) -> (Vec<u64>, Vec<Vec<u32>>) {
+    let mut order: Vec<u32> = (0..fps.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| fps[i as usize]);
+    let mut distinct: Vec<u64> = Vec::new();
+    let mut holders: Vec<Vec<u32>> = Vec::new();
+    for i in order {
+        let fp = fps[i as usize];
+        if distinct.last() != Some(&fp) {
+            distinct.push(fp);
+            holders.push(Vec::new());
+        }
+        holders.last_mut().expect("pushed above").push(i);
+    }
+    (distinct, holders)
+}
+
 /// The first `size` blocks (in order) on which `a` and `b` agree: the table that reports the pair.
 fn first_agreeing_table(a: u64, b: u64, blocks: &[u64], size: usize) -> Vec<usize> {
     blocks.iter().enumerate().filter(|(_, &m)| (a ^ b) & m == 0).map(|(i, _)| i).take(size).collect()
@@ -168,6 +187,14 @@ mod tests {
         }
         assert_eq!(combinations(5, 3).len(), 10);
         assert_eq!(combinations(4, 4), vec![vec![0, 1, 2, 3]]);
+    }
+
+    #[test]
+    fn groups_duplicates() {
+        let (distinct, holders) = group_duplicates(&[5, 1, 5, 3, 1, 5]);
+        assert_eq!(distinct, vec![1, 3, 5]);
+        assert_eq!(holders, vec![vec![1, 4], vec![3], vec![0, 2, 5]]);
+        assert_eq!(group_duplicates(&[]), (vec![], vec![]));
     }
 
     #[test]

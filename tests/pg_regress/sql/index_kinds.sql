@@ -70,6 +70,25 @@ ANALYZE kinds_parted;
 SELECT plan_shape(format('SELECT id FROM kinds_parted WHERE fp <~> %L <= 3', :'q'));
 SELECT id FROM kinds_parted WHERE fp <~> :'q' <= 3;
 
+-- A domain over simhash64 is indexed and probed the same way.
+CREATE DOMAIN fingerprint AS simhash64;
+CREATE TABLE kinds_domain (id int PRIMARY KEY, fp fingerprint);
+INSERT INTO kinds_domain SELECT id, fp FROM kinds;
+SELECT count(*) FROM simhash_create_indexes('kinds_domain', 'fp');
+ANALYZE kinds_domain;
+SELECT plan_shape(format('SELECT id FROM kinds_domain WHERE fp <~> %L <= 3', :'q'));
+SELECT id FROM kinds_domain WHERE fp <~> :'q' <= 3;
+
+-- Long and multibyte names: four distinct index names within 63 bytes.
+CREATE TABLE customer_document_fingerprints_archive_2024 (id int, content_fingerprint simhash64);
+SELECT count(*) FROM simhash_create_indexes('customer_document_fingerprints_archive_2024', 'content_fingerprint');
+SELECT indexrelid::regclass AS index FROM pg_index
+WHERE indrelid = 'customer_document_fingerprints_archive_2024'::regclass ORDER BY 1;
+CREATE TABLE "客户文档指纹归档表二零二四年第一季度数据" ("内容指纹" simhash64);
+SELECT count(*) FROM simhash_create_indexes('"客户文档指纹归档表二零二四年第一季度数据"', '内容指纹');
+SELECT octet_length(relname) <= 63 AS fits, relname FROM pg_index JOIN pg_class ON pg_class.oid = indexrelid
+WHERE indrelid = '"客户文档指纹归档表二零二四年第一季度数据"'::regclass ORDER BY relname;
+
 -- The index helper: statements for psql's \gexec (CONCURRENTLY), any identifier quoted.
 CREATE TABLE "Odd ""Name""" ("Finger Print" simhash64, body text);
 SELECT simhash_index_statements('"Odd ""Name"""', 'Finger Print');
@@ -81,5 +100,7 @@ SELECT simhash_index_statements('"Odd ""Name"""', 'Finger Print', 'hash');
 \set VERBOSITY default
 SELECT simhash_index_statements('"Odd ""Name"""', 'Finger Print', 'hash');
 
-DROP TABLE kinds, kinds_gin, kinds_parted, "Odd ""Name""";
+DROP TABLE kinds, kinds_gin, kinds_parted, kinds_domain, "Odd ""Name""",
+    customer_document_fingerprints_archive_2024, "客户文档指纹归档表二零二四年第一季度数据";
+DROP DOMAIN fingerprint;
 DROP FUNCTION plan_shape(text);

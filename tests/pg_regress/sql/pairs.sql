@@ -30,9 +30,22 @@ BEGIN
 END $$;
 SELECT (pairs_check(k)).* FROM unnest('{0,1,3,5,7,9,11,12}'::int[]) k;
 
--- The query form takes any (id, fingerprint) query; ids of any type that casts to bigint.
-SELECT * FROM simhash_pairs('SELECT id::numeric, fp FROM pair_docs WHERE id IN (1, 100100, 100101, 100104)', 3)
+-- The query form takes any (integer id, fingerprint) query; a trailing ';' or comment is fine.
+SELECT * FROM simhash_pairs('SELECT id::bigint, fp FROM pair_docs WHERE id IN (1, 100100, 100101, 100104) -- four rows', 3)
 ORDER BY id_a, id_b;
+SELECT count(*) FROM simhash_pairs('SELECT id, fp FROM pair_docs WHERE id IN (1, 100100);  ', 3);
+-- id_a < id_b whatever the row order; identical fingerprints pair at distance 0.
+SELECT * FROM simhash_pairs('VALUES (5, ''0000000000000000''::simhash64), (1, ''0000000000000001''), (3, ''0000000000000000''), (4, ''0000000000000000'')', 1)
+ORDER BY id_a, id_b;
+SELECT * FROM simhash_clusters('VALUES (5, ''0000000000000000''::simhash64), (1, ''0000000000000001''), (3, ''0000000000000000''), (9, ''ffffffffffffffff'')', 1)
+ORDER BY id;
+-- Many identical fingerprints: one group, found without comparing them pairwise.
+SELECT count(*), min(representative), max(representative)
+FROM simhash_clusters('SELECT i, ''0123456789abcdef''::simhash64 FROM generate_series(1, 50000) i', 0);
+-- The pairs are bounded by maintenance_work_mem.
+SET maintenance_work_mem = '1MB';
+SELECT count(*) FROM simhash_pairs('SELECT i, ''0123456789abcdef''::simhash64 FROM generate_series(1, 1000) i', 0);
+RESET maintenance_work_mem;
 
 -- Clusters: every row with a near-duplicate, and the smallest id of its group.
 SELECT * FROM simhash_clusters('SELECT id, fp FROM pair_docs WHERE id IN (2, 100200, 100201, 100202, 100212, 5)', 3)
@@ -46,6 +59,7 @@ SELECT count(*) AS left_over, (SELECT count(*) FROM simhash_pairs('dedup', 'fp',
 \set VERBOSITY default
 SELECT * FROM simhash_pairs('pair_docs', 'fp', 17);
 SELECT * FROM simhash_pairs('SELECT 1, 2', 3);
+SELECT * FROM simhash_pairs('SELECT 1.5, ''0000000000000000''::simhash64', 3);
 SELECT * FROM simhash_pairs('SELECT NULL::int, ''0000000000000000''::simhash64', 3);
 \set VERBOSITY terse
 SELECT * FROM simhash_pairs('pair_docs', 'nope', 3);

@@ -82,6 +82,14 @@ EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE hamming(id::bigint, 7) <= 3;
 DROP FUNCTION hamming(bigint, bigint);
 -- The rewrite is exact in a select list too, NULL rows included.
 SELECT id, fp <~> :'q' <= 3 AS near FROM docs WHERE id IN (1, 100004, 200000) ORDER BY id;
+-- A pulled-up EXISTS subquery is simplified with the outer query's planner state: the rewrite
+-- must not look its columns up in the wrong range table (this used to crash the backend).
+CREATE TABLE other (id int, x int);
+INSERT INTO other VALUES (1, 5), (2, 6);
+SELECT o.id FROM other o WHERE o.x = 5 OR EXISTS
+    (SELECT 1 FROM other o2, docs d WHERE d.fp <~> :'q' <= 3 AND d.id = o.id AND o2.id = d.id);
+DROP TABLE other;
+
 -- Without segment indexes the query is left as written: a plain sequential scan, same answer.
 DROP INDEX docs_segment_0, docs_segment_1, docs_segment_2, docs_segment_3;
 EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> :'q' <= 3;

@@ -26,6 +26,10 @@ EXPLAIN (COSTS OFF) SELECT * FROM near;
 SET ROLE simhash_regress_reader;
 SELECT * FROM near ORDER BY id;
 RESET ROLE;
+-- Batch pairs work with the extension's schema off the search_path.
+SHOW search_path;
+SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
+SELECT * FROM ext.simhash_clusters('docs', 'fp', 3) ORDER BY id;
 
 \c :regress_db
 DROP DATABASE simhash_regress_schema;
