@@ -1,7 +1,7 @@
 //! `simhash_pairs(query, k)` and `simhash_clusters(query, k)`: all near-duplicate pairs of a set of
 //! fingerprints, found in memory with Manku-style permuted tables (`simhash_core::pairs`), not with a
 //! nested loop of index probes. The set is any query returning (integer id, simhash64); rows with a
-//! NULL fingerprint are skipped. Memory: about 40 bytes per row, plus 24 bytes per pair returned by
+//! NULL fingerprint are skipped. Memory: about 50 bytes per row, plus 24 bytes per pair returned by
 //! `simhash_pairs`, which stops with an error beyond `maintenance_work_mem`.
 
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ fn simhash_pairs(
 ) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
     let k = check_radius(k);
     let (ids, fps) = read_fingerprints(query);
-    let (distinct, holders) = simhash_core::pairs::group_duplicates(&fps);
+    let groups = simhash_core::pairs::Duplicates::group(&fps);
     let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024 / PAIR_BYTES;
     let mut pairs: Vec<(i64, i64, i32)> = Vec::new();
     let mut push = |a: i64, b: i64, d: u32| {
@@ -38,7 +38,7 @@ fn simhash_pairs(
         pairs.push((a.min(b), a.max(b), d as i32));
     };
     // Rows with the same fingerprint are pairs at distance 0 ...
-    for rows in &holders {
+    for rows in groups.repeated() {
         for (x, &i) in rows.iter().enumerate() {
             for &j in &rows[x + 1..] {
                 push(ids[i as usize], ids[j as usize], 0);
@@ -46,9 +46,9 @@ fn simhash_pairs(
         }
     }
     // ... and every row of a near pair of distinct fingerprints pairs with every row of the other.
-    find_pairs(&distinct, k, &mut |u, v, d| {
-        for &i in &holders[u] {
-            for &j in &holders[v] {
+    find_pairs(&groups.distinct, k, &mut |u, v, d| {
+        for &i in groups.holders(u) {
+            for &j in groups.holders(v) {
                 push(ids[i as usize], ids[j as usize], d);
             }
         }
@@ -62,7 +62,7 @@ fn simhash_pairs(
 fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
     let k = check_radius(k);
     let (ids, fps) = read_fingerprints(query);
-    let (distinct, holders) = simhash_core::pairs::group_duplicates(&fps);
+    let groups = simhash_core::pairs::Duplicates::group(&fps);
     let mut parent: Vec<usize> = (0..ids.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -77,17 +77,17 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
         if ids[ri] < ids[rj] { parent[rj] = ri } else { parent[ri] = rj }
     };
     let mut linked = vec![false; ids.len()];
-    for rows in holders.iter().filter(|rows| rows.len() > 1) {
+    for rows in groups.repeated() {
         for &i in rows {
             linked[i as usize] = true;
             union(&mut parent, rows[0] as usize, i as usize);
         }
     }
-    find_pairs(&distinct, k, &mut |u, v, _| {
-        for &i in holders[u].iter().chain(&holders[v]) {
+    find_pairs(&groups.distinct, k, &mut |u, v, _| {
+        for &i in groups.holders(u).iter().chain(groups.holders(v)) {
             linked[i as usize] = true;
         }
-        union(&mut parent, holders[u][0] as usize, holders[v][0] as usize);
+        union(&mut parent, groups.holders(u)[0] as usize, groups.holders(v)[0] as usize);
     });
     let rows: Vec<(i64, i64)> = (0..ids.len())
         .filter(|&i| linked[i])

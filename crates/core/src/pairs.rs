@@ -59,23 +59,41 @@ pub fn for_each_pair(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, 
     tables.len()
 }
 
-/// Groups equal fingerprints: the distinct values (ascending), and for each the indexes (into `fps`)
-/// of the rows that hold it. Searching the distinct values keeps exact duplicates out of the
-/// quadratic comparisons within a run.
-pub fn group_duplicates(fps: &[u64]) -> (Vec<u64>, Vec<Vec<u32>>) {
-    let mut order: Vec<u32> = (0..fps.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| fps[i as usize]);
-    let mut distinct: Vec<u64> = Vec::new();
-    let mut holders: Vec<Vec<u32>> = Vec::new();
-    for i in order {
-        let fp = fps[i as usize];
-        if distinct.last() != Some(&fp) {
-            distinct.push(fp);
-            holders.push(Vec::new());
+/// Rows grouped by fingerprint: the distinct values (ascending) and, for each, the rows holding it,
+/// in one flat array (8 bytes per row in all). Searching the distinct values keeps exact duplicates
+/// out of the quadratic comparisons within a run.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Duplicates {
+    pub distinct: Vec<u64>,
+    starts: Vec<u32>,
+    rows: Vec<u32>,
+}
+
+impl Duplicates {
+    pub fn group(fps: &[u64]) -> Self {
+        let mut rows: Vec<u32> = (0..fps.len() as u32).collect();
+        rows.sort_unstable_by_key(|&i| fps[i as usize]);
+        let mut distinct = Vec::new();
+        let mut starts = Vec::new();
+        for (position, &i) in rows.iter().enumerate() {
+            if distinct.last() != Some(&fps[i as usize]) {
+                distinct.push(fps[i as usize]);
+                starts.push(position as u32);
+            }
         }
-        holders.last_mut().expect("pushed above").push(i);
+        starts.push(rows.len() as u32);
+        Duplicates { distinct, starts, rows }
     }
-    (distinct, holders)
+
+    /// The rows (indexes into the grouped slice) whose fingerprint is `distinct[u]`.
+    pub fn holders(&self, u: usize) -> &[u32] {
+        &self.rows[self.starts[u] as usize..self.starts[u + 1] as usize]
+    }
+
+    /// Groups of more than one row.
+    pub fn repeated(&self) -> impl Iterator<Item = &[u32]> {
+        (0..self.distinct.len()).map(|u| self.holders(u)).filter(|rows| rows.len() > 1)
+    }
 }
 
 /// The first `size` blocks (in order) on which `a` and `b` agree: the table that reports the pair.
@@ -191,10 +209,13 @@ mod tests {
 
     #[test]
     fn groups_duplicates() {
-        let (distinct, holders) = group_duplicates(&[5, 1, 5, 3, 1, 5]);
-        assert_eq!(distinct, vec![1, 3, 5]);
+        let groups = Duplicates::group(&[5, 1, 5, 3, 1, 5]);
+        assert_eq!(groups.distinct, vec![1, 3, 5]);
+        let mut holders: Vec<Vec<u32>> = (0..3).map(|u| groups.holders(u).to_vec()).collect();
+        holders.iter_mut().for_each(|h| h.sort_unstable());
         assert_eq!(holders, vec![vec![1, 4], vec![3], vec![0, 2, 5]]);
-        assert_eq!(group_duplicates(&[]), (vec![], vec![]));
+        assert_eq!(groups.repeated().count(), 2);
+        assert!(Duplicates::group(&[]).distinct.is_empty());
     }
 
     #[test]
