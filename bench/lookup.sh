@@ -18,6 +18,14 @@ export PGDATABASE=simhash_bench
 work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+# p50 and p99 in ms of the pgbench per-transaction log(s) in $work.
+latencies() {
+    cat "$work"/pgbench_log.* | python3 -c '
+import sys
+lat = sorted(int(line.split()[2]) for line in sys.stdin)
+pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] / 1000
+print(f"{pick(0.50):.2f} {pick(0.99):.2f}")'
+}
 
 log "loading $N fingerprints and ${QUERIES} x 11 planted near-duplicates"
 psql -q -v ON_ERROR_STOP=1 <<SQL
@@ -63,11 +71,7 @@ measure() {   # route
         plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk 'match($0, /(Parallel Seq|Bitmap Heap|Index Only|Seq|Index) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
         pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
         (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
-        read -r p50[$route,$k] p99[$route,$k] <<<"$(cat "$work"/pgbench_log.* | python3 -c '
-import sys
-lat = sorted(int(line.split()[2]) for line in sys.stdin)
-pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] / 1000
-print(f"{pick(0.50):.2f} {pick(0.99):.2f}")')"
+        read -r p50[$route,$k] p99[$route,$k] <<<"$(latencies)"
         # Recall over the planted pairs: run the route once per query point (its fingerprint a column
         # of the outer row, as in a join), count the planted near-duplicates within k it found.
         local recall_sql=${query[$route]//QFP/qf.fp}
@@ -88,7 +92,7 @@ printf '\\set j random(1, %d)\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n'
 declare -A noindex
 for setting in on off; do
     (cd "$work" && rm -f pgbench_log.* && PGOPTIONS="-c simhash.enable_rewrite=$setting" pgbench -n -M simple -t "$SLOW_RUNS" -f noindex.sql -l >/dev/null)
-    noindex[$setting]=$(cat "$work"/pgbench_log.* | python3 -c 'import sys; lat = sorted(int(l.split()[2]) for l in sys.stdin); print(f"{lat[len(lat)//2]/1000:.2f}")')
+    read -r noindex[$setting] _ <<<"$(latencies)"
 done
 
 for route in seq_bit_count seq_hamming; do log "$route"; measure $route; done

@@ -25,9 +25,12 @@ use pgrx::prelude::*;
 use pgrx::datum::Internal;
 use pgrx::PgList;
 
-/// `int4 = int4` and `int4 <= int4` (stable catalog OIDs; pg_operator.dat names only the first).
-const INT4_EQ_OPERATOR: Oid = Oid::from_u32(pg_sys::Int4EqualOperator);
-const INT4_LE_OPERATOR: Oid = Oid::from_u32(523);
+/// A built-in boolean operator: its OID and its function's (stable catalog OIDs; pg_operator.dat
+/// names no symbol for int4 <=).
+type BuiltinOperator = (u32, u32);
+const INT4_EQ: BuiltinOperator = (pg_sys::Int4EqualOperator, pg_sys::F_INT4EQ);
+const INT4_LE: BuiltinOperator = (523, pg_sys::F_INT4LE);
+const ARRAY_OVERLAP: BuiltinOperator = (pg_sys::OID_ARRAY_OVERLAP_OP, pg_sys::F_ARRAYOVERLAP);
 
 #[pg_extern(sql = false)]
 fn simhash_distance_support(request: Internal) -> Internal {
@@ -88,7 +91,7 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
                     }
                     let mut any_equal = PgList::<Node>::new();
                     for n in 0..simhash_core::SEGMENTS as i32 {
-                        any_equal.push(int4_equal(segment_of(a, n, &ours), segment_of(b, n, &ours)));
+                        any_equal.push(operator_call(INT4_EQ, segment_of(a, n, &ours), segment_of(b, n, &ours)));
                     }
                     pg_sys::make_orclause(any_equal.into_pg()).cast::<Node>()
                 }
@@ -104,17 +107,7 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
                     let mut bands_args = PgList::<Node>::new();
                     bands_args.push(copy(probed));
                     let bands = function_call(ours.bands, pg_sys::INT4ARRAYOID, bands_args);
-                    let overlap = pg_sys::make_opclause(
-                        Oid::from_u32(pg_sys::OID_ARRAY_OVERLAP_OP),
-                        pg_sys::BOOLOID,
-                        false,
-                        bands.cast(),
-                        band_probes_of(other, segment_radius, &ours).cast(),
-                        Oid::INVALID,
-                        Oid::INVALID,
-                    );
-                    (*(overlap as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_ARRAYOVERLAP);
-                    overlap.cast()
+                    operator_call(ARRAY_OVERLAP, bands, band_probes_of(other, segment_radius, &ours))
                 }
             };
             candidate_tests.push((index, test));
@@ -130,20 +123,11 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
             Oid::INVALID,
             pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
         );
-        let exact = pg_sys::make_opclause(
-            INT4_LE_OPERATOR,
-            pg_sys::BOOLOID,
-            false,
-            as_int4.cast(),
-            int4_const(radius as i32).cast(),
-            Oid::INVALID,
-            Oid::INVALID,
-        );
-        (*(exact as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_INT4LE);
+        let exact = operator_call(INT4_LE, as_int4.cast(), int4_const(radius as i32).cast());
 
         // The exact test first: in a select list the AND is evaluated in this order.
         let mut all = PgList::<Node>::new();
-        all.push(exact.cast());
+        all.push(exact);
         for (_, test) in candidate_tests {
             all.push(test);
         }
@@ -290,21 +274,15 @@ impl ExtensionObjects {
 
 /// A column, a parameter or a non-NULL constant, possibly relabelled (a domain over simhash64).
 unsafe fn is_plain_operand(node: *mut Node) -> bool {
-    unsafe {
-        match (*node).type_ {
-            NodeTag::T_Var => true,
-            NodeTag::T_RelabelType => is_plain_operand((*(node as *mut pg_sys::RelabelType)).arg.cast()),
-            _ => is_param_or_const(node),
-        }
-    }
+    unsafe { (*strip_relabel(node)).type_ == NodeTag::T_Var || is_param_or_const(node) }
 }
 
 unsafe fn is_param_or_const(node: *mut Node) -> bool {
     unsafe {
+        let node = strip_relabel(node);
         match (*node).type_ {
             NodeTag::T_Param => true,
             NodeTag::T_Const => !(*(node as *mut pg_sys::Const)).constisnull,
-            NodeTag::T_RelabelType => is_param_or_const((*(node as *mut pg_sys::RelabelType)).arg.cast()),
             _ => false,
         }
     }
@@ -349,6 +327,7 @@ unsafe fn probe_targets(
             ((*var).type_ == NodeTag::T_Var && (*(var as *mut pg_sys::Var)).varlevelsup == 0)
                 .then_some(var as *mut pg_sys::Var)
         };
+        let rtable_length = PgList::<Node>::from_pg(rtable).len();
         let mut targets = Vec::new();
         for (probed, other) in [(a, b), (b, a)] {
             let Some(var) = column(probed) else { continue };
@@ -356,7 +335,6 @@ unsafe fn probe_targets(
             // (convert_EXISTS_to_ANY), so a Var need not belong to this range table: check the bounds,
             // and below that the column really is a simhash64. A wrong guess only costs a useless
             // (still exact) rewrite.
-            let rtable_length = PgList::<Node>::from_pg(rtable).len();
             if (*var).varno < 1 || (*var).varno as usize > rtable_length || (*var).varattno < 1 {
                 continue;
             }
@@ -537,11 +515,20 @@ unsafe fn function_call(funcid: Oid, result_type: Oid, args: PgList<Node>) -> *m
     }
 }
 
-unsafe fn int4_equal(left: *mut Node, right: *mut Node) -> *mut Node {
+/// `left OP right`, with the operator's function filled in (the planner expects it set).
+unsafe fn operator_call((opno, funcid): BuiltinOperator, left: *mut Node, right: *mut Node) -> *mut Node {
     unsafe {
-        let equal = pg_sys::make_opclause(INT4_EQ_OPERATOR, pg_sys::BOOLOID, false, left.cast(), right.cast(), Oid::INVALID, Oid::INVALID);
-        (*(equal as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(pg_sys::F_INT4EQ);
-        equal.cast()
+        let call = pg_sys::make_opclause(
+            Oid::from_u32(opno),
+            pg_sys::BOOLOID,
+            false,
+            left.cast(),
+            right.cast(),
+            Oid::INVALID,
+            Oid::INVALID,
+        );
+        (*(call as *mut pg_sys::OpExpr)).opfuncid = Oid::from_u32(funcid);
+        call.cast()
     }
 }
 
@@ -552,8 +539,8 @@ unsafe fn int4_equal_any(left: *mut Node, right: *mut Node) -> *mut Node {
         args.push(left);
         args.push(right);
         let mut any = PgBox::<pg_sys::ScalarArrayOpExpr>::alloc_node(NodeTag::T_ScalarArrayOpExpr);
-        any.opno = INT4_EQ_OPERATOR;
-        any.opfuncid = Oid::from_u32(pg_sys::F_INT4EQ);
+        any.opno = Oid::from_u32(INT4_EQ.0);
+        any.opfuncid = Oid::from_u32(INT4_EQ.1);
         any.useOr = true;
         any.args = args.into_pg();
         any.location = -1;
