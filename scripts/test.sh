@@ -13,4 +13,6 @@ install_extension
 start_cluster
 log "pg_regress suite"
 "$REPO_ROOT/scripts/regress.sh"
+log "concurrency test of the near-duplicate constraint"
+"$REPO_ROOT/tests/concurrency/dedup.sh" 3 7
 log "all tests passed"

@@ -339,6 +339,100 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
+-- Near-duplicate constraint (src/dedup.rs)
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION simhash_indexed(tbl regclass, col name) RETURNS boolean
+STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_indexed_wrapper';
+
+CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer) RETURNS text
+STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
+
+-- The rows writers lock so that two writers of near-duplicates meet (see src/dedup.rs). Only the
+-- extension's owner may touch them; the trigger locks them with the owner's rights.
+CREATE TABLE simhash_dedup_buckets (
+    bucket integer PRIMARY KEY,
+    writes bigint NOT NULL DEFAULT 0
+) WITH (fillfactor = 50);
+INSERT INTO simhash_dedup_buckets (bucket) SELECT pg_catalog.generate_series(0, 65535);
+REVOKE ALL ON simhash_dedup_buckets FROM PUBLIC;
+
+CREATE FUNCTION simhash_dedup_trigger() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_trigger';
+
+CREATE FUNCTION simhash_dedup_notice() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
+
+-- Attaches the near-duplicate constraint to tbl.col: the row trigger, the statement trigger that
+-- reports skipped rows (action 'skip'), and the report table (action 'report'; default name
+-- <table>_near_duplicates, created if missing). Calling it again replaces the triggers. Returns the
+-- row trigger's name.
+CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
+                                  report_table text DEFAULT NULL)
+RETURNS name LANGUAGE plpgsql AS $$
+DECLARE
+    rel_name name;
+    rel_schema name;
+    row_trigger name;
+    notice_trigger name;
+    report_name text;
+    statements text;
+BEGIN
+    IF k IS NULL OR k < 0 OR k > 11 THEN
+        RAISE EXCEPTION 'radius % is out of range for simhash_add_dedup', coalesce(k::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The radius is an integer from 0 to 11.';
+    END IF;
+    IF action IS NULL OR action NOT IN ('error', 'skip', 'report') THEN
+        RAISE EXCEPTION 'invalid action "%" for simhash_add_dedup', action
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The action is ''error'', ''skip'' or ''report''.';
+    END IF;
+    IF report_table IS NOT NULL AND action <> 'report' THEN
+        RAISE EXCEPTION 'only action "report" takes a report table' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT c.relname, n.nspname INTO rel_name, rel_schema
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
+    SELECT pg_catalog.string_agg(s || ';', E'\n') INTO statements FROM @extschema@.simhash_index_statements(tbl, col) s;
+    row_trigger := @extschema@.simhash_index_name(rel_name || '_' || col, '_dedup');
+    notice_trigger := @extschema@.simhash_index_name(rel_name || '_' || col, '_dedup_notice');
+    IF action = 'report' THEN
+        IF report_table IS NULL THEN
+            report_name := pg_catalog.format('%I.%I', rel_schema,
+                                             @extschema@.simhash_index_name(rel_name, '_near_duplicates'));
+        ELSE
+            SELECT pg_catalog.string_agg(pg_catalog.quote_ident(part), '.') INTO report_name
+            FROM pg_catalog.unnest(pg_catalog.parse_ident(report_table)) part;
+        END IF;
+        EXECUTE pg_catalog.format(
+            'CREATE TABLE IF NOT EXISTS %s (
+                relation regclass NOT NULL,
+                trigger_name name NOT NULL,
+                new_key text,
+                existing_key text NOT NULL,
+                distance integer NOT NULL,
+                new_fingerprint @extschema@.simhash64 NOT NULL,
+                reported_at timestamptz NOT NULL DEFAULT pg_catalog.now())', report_name);
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE TRIGGER %I BEFORE INSERT OR UPDATE OF %I ON %s FOR EACH ROW
+         EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s)',
+        row_trigger, col, tbl, col, k, action,
+        CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END);
+    IF action = 'skip' THEN
+        EXECUTE pg_catalog.format(
+            'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OF %I ON %s FOR EACH STATEMENT
+             EXECUTE FUNCTION @extschema@.simhash_dedup_notice()', notice_trigger, col, tbl);
+    ELSIF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid = tbl AND tgname = notice_trigger) THEN
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', notice_trigger, tbl);
+    END IF;
+    IF NOT @extschema@.simhash_indexed(tbl, col) THEN
+        RAISE WARNING 'column "%" of relation "%" has no simhash index: every row is checked with a sequential scan',
+            col, rel_name USING HINT = 'Create the indexes:' || E'\n' || statements;
+    END IF;
+    RETURN row_trigger;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
 -- Comments
 -- ---------------------------------------------------------------------------------------------
 
@@ -360,3 +454,9 @@ COMMENT ON FUNCTION simhash_band_probes(simhash64, integer) IS 'band keys within
 COMMENT ON FUNCTION simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 11) into segment-index lookups';
 COMMENT ON FUNCTION simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
 COMMENT ON FUNCTION simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
+COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups on a simhash64 column can use an index (segment B-trees or bands GIN)';
+COMMENT ON TABLE simhash_dedup_buckets IS 'rows the near-duplicate trigger locks so that concurrent writers of near-duplicates meet';
+COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row';
+COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column';
+COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out), to EXPLAIN it';

@@ -8,6 +8,7 @@
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
+mod dedup;
 mod errors;
 mod fingerprint;
 mod pairs;
@@ -33,6 +34,7 @@ pub extern "C-unwind" fn _PG_init() {
         GucFlags::default(),
     );
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"simhash".as_ptr()) };
+    dedup::init();
 }
 
 extension_sql_file!(

@@ -570,3 +570,9 @@ unsafe fn int4_const(value: i32) -> *mut pg_sys::Const {
 unsafe fn copy(node: *mut Node) -> *mut Node {
     unsafe { pg_sys::copyObjectImpl(node.cast()).cast() }
 }
+
+/// Whether column `attno` of table `relid` has indexes a radius lookup can use (the four segment
+/// B-trees or the bands GIN index); `schema` is the extension's.
+pub(crate) fn has_lookup_indexes(schema: Oid, relid: Oid, attno: i16) -> bool {
+    unsafe { ExtensionObjects::lookup(schema).is_some_and(|ours| indexes_on_column(relid, attno, &ours).is_some()) }
+}

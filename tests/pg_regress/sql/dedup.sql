@@ -1,0 +1,156 @@
+-- The near-duplicate constraint: simhash_dedup_trigger and simhash_add_dedup.
+CREATE TABLE docs (id integer PRIMARY KEY, fp simhash64, body text);
+
+-- Without segment indexes the helper warns and names the statements that create them.
+SELECT simhash_add_dedup('docs', 'fp');
+SELECT simhash_create_indexes('docs', 'fp');
+SELECT simhash_indexed('docs', 'fp');
+
+-- action 'error' (k = 3): a unique violation naming the trigger, the existing key and the distance.
+SELECT simhash_add_dedup('docs', 'fp', 3, 'error');
+INSERT INTO docs VALUES (1, '0000000000000000'), (2, 'ffffffffffffffff');
+INSERT INTO docs VALUES (3, '0000000000000007');          -- distance 3 from row 1
+INSERT INTO docs VALUES (3, '000000000000000f');          -- distance 4: stored
+INSERT INTO docs VALUES (4, NULL);                         -- NULL never matches
+-- Rows of the same statement count too.
+INSERT INTO docs VALUES (5, 'f0f0f0f0f0f0f0f0'), (6, 'f0f0f0f0f0f0f0f1');
+-- UPDATE OF fp: the row itself is left out; a move next to another row is refused.
+UPDATE docs SET fp = '0000000000000001' WHERE id = 1;
+UPDATE docs SET fp = '000000000000001f' WHERE id = 1;
+UPDATE docs SET body = 'fp unchanged' WHERE id = 3;
+-- The SQLSTATE, as an ETL job would check it.
+DO $$
+BEGIN
+    INSERT INTO docs VALUES (7, 'fffffffffffffffe');
+EXCEPTION WHEN unique_violation THEN
+    RAISE NOTICE 'caught %', SQLSTATE;
+END $$;
+-- COPY goes through the trigger row by row.
+COPY docs (id, fp) FROM stdin;
+10	1234123412341234
+11	1234123412341235
+\.
+SELECT id, fp FROM docs ORDER BY id;
+
+-- The lookup the trigger runs uses the segment indexes.
+SET enable_seqscan = off;
+SELECT simhash_dedup_lookup('docs', 'fp', 3) AS lookup \gset
+PREPARE lookup3(simhash64, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE lookup3('0000000000000003', '(0,0)');
+EXECUTE lookup3('0000000000000003', '(0,0)');
+RESET enable_seqscan;
+
+-- action 'skip': rows are dropped, one NOTICE per statement.
+SELECT simhash_add_dedup('docs', 'fp', 3, 'skip');
+INSERT INTO docs VALUES (20, '0000000000000003'), (21, '8000000000000000'), (22, '8000000000000001'), (23, 'ffffffffffffff00');
+COPY docs (id, fp) FROM stdin;
+24	1234123412341236
+25	4321432143214321
+26	4321432143214320
+\.
+UPDATE docs SET fp = 'ffffffffffffff0f' WHERE id = 23;   -- skipped: the row keeps its old value
+SELECT id, fp FROM docs ORDER BY id;
+
+-- action 'report': rows are kept and recorded.
+SELECT simhash_add_dedup('docs', 'fp', 3, 'report');
+INSERT INTO docs VALUES (30, '0000000000000002');
+SELECT relation, trigger_name, new_key, existing_key, distance, new_fingerprint FROM docs_near_duplicates;
+\d docs_near_duplicates
+-- A report table of one's own name; keys of a table without a primary key are ctids.
+CREATE TABLE loose (fp simhash64);
+SELECT simhash_create_indexes('loose', 'fp') \g /dev/null
+SELECT simhash_add_dedup('loose', 'fp', 0, 'report', 'public."Loose report"');
+INSERT INTO loose VALUES ('00000000000000aa'), ('00000000000000aa'), ('00000000000000ab');
+SELECT new_key, existing_key, distance FROM "Loose report";
+-- Composite keys.
+CREATE TABLE pairs (a integer, b text, fp simhash64, PRIMARY KEY (a, b));
+SELECT simhash_create_indexes('pairs', 'fp') \g /dev/null
+CREATE TRIGGER pairs_dedup BEFORE INSERT ON pairs FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp');
+INSERT INTO pairs VALUES (1, 'x y', '00000000000000aa');
+INSERT INTO pairs VALUES (2, 'z', '00000000000000ab');
+
+-- Radii 0, 7 and 11, exact at the boundary.
+CREATE TABLE radii (id integer PRIMARY KEY, fp simhash64);
+SELECT simhash_create_indexes('radii', 'fp') \g /dev/null
+INSERT INTO radii VALUES (1, '0000000000000000');
+SELECT simhash_add_dedup('radii', 'fp', 0, 'skip');
+INSERT INTO radii VALUES (2, '0000000000000000'), (3, '0000000000000001');
+SELECT simhash_add_dedup('radii', 'fp', 7, 'skip');
+-- 7 bits set in one segment, then 8 bits spread over all four.
+INSERT INTO radii VALUES (4, '000000000000007f'), (5, '0303030300000000');
+SELECT simhash_add_dedup('radii', 'fp', 11, 'skip');
+-- 11 bits (3 + 3 + 3 + 2) from row 1, then 12 bits from every stored row.
+INSERT INTO radii VALUES (6, '0700070007000300'), (7, 'e000e000e000e000');
+SELECT id, fp FROM radii ORDER BY id;
+
+-- Misuse.
+CREATE TABLE misuse (id integer, fp simhash64, n bigint);
+SELECT simhash_add_dedup('misuse', 'nope');
+SELECT simhash_add_dedup('misuse', 'n');
+SELECT simhash_add_dedup('misuse', 'fp', 12);
+SELECT simhash_add_dedup('misuse', 'fp', 3, 'merge');
+SELECT simhash_add_dedup('misuse', 'fp', 3, 'skip', 'misuse_report');
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('nope');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('n');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp', 'three');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'merge');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'report');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger();
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH STATEMENT EXECUTE FUNCTION simhash_dedup_trigger('fp');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+INSERT INTO misuse VALUES (0, NULL);
+CREATE TRIGGER t BEFORE DELETE ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp');
+DELETE FROM misuse;
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_notice();
+INSERT INTO misuse VALUES (1, '0000000000000000');
+DROP TRIGGER t ON misuse;
+-- A trigger on a table without indexes warns once per session, then works by scanning.
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp');
+INSERT INTO misuse VALUES (1, '0000000000000000');
+INSERT INTO misuse VALUES (2, '0000000000000001');
+
+-- An inserting role needs no SELECT right on the table: the lookup runs as its owner.
+CREATE ROLE simhash_loader;
+GRANT INSERT ON docs TO simhash_loader;
+GRANT INSERT ON docs_near_duplicates TO simhash_loader;
+SET ROLE simhash_loader;
+INSERT INTO docs VALUES (40, '0000000000000004');
+RESET ROLE;
+SELECT new_key, existing_key, distance FROM docs_near_duplicates WHERE new_key = '40';
+REVOKE ALL ON docs, docs_near_duplicates FROM simhash_loader;
+DROP ROLE simhash_loader;
+
+-- Savepoints: a rolled-back subtransaction leaves the transaction able to go on.
+BEGIN;
+SELECT simhash_add_dedup('radii', 'fp', 3, 'error');
+SAVEPOINT s;
+INSERT INTO radii VALUES (100, 'aaaaaaaaaaaaaaaa');
+ROLLBACK TO s;
+INSERT INTO radii VALUES (101, 'aaaaaaaaaaaaaaab');
+INSERT INTO radii VALUES (102, 'aaaaaaaaaaaaaaaa');
+ROLLBACK;
+
+-- Under REPEATABLE READ the bucket rows are updated (a concurrent writer would get 40001).
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+INSERT INTO radii VALUES (103, 'bbbbbbbbbbbbbbbb');
+INSERT INTO radii VALUES (104, 'bbbbbbbbbbbbbbba');
+ROLLBACK;
+
+DROP TABLE docs, docs_near_duplicates, loose, "Loose report", pairs, radii, misuse;
