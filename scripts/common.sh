@@ -81,3 +81,24 @@ fresh_database() {
         -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"
     psql -q -v ON_ERROR_STOP=1 -d "$1" -c "CREATE EXTENSION simhash"
 }
+
+# Runs one SQL command with psql until it succeeds, retrying (up to 100 times) after a deadlock or
+# serialization failure, as an ETL loader should; appends one line per retry to $2.retries and
+# prints the number of rows the near-duplicate constraint skipped (from its NOTICEs).
+# Usage: load_with_retry DB LOGPREFIX SQL
+load_with_retry() {
+    local db=$1 prefix=$2 sql=$3 attempt
+    for attempt in $(seq 1 100); do
+        if psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "$sql" 2>"$prefix.err" >/dev/null; then
+            sed -n 's/.*simhash: skipped \([0-9]*\) near-duplicate.*/\1/p' "$prefix.err" | awk '{s += $1} END {print s + 0}'
+            return 0
+        fi
+        if ! grep -q -e 'deadlock detected' -e 'could not serialize' "$prefix.err"; then
+            cat "$prefix.err" >&2
+            return 1
+        fi
+        echo "retry $attempt" >>"$prefix.retries"
+    done
+    echo "$prefix: gave up after 100 retries" >&2
+    return 1
+}

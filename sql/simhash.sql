@@ -377,6 +377,7 @@ DECLARE
     notice_trigger name;
     report_name text;
     statements text;
+    update_of text;
 BEGIN
     IF k IS NULL OR k < 0 OR k > 11 THEN
         RAISE EXCEPTION 'radius % is out of range for simhash_add_dedup', coalesce(k::text, 'NULL')
@@ -400,28 +401,34 @@ BEGIN
             report_name := pg_catalog.format('%I.%I', rel_schema,
                                              @extschema@.simhash_index_name(rel_name, '_near_duplicates'));
         ELSE
+            -- Schema-qualified (the table's schema by default), so that no search_path decides later.
             SELECT pg_catalog.string_agg(pg_catalog.quote_ident(part), '.') INTO report_name
-            FROM pg_catalog.unnest(pg_catalog.parse_ident(report_table)) part;
+            FROM pg_catalog.unnest(CASE WHEN pg_catalog.array_length(pg_catalog.parse_ident(report_table), 1) = 1
+                                        THEN ARRAY[rel_schema::text] || pg_catalog.parse_ident(report_table)
+                                        ELSE pg_catalog.parse_ident(report_table) END) part;
         END IF;
         EXECUTE pg_catalog.format(
             'CREATE TABLE IF NOT EXISTS %s (
                 relation regclass NOT NULL,
                 trigger_name name NOT NULL,
                 new_key text,
-                existing_key text NOT NULL,
+                existing_key text,
                 distance integer NOT NULL,
                 new_fingerprint @extschema@.simhash64 NOT NULL,
                 reported_at timestamptz NOT NULL DEFAULT pg_catalog.now())', report_name);
     END IF;
+    -- Fire on every UPDATE, not UPDATE OF col: the fingerprint may be set by another BEFORE trigger
+    -- or be a generated column; the trigger skips rows whose fingerprint did not change.
+    update_of := '';
     EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE TRIGGER %I BEFORE INSERT OR UPDATE OF %I ON %s FOR EACH ROW
+        'CREATE OR REPLACE TRIGGER %I BEFORE INSERT OR UPDATE%s ON %s FOR EACH ROW
          EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s)',
-        row_trigger, col, tbl, col, k, action,
+        row_trigger, update_of, tbl, col, k, action,
         CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END);
     IF action = 'skip' THEN
         EXECUTE pg_catalog.format(
-            'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OF %I ON %s FOR EACH STATEMENT
-             EXECUTE FUNCTION @extschema@.simhash_dedup_notice()', notice_trigger, col, tbl);
+            'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE%s ON %s FOR EACH STATEMENT
+             EXECUTE FUNCTION @extschema@.simhash_dedup_notice()', notice_trigger, update_of, tbl);
     ELSIF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid = tbl AND tgname = notice_trigger) THEN
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', notice_trigger, tbl);
     END IF;

@@ -144,7 +144,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         let config = read_config(rel, trigger, schema);
         let tupdesc = (*rel).rd_att;
 
-        let Some(fp) = column_value(row, tupdesc, config.attnum) else {
+        let Some(fp) = new_value(rel, row, config.attnum) else {
             return Datum::from(row); // a NULL fingerprint is never a near-duplicate
         };
         if let Some(old_row) = old_row {
@@ -164,6 +164,11 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             finish();
             return Datum::from(row);
         };
+        // Like a unique violation's DETAIL, name the stored row only to a role that may read it.
+        let visible = pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), pg_sys::ACL_SELECT as _)
+            == pg_sys::AclResult::ACLCHECK_OK
+            && pg_sys::check_enable_rls(relid, Oid::INVALID, true) != pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
+        let existing_key = visible.then_some(existing_key);
         let result = match config.action {
             Action::Error => None,
             Action::Skip => {
@@ -176,7 +181,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             }
             Action::Report => {
                 let new_key = row_key(rel, row);
-                report(trigger_oid, trigger, relid, &config, schema, fp, new_key, &existing_key, distance);
+                report(trigger_oid, trigger, relid, &config, schema, fp, new_key, existing_key.as_deref(), distance);
                 Some(Datum::from(row))
             }
         };
@@ -193,8 +198,11 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                         trigger_name(trigger)
                     ),
                     Some(format!(
-                        "Existing row {} is at distance {distance} from the new row's {} = {}; the radius is {}.",
-                        key_columns.describe(&existing_key),
+                        "{} is at distance {distance} from the new row's {} = {}; the radius is {}.",
+                        match &existing_key {
+                            Some(key) => format!("Existing row {}", key_columns.describe(key)),
+                            None => "A stored row".into(),
+                        },
                         config.column,
                         simhash_core::format_hex(fp),
                         config.k
@@ -218,13 +226,13 @@ pub unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::FunctionCal
             protocol_violation("simhash_dedup_notice: must be fired AFTER each statement");
         }
         let rel = (*data).tg_relation;
-        let skipped = TRANSACTION.with(|t| t.borrow_mut().skipped.remove(&(*rel).rd_id));
-        if let Some((trigger, count)) = skipped {
+        // All counts, not only this table's: rows routed to partitions are counted per partition.
+        let _ = rel;
+        let skipped: Vec<(Oid, (String, u64))> = TRANSACTION.with(|t| t.borrow_mut().skipped.drain().collect());
+        for (relid, (trigger, count)) in skipped {
             let rows = if count == 1 { "row" } else { "rows" };
-            notice!(
-                "simhash: skipped {count} near-duplicate {rows} of relation \"{}\" (trigger \"{trigger}\")",
-                relation_name(rel)
-            );
+            let name = CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy().into_owned();
+            notice!("simhash: skipped {count} near-duplicate {rows} of relation \"{name}\" (trigger \"{trigger}\")");
         }
         Datum::from(0usize)
     }
@@ -369,6 +377,35 @@ unsafe fn column_value(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, att
         let mut is_null = false;
         let datum = pgrx::pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null);
         (!is_null).then(|| datum.value() as u64)
+    }
+}
+
+/// The column's value in the row being written. BEFORE triggers run before stored generated columns
+/// are computed (the row holds NULL there), so a generated fingerprint column
+/// (`GENERATED ALWAYS AS (simhash(body)) STORED`) is computed here from its expression; `simhash()`
+/// keeps its last result, so PostgreSQL's own computation right after costs nothing more.
+unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<u64> {
+    unsafe {
+        let tupdesc = (*rel).rd_att;
+        let attr = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize)[attnum as usize - 1];
+        if attr.attgenerated as u8 != pg_sys::ATTRIBUTE_GENERATED_STORED {
+            return column_value(row, tupdesc, attnum);
+        }
+        let expression = pg_sys::build_column_default(rel, attnum);
+        if expression.is_null() {
+            return None;
+        }
+        let estate = pg_sys::CreateExecutorState();
+        let state = pg_sys::ExecPrepareExpr(expression.cast(), estate);
+        let econtext = pg_sys::CreateExprContext(estate);
+        let slot = pg_sys::MakeSingleTupleTableSlot(tupdesc, &pg_sys::TTSOpsHeapTuple);
+        pg_sys::ExecStoreHeapTuple(row, slot, false);
+        (*econtext).ecxt_scantuple = slot;
+        let mut is_null = false;
+        let value = pg_sys::ExecEvalExpr(state, econtext, &mut is_null);
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::FreeExecutorState(estate);
+        (!is_null).then(|| value.value() as u64)
     }
 }
 
@@ -536,8 +573,8 @@ struct BucketPlans {
     holders: pg_sys::SPIPlanPtr,
     /// Locks the buckets of `$1`, waiting for their holders.
     wait_lock: pg_sys::SPIPlanPtr,
-    /// Updates the (locked) buckets of `$1`: under REPEATABLE READ, a writer whose snapshot
-    /// misses a conflicting row then fails to lock or update the row that writer updated.
+    /// Updates the (locked) buckets of `$1`, so that a REPEATABLE READ writer whose snapshot misses
+    /// a conflicting row fails to lock the bucket row that writer updated (40001).
     mark: pg_sys::SPIPlanPtr,
 }
 
@@ -566,8 +603,8 @@ unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
                 Some("Reinstall the extension (DROP EXTENSION simhash; CREATE EXTENSION simhash).".into()),
             );
         }
-        let plans = bucket_plans(schema, buckets_oid);
         let owner = relation_owner(buckets_oid);
+        let plans = as_user(owner, || bucket_plans(schema, buckets_oid));
         let run = |plan, buckets: &[i32]| {
             let array = buckets.to_vec().into_datum().expect("an int4[] datum");
             with_index_lookups(|| as_user(owner, || execute(plan, &[array], &[false], 0)));
@@ -584,7 +621,13 @@ unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
                     pg_sys::TransactionIdIsInProgress(xid)
                         && pg_sys::TransactionIdPrecedes(pg_sys::SubTransGetTopmostTransaction(xid), me)
                 });
-                if older_holder {
+                let locked = if older_holder {
+                    wait_briefly(|| run(plans.wait_lock, &contended))
+                } else {
+                    run(plans.wait_lock, &contended);
+                    true
+                };
+                if !locked {
                     raise(
                         PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
                         "could not serialize the near-duplicate check with an older concurrent transaction".into(),
@@ -595,17 +638,62 @@ unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
                         ),
                     );
                 }
+            } else {
+                run(plans.wait_lock, &contended);
             }
-            run(plans.wait_lock, &contended);
         }
-        if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
-            run(plans.mark, &needed);
-        }
+        // Every writer updates its buckets (not only under REPEATABLE READ): a REPEATABLE READ writer
+        // must fail on a bucket that a READ COMMITTED writer used after its snapshot, too.
+        run(plans.mark, &needed);
         TRANSACTION.with(|t| {
             let mut t = t.borrow_mut();
             t.locked.extend(needed);
             t.holds_buckets = true;
         });
+    }
+}
+
+/// How long a transaction that holds buckets waits for an older holder before giving up with 40001.
+/// Most holders are short transactions that end well within it; a wait that forms a cycle with the
+/// older transaction is broken when it runs out.
+const OLDER_HOLDER_WAIT: &CStr = c"200ms";
+
+/// Runs `lock` (a blocking bucket lock) in a subtransaction with `lock_timeout` set to
+/// `OLDER_HOLDER_WAIT`; returns whether it got the locks (false when the wait timed out).
+unsafe fn wait_briefly(lock: impl FnOnce()) -> bool {
+    unsafe {
+        let memory = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(memory);
+        let lock = std::panic::AssertUnwindSafe(lock);
+        let locked = pgrx::PgTryBuilder::new(move || {
+            let lock = lock; // the whole AssertUnwindSafe, not its field
+            let level = pg_sys::NewGUCNestLevel();
+            pg_sys::set_config_option(
+                c"lock_timeout".as_ptr(),
+                OLDER_HOLDER_WAIT.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+            (lock.0)();
+            pg_sys::AtEOXact_GUC(true, level);
+            true
+        })
+        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
+        .execute();
+        if locked {
+            pg_sys::ReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        pg_sys::MemoryContextSwitchTo(memory);
+        pg_sys::CurrentResourceOwner = owner;
+        locked
     }
 }
 
@@ -666,7 +754,7 @@ unsafe fn lookup_statement(rel: pg_sys::Relation, column: &str, k: u32, schema: 
         format!(
             "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4 FROM ONLY {table} t \
              WHERE {column} OPERATOR({s}.<~>) $1 OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2 \
-             ORDER BY 2 LIMIT 1",
+             ORDER BY 2, 1 LIMIT 1",
             key = key_columns(rel).expression(),
             table = qualified_name((*rel).rd_id),
         )
@@ -700,6 +788,7 @@ unsafe fn find_near_duplicate(
 ) -> Option<(String, i32)> {
     unsafe {
         let text = lookup_statement(rel, &config.column, config.k, schema);
+        let owner = (*(*rel).rd_rel).relowner;
         let plan = PLANS.with(|plans| {
             let mut plans = plans.borrow_mut();
             match plans.get_mut(&trigger_oid) {
@@ -707,18 +796,17 @@ unsafe fn find_near_duplicate(
                 Some(p) => {
                     // The table changed under the trigger: a new plan (the old one stays allocated:
                     // it may be in use further up the stack).
-                    p.lookup = prepare(&text, &[type_oid(schema), pg_sys::TIDOID]);
+                    p.lookup = as_user(owner, || prepare(&text, &[type_oid(schema), pg_sys::TIDOID]));
                     p.lookup_text = text;
                     p.lookup
                 }
                 None => {
-                    let lookup = prepare(&text, &[type_oid(schema), pg_sys::TIDOID]);
+                    let lookup = as_user(owner, || prepare(&text, &[type_oid(schema), pg_sys::TIDOID]));
                     plans.insert(trigger_oid, TriggerPlans { lookup_text: text, lookup, report: None });
                     lookup
                 }
             }
         });
-        let owner = (*(*rel).rd_rel).relowner;
         let mut tid = exclude;
         let args = [Datum::from(fp), Datum::from(&mut tid as *mut pg_sys::ItemPointerData)];
         let status = with_index_lookups(|| as_user(owner, || execute(plan, &args, &[false, false], 1)));
@@ -744,7 +832,7 @@ unsafe fn report(
     schema: Oid,
     fp: u64,
     new_key: Option<String>,
-    existing_key: &str,
+    existing_key: Option<&str>,
     distance: i32,
 ) {
     unsafe {
@@ -770,11 +858,11 @@ unsafe fn report(
             Datum::from(relid.to_u32()),
             trigger_name(trigger).into_datum().expect("text"),
             new_key.clone().into_datum().unwrap_or(Datum::from(0usize)),
-            existing_key.into_datum().expect("text"),
+            existing_key.into_datum().unwrap_or(Datum::from(0usize)),
             Datum::from(distance),
             Datum::from(fp),
         ];
-        let nulls = [false, false, new_key.is_none(), false, false, false];
+        let nulls = [false, false, new_key.is_none(), existing_key.is_none(), false, false];
         execute(plan, &args, &nulls, 0);
     }
 }

@@ -24,26 +24,6 @@ trap 'rm -rf "$work"' EXIT
 db=simhash_concurrency
 q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 
-# Runs one psql command until it succeeds or fails with an error other than a deadlock or a
-# serialization failure; prints the number of rows the constraint skipped.
-load() {
-    local label=$1 sql=$2 err
-    err="$work/$label.err"
-    for attempt in $(seq 1 50); do
-        if psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "$sql" 2>"$err" >/dev/null; then
-            sed -n 's/.*simhash: skipped \([0-9]*\) near-duplicate.*/\1/p' "$err" | awk '{s += $1} END {print s + 0}'
-            return 0
-        fi
-        if ! grep -q -e 'deadlock detected' -e 'could not serialize' "$err"; then
-            cat "$err" >&2
-            return 1
-        fi
-        echo "retry $attempt" >>"$work/$label.retries"
-    done
-    echo "$label: gave up after 50 retries" >&2
-    return 1
-}
-
 for k in "${radii[@]}"; do
     log "concurrency: 8 loaders, k = $k (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
     fresh_database "$db"
@@ -73,13 +53,13 @@ SELECT simhash_add_dedup('docs', 'fp', $k, 'skip') \g /dev/null
 \copy (SELECT id, fp FROM attempts WHERE loader = 1 ORDER BY id) TO '$work/copy.tsv'
 SQL
     started=$(date +%s.%N)
-    (load copy "\\copy docs (id, fp) FROM '$work/copy.tsv'" >"$work/skipped.1") &
+    (load_with_retry "$db" "$work/copy" "\\copy docs (id, fp) FROM '$work/copy.tsv'" >"$work/skipped.1") &
     pids=($!)
     for l in 2 3 4 5 6 7 8; do
         (
             total=0
             for b in $(seq 0 $((BATCHES - 1))); do
-                n=$(load "l$l" "INSERT INTO docs (id, fp) SELECT id, fp FROM attempts WHERE loader = $l AND batch = $b ORDER BY id")
+                n=$(load_with_retry "$db" "$work/l$l" "INSERT INTO docs (id, fp) SELECT id, fp FROM attempts WHERE loader = $l AND batch = $b ORDER BY id")
                 total=$((total + n))
             done
             echo "$total" >"$work/skipped.$l"
@@ -89,7 +69,7 @@ SQL
     for pid in "${pids[@]}"; do wait "$pid"; done
     elapsed=$(echo "$(date +%s.%N) - $started" | bc)
     skipped=$(cat "$work"/skipped.* | awk '{s += $1} END {print s}')
-    retries=$(cat "$work"/*.retries 2>/dev/null | wc -l)
+    retries=$( (cat "$work"/*.retries 2>/dev/null || true) | wc -l)
     q -v k="$k" -v skipped="$skipped" <<'SQL'
 \pset footer off
 ANALYZE docs;

@@ -48,7 +48,7 @@ COPY docs (id, fp) FROM stdin;
 25	4321432143214321
 26	4321432143214320
 \.
-UPDATE docs SET fp = 'ffffffffffffff0f' WHERE id = 23;   -- skipped: the row keeps its old value
+UPDATE docs SET fp = 'fffffffffffffffe' WHERE id = 23;   -- skipped: the row keeps its old value
 SELECT id, fp FROM docs ORDER BY id;
 
 -- action 'report': rows are kept and recorded.
@@ -76,8 +76,8 @@ INSERT INTO radii VALUES (1, '0000000000000000');
 SELECT simhash_add_dedup('radii', 'fp', 0, 'skip');
 INSERT INTO radii VALUES (2, '0000000000000000'), (3, '0000000000000001');
 SELECT simhash_add_dedup('radii', 'fp', 7, 'skip');
--- 7 bits set in one segment, then 8 bits spread over all four.
-INSERT INTO radii VALUES (4, '000000000000007f'), (5, '0303030300000000');
+-- 7 bits from row 1 (8 from row 3), then 8 bits spread over all four segments.
+INSERT INTO radii VALUES (4, '00000000000000fe'), (5, '0303030300000000');
 SELECT simhash_add_dedup('radii', 'fp', 11, 'skip');
 -- 11 bits (3 + 3 + 3 + 2) from row 1, then 12 bits from every stored row.
 INSERT INTO radii VALUES (6, '0700070007000300'), (7, 'e000e000e000e000');
@@ -154,3 +154,16 @@ INSERT INTO radii VALUES (104, 'bbbbbbbbbbbbbbba');
 ROLLBACK;
 
 DROP TABLE docs, docs_near_duplicates, loose, "Loose report", pairs, radii, misuse;
+
+-- A generated fingerprint column: the trigger computes it (BEFORE triggers run before PostgreSQL does).
+CREATE TABLE texts (id integer PRIMARY KEY, body text, fp simhash64 GENERATED ALWAYS AS (simhash(body)) STORED);
+SELECT simhash_create_indexes('texts', 'fp') \g /dev/null
+SELECT simhash_add_dedup('texts', 'fp', 3, 'error');
+\d texts
+INSERT INTO texts (id, body) VALUES (1, '海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。');
+INSERT INTO texts (id, body) VALUES (2, '海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。');
+INSERT INTO texts (id, body) VALUES (3, 'PostgreSQL extensions add types, functions and index support to the database server.');
+UPDATE texts SET body = '海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。' WHERE id = 3;
+UPDATE texts SET body = body WHERE id = 1;     -- unchanged fingerprint: no check
+SELECT id, fp FROM texts ORDER BY id;
+DROP TABLE texts;

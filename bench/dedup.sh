@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Cost of the near-duplicate constraint per inserted row: INSERTs into a table of BASE fingerprints
+# (default 1,000,000, with the four segment indexes) without the trigger and with
+# simhash_add_dedup(..., k, 'skip') for k = 3 and 7, by 1 loader and by 8 loaders; then a COPY of
+# COPY_ROWS rows (default 1,000,000) in one transaction beside 7 loaders, with the trigger at k = 3.
+#   usage: bench/dedup.sh            (needs scripts/setup.sh; about 10-20 minutes on 2 cores)
+# Rows are uniform random fingerprints (md5), so almost none is skipped: this measures the check
+# itself. Loaders retry a batch after a deadlock or serialization failure; retries are counted.
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+set -euo pipefail
+BASE=${BASE:-1000000}
+ROWS=${ROWS:-40000}            # rows per configuration: 40 batches of 1,000 or 8 x 20 batches of 250
+COPY_ROWS=${COPY_ROWS:-1000000}
+db=simhash_bench_dedup
+restart_cluster ""              # the server's defaults (shared_buffers 128MB, max_locks_per_transaction 64)
+fresh_database "$db"
+work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
+q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+
+log "loading $BASE fingerprints"
+q <<SQL
+CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64 NOT NULL);
+INSERT INTO docs SELECT i, ('x' || md5(i::text))::bit(64)::bigint::simhash64 FROM generate_series(1, $BASE) i;
+SELECT simhash_create_indexes('docs', 'fp') \g /dev/null
+-- New rows: id above BASE, batch b of 1,000 rows (or 4 x 250 for 8 loaders).
+CREATE TABLE incoming AS
+    SELECT $BASE + n AS id, (n - 1) / 250 AS batch, ('x' || md5('new' || n))::bit(64)::bigint::simhash64 AS fp
+    FROM generate_series(1, greatest($ROWS, $COPY_ROWS) + 8 * $ROWS) n;
+CREATE INDEX ON incoming (batch);
+VACUUM ANALYZE docs, incoming;
+SQL
+server=$(q -At -c "SELECT 'PostgreSQL ' || current_setting('server_version') || ', shared_buffers=' || current_setting('shared_buffers') || ', max_locks_per_transaction=' || current_setting('max_locks_per_transaction')")
+
+reset_table() {
+    q -c "DELETE FROM docs WHERE id > $BASE" -c "VACUUM docs"
+}
+now() { date +%s.%N; }
+
+# run_config LABEL K LOADERS: inserts ROWS rows, as 1 loader of ROWS/1000 batches of 1,000 rows or
+# 8 loaders of ROWS/2000 batches of 250 rows each; prints a table row.
+run_config() {
+    local label=$1 k=$2 loaders=$3
+    reset_table
+    if [ "$k" = - ]; then
+        q -c "SET client_min_messages = warning" -c "DROP TRIGGER IF EXISTS docs_fp_dedup ON docs" -c "DROP TRIGGER IF EXISTS docs_fp_dedup_notice ON docs"
+    else
+        q -c "SELECT simhash_add_dedup('docs', 'fp', $k, 'skip')" >/dev/null
+    fi
+    rm -f "$work"/*.retries
+    local started; started=$(now)
+    local pids=()
+    if [ "$loaders" = 1 ]; then
+        for b in $(seq 0 $((ROWS / 1000 - 1))); do
+            load_with_retry "$db" "$work/l1" "INSERT INTO docs SELECT id, fp FROM incoming WHERE batch BETWEEN $((b * 4)) AND $((b * 4 + 3))" >/dev/null
+        done
+    else
+        for l in $(seq 0 7); do
+            (for b in $(seq 0 $((ROWS / 2000 - 1))); do
+                load_with_retry "$db" "$work/l$l" "INSERT INTO docs SELECT id, fp FROM incoming WHERE batch = $((l * ROWS / 2000 + b))" >/dev/null
+            done) &
+            pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid"; done
+    fi
+    local seconds; seconds=$(echo "$(now) - $started" | bc)
+    local retries; retries=$( (cat "$work"/*.retries 2>/dev/null || true) | wc -l)
+    python3 -c "import sys; s=float(sys.argv[2]); n=int(sys.argv[3]); print(f'| {sys.argv[1]} | {n} | {s:.1f} | {n/s:,.0f} | {s*1e6/n:,.0f} | {sys.argv[4]} |')" \
+        "$label" "$seconds" "$ROWS" "$retries" >>"$work/table"
+}
+
+log "single and concurrent loaders"
+: >"$work/table"
+run_config "no trigger, 1 loader" - 1
+run_config "no trigger, 8 loaders" - 8
+for k in 3 7; do
+    run_config "trigger k=$k, 1 loader" "$k" 1
+    run_config "trigger k=$k, 8 loaders" "$k" 8
+done
+
+log "a COPY of $COPY_ROWS rows in one transaction beside 7 loaders (k = 3)"
+reset_table
+q -c "SELECT simhash_add_dedup('docs', 'fp', 3, 'skip')" >/dev/null
+q -c "\\copy (SELECT id, fp FROM incoming ORDER BY id LIMIT $COPY_ROWS) TO '$work/copy.tsv'"
+rm -f "$work"/*.retries
+started=$(now)
+(load_with_retry "$db" "$work/copy" "\\copy docs FROM '$work/copy.tsv'" >/dev/null; echo "$(now) - $started" | bc >"$work/copy.seconds") &
+copy_pid=$!
+pids=()
+first=$((COPY_ROWS / 250 + 1))
+for l in $(seq 0 6); do
+    (for b in $(seq 0 19); do
+        load_with_retry "$db" "$work/l$l" "INSERT INTO docs SELECT id, fp FROM incoming WHERE batch = $((first + l * 20 + b))" >/dev/null
+    done; echo "$(now) - $started" | bc >"$work/l$l.seconds") &
+    pids+=($!)
+done
+wait "$copy_pid"; for pid in "${pids[@]}"; do wait "$pid"; done
+copy_seconds=$(cat "$work/copy.seconds")
+loaders_seconds=$(cat "$work"/l?.seconds | sort -n | tail -1)
+copy_retries=$( (cat "$work/copy.retries" 2>/dev/null || true) | wc -l)
+loader_retries=$( (cat "$work"/l?.retries 2>/dev/null || true) | wc -l)
+
+echo
+echo "Near-duplicate constraint, $BASE rows already stored ($server; 2 cores)."
+echo
+echo "| configuration | rows | seconds | rows/s | µs per row | batches retried |"
+echo "|---|---|---|---|---|---|"
+cat "$work/table"
+echo
+python3 -c "import sys; c=float(sys.argv[1]); n=int(sys.argv[2]); l=float(sys.argv[3])
+print(f'COPY of {n:,} rows in one transaction with the trigger at k=3: {c:.0f} s ({n/c:,.0f} rows/s, {sys.argv[4]} retries); '
+      f'beside it 7 loaders of 20 x 250 rows finished after {l:.0f} s ({sys.argv[5]} batches retried).')" \
+    "$copy_seconds" "$COPY_ROWS" "$loaders_seconds" "$copy_retries" "$loader_retries"
