@@ -621,13 +621,9 @@ unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
                     pg_sys::TransactionIdIsInProgress(xid)
                         && pg_sys::TransactionIdPrecedes(pg_sys::SubTransGetTopmostTransaction(xid), me)
                 });
-                let locked = if older_holder {
-                    wait_briefly(|| run(plans.wait_lock, &contended))
-                } else {
-                    run(plans.wait_lock, &contended);
-                    true
-                };
-                if !locked {
+                // Dying at once (rather than after a short wait) measured best: a waiting younger
+                // transaction keeps its buckets, and others pile up behind it.
+                if older_holder {
                     raise(
                         PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
                         "could not serialize the near-duplicate check with an older concurrent transaction".into(),
@@ -638,9 +634,8 @@ unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
                         ),
                     );
                 }
-            } else {
-                run(plans.wait_lock, &contended);
             }
+            run(plans.wait_lock, &contended);
         }
         // Every writer updates its buckets (not only under REPEATABLE READ): a REPEATABLE READ writer
         // must fail on a bucket that a READ COMMITTED writer used after its snapshot, too.
@@ -650,50 +645,6 @@ unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
             t.locked.extend(needed);
             t.holds_buckets = true;
         });
-    }
-}
-
-/// How long a transaction that holds buckets waits for an older holder before giving up with 40001.
-/// Most holders are short transactions that end well within it; a wait that forms a cycle with the
-/// older transaction is broken when it runs out.
-const OLDER_HOLDER_WAIT: &CStr = c"200ms";
-
-/// Runs `lock` (a blocking bucket lock) in a subtransaction with `lock_timeout` set to
-/// `OLDER_HOLDER_WAIT`; returns whether it got the locks (false when the wait timed out).
-unsafe fn wait_briefly(lock: impl FnOnce()) -> bool {
-    unsafe {
-        let memory = pg_sys::CurrentMemoryContext;
-        let owner = pg_sys::CurrentResourceOwner;
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(memory);
-        let lock = std::panic::AssertUnwindSafe(lock);
-        let locked = pgrx::PgTryBuilder::new(move || {
-            let lock = lock; // the whole AssertUnwindSafe, not its field
-            let level = pg_sys::NewGUCNestLevel();
-            pg_sys::set_config_option(
-                c"lock_timeout".as_ptr(),
-                OLDER_HOLDER_WAIT.as_ptr(),
-                pg_sys::GucContext::PGC_USERSET,
-                pg_sys::GucSource::PGC_S_SESSION,
-                pg_sys::GucAction::GUC_ACTION_SAVE,
-                true,
-                0,
-                false,
-            );
-            (lock.0)();
-            pg_sys::AtEOXact_GUC(true, level);
-            true
-        })
-        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
-        .execute();
-        if locked {
-            pg_sys::ReleaseCurrentSubTransaction();
-        } else {
-            pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        }
-        pg_sys::MemoryContextSwitchTo(memory);
-        pg_sys::CurrentResourceOwner = owner;
-        locked
     }
 }
 
