@@ -8,8 +8,9 @@
 //! the second waits for the first to end and then, with a fresh snapshot, sees its row. Row locks
 //! live in the tuples, not in the shared lock table, so a COPY of millions of rows needs no
 //! `max_locks_per_transaction`; buckets already locked in the transaction are remembered and not
-//! locked again. Under REPEATABLE READ and SERIALIZABLE the bucket rows are updated instead, so that a
-//! writer whose snapshot cannot see a conflicting row fails with a serialization error.
+//! locked again. The bucket rows are also updated, so that under REPEATABLE READ and SERIALIZABLE a
+//! writer whose snapshot cannot see a conflicting row fails with a serialization error. Waits follow
+//! the wait-die rule against deadlocks (see `lock_buckets`).
 //!
 //! The lookup runs as the table's owner (like foreign-key checks: the inserting role needs no SELECT
 //! right, and row-level security does not hide rows from it) with sequential scans and JIT disabled,
@@ -584,7 +585,8 @@ struct BucketPlans {
 /// so waits follow the wait-die rule: a transaction that holds no bucket yet, or whose contended
 /// buckets are all held by younger transactions, waits; one that holds buckets and meets an older
 /// holder fails at once with a serialization error (40001), to be retried like a deadlock. Waits thus
-/// only go from older to younger transactions and never form a cycle.
+/// go from older to younger transactions (the holders are read once, before the wait; a holder that
+/// changes in between can still close a cycle, which the deadlock detector then breaks).
 unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
     unsafe {
         let all = simhash_core::dedup::lock_buckets(relid.to_u32(), fp, k).expect("k was checked");
