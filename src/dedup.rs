@@ -279,7 +279,7 @@ unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, sc
                 None,
             );
         }
-        let simhash64 = type_oid(schema);
+        let simhash64 = crate::planner_support::simhash64_type(schema);
         let column_type = pg_sys::SPI_gettypeid(tupdesc, attnum);
         if pg_sys::getBaseType(column_type) != simhash64 {
             raise(
@@ -331,19 +331,6 @@ unsafe fn report_table_oid(name: &str) -> Oid {
         let text = name.into_datum().expect("a text datum");
         let names = pg_sys::textToQualifiedNameList(text.cast_mut_ptr());
         pg_sys::RangeVarGetRelidExtended(pg_sys::makeRangeVarFromNameList(names), pg_sys::NoLock as i32, 0, None, std::ptr::null_mut())
-    }
-}
-
-unsafe fn type_oid(schema: Oid) -> Oid {
-    unsafe {
-        pg_sys::GetSysCacheOid(
-            pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
-            pg_sys::Anum_pg_type_oid as i16,
-            Datum::from(c"simhash64".as_ptr()),
-            Datum::from(schema.to_u32()),
-            Datum::from(0),
-            Datum::from(0),
-        )
     }
 }
 
@@ -749,12 +736,12 @@ unsafe fn find_near_duplicate(
                 Some(p) => {
                     // The table changed under the trigger: a new plan (the old one stays allocated:
                     // it may be in use further up the stack).
-                    p.lookup = as_user(owner, || prepare(&text, &[type_oid(schema), pg_sys::TIDOID]));
+                    p.lookup = as_user(owner, || prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID]));
                     p.lookup_text = text;
                     p.lookup
                 }
                 None => {
-                    let lookup = as_user(owner, || prepare(&text, &[type_oid(schema), pg_sys::TIDOID]));
+                    let lookup = as_user(owner, || prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID]));
                     plans.insert(trigger_oid, TriggerPlans { lookup_text: text, lookup, report: None });
                     lookup
                 }
@@ -800,7 +787,7 @@ unsafe fn report(
             match &entry.report {
                 Some((t, plan)) if *t == text => *plan,
                 _ => {
-                    let types = [pg_sys::REGCLASSOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::INT4OID, type_oid(schema)];
+                    let types = [pg_sys::REGCLASSOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::INT4OID, crate::planner_support::simhash64_type(schema)];
                     let plan = prepare(&text, &types);
                     entry.report = Some((text, plan));
                     plan

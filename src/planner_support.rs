@@ -224,14 +224,7 @@ struct ExtensionObjects {
 impl ExtensionObjects {
     unsafe fn lookup(schema: Oid) -> Option<Self> {
         unsafe {
-            let simhash64 = pg_sys::GetSysCacheOid(
-                pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
-                pg_sys::Anum_pg_type_oid as i16,
-                Datum::from(c"simhash64".as_ptr()),
-                Datum::from(schema.to_u32()),
-                Datum::from(0),
-                Datum::from(0),
-            );
+            let simhash64 = simhash64_type(schema);
             if simhash64 == Oid::INVALID {
                 return None;
             }
@@ -575,4 +568,18 @@ unsafe fn copy(node: *mut Node) -> *mut Node {
 /// B-trees or the bands GIN index); `schema` is the extension's.
 pub(crate) fn has_lookup_indexes(schema: Oid, relid: Oid, attno: i16) -> bool {
     unsafe { ExtensionObjects::lookup(schema).is_some_and(|ours| indexes_on_column(relid, attno, &ours).is_some()) }
+}
+
+/// The oid of the `simhash64` type in the extension's `schema` (InvalidOid if there is none).
+pub(crate) fn simhash64_type(schema: Oid) -> Oid {
+    unsafe {
+        pg_sys::GetSysCacheOid(
+            pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
+            pg_sys::Anum_pg_type_oid as i16,
+            Datum::from(c"simhash64".as_ptr()),
+            Datum::from(schema.to_u32()),
+            Datum::from(0),
+            Datum::from(0),
+        )
+    }
 }
