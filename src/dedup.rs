@@ -226,9 +226,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::FunctionCal
         {
             protocol_violation("simhash_dedup_notice: must be fired AFTER each statement");
         }
-        let rel = (*data).tg_relation;
         // All counts, not only this table's: rows routed to partitions are counted per partition.
-        let _ = rel;
         let skipped: Vec<(Oid, (String, u64))> = TRANSACTION.with(|t| t.borrow_mut().skipped.drain().collect());
         for (relid, (trigger, count)) in skipped {
             let rows = if count == 1 { "row" } else { "rows" };
