@@ -86,9 +86,14 @@ fresh_database() {
 # serialization failure, as an ETL loader should; appends one line per retry to $2.retries and
 # prints the number of rows the near-duplicate constraint skipped (from its NOTICEs).
 # Usage: load_with_retry DB LOGPREFIX SQL
+# Retries on 40001/40P01 the way a loader should: with a growing, jittered
+# pause (20 ms doubling up to 1 s), for up to RETRY_SECONDS (default 900).
+# A batch that keeps meeting a big older load (a long COPY holds most
+# near-duplicate buckets) is retried until that load commits.
 load_with_retry() {
-    local db=$1 prefix=$2 sql=$3 attempt
-    for attempt in $(seq 1 100); do
+    local db=$1 prefix=$2 sql=$3 attempt=0 pause_ms=20
+    local deadline=$((SECONDS + ${RETRY_SECONDS:-900}))
+    while :; do
         if psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "$sql" 2>"$prefix.err" >/dev/null; then
             sed -n 's/.*simhash: skipped \([0-9]*\) near-duplicate.*/\1/p' "$prefix.err" | awk '{s += $1} END {print s + 0}'
             return 0
@@ -97,8 +102,14 @@ load_with_retry() {
             cat "$prefix.err" >&2
             return 1
         fi
+        attempt=$((attempt + 1))
         echo "retry $attempt" >>"$prefix.retries"
+        if ((SECONDS >= deadline)); then
+            echo "$prefix: gave up after $attempt retries in ${RETRY_SECONDS:-900} s" >&2
+            return 1
+        fi
+        local wait_ms=$((pause_ms / 2 + (RANDOM ^ BASHPID) % (pause_ms / 2 + 1)))
+        sleep "$(printf '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000)))"
+        pause_ms=$((pause_ms * 2 > 1000 ? 1000 : pause_ms * 2))
     done
-    echo "$prefix: gave up after 100 retries" >&2
-    return 1
 }
