@@ -348,15 +348,6 @@ STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_indexed_wrapper';
 CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer) RETURNS text
 STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
 
--- The rows writers lock so that two writers of near-duplicates meet (see src/dedup.rs). Only the
--- extension's owner may touch them; the trigger locks them with the owner's rights.
-CREATE TABLE simhash_dedup_buckets (
-    bucket integer PRIMARY KEY,
-    writes bigint NOT NULL DEFAULT 0
-) WITH (fillfactor = 50);
-INSERT INTO simhash_dedup_buckets (bucket) SELECT pg_catalog.generate_series(0, 65535);
-REVOKE ALL ON simhash_dedup_buckets FROM PUBLIC;
-
 CREATE FUNCTION simhash_dedup_trigger() RETURNS trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_trigger';
 
@@ -462,7 +453,6 @@ COMMENT ON FUNCTION simhash_distance_support(internal) IS 'planner support: rewr
 COMMENT ON FUNCTION simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
 COMMENT ON FUNCTION simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
 COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups on a simhash64 column can use an index (segment B-trees or bands GIN)';
-COMMENT ON TABLE simhash_dedup_buckets IS 'rows the near-duplicate trigger locks so that concurrent writers of near-duplicates meet';
 COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
 COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column';

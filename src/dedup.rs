@@ -3,14 +3,9 @@
 //! fingerprint is within `k` bits of a row already in the table, and `simhash_dedup_notice()`, the
 //! AFTER STATEMENT trigger that reports how many rows `skip` dropped.
 //!
-//! Concurrency (READ COMMITTED): before looking, a writer locks rows of `simhash_dedup_buckets`
-//! chosen so that any two writers of near-duplicates lock a common row (`simhash_core::dedup`), so
-//! the second waits for the first to end and then, with a fresh snapshot, sees its row. Row locks
-//! live in the tuples, not in the shared lock table, so a COPY of millions of rows needs no
-//! `max_locks_per_transaction`; buckets already locked in the transaction are remembered and not
-//! locked again. The bucket rows are also updated, so that under REPEATABLE READ and SERIALIZABLE a
-//! writer whose snapshot cannot see a conflicting row fails with a serialization error. Waits follow
-//! the wait-die rule against deadlocks (see `lock_buckets`).
+//! Concurrency: the lookup uses the statement's snapshot, which cannot see rows of concurrent
+//! transactions; the fingerprints of the rows let through are rechecked when the transaction commits,
+//! with the protocol of exclusion constraints (`dedup_recheck`).
 //!
 //! The lookup runs as the table's owner (like foreign-key checks: the inserting role needs no SELECT
 //! right, and row-level security does not hide rows from it) with sequential scans and JIT disabled,
@@ -51,21 +46,15 @@ struct TriggerPlans {
     report: Option<(String, pg_sys::SPIPlanPtr)>,
 }
 
-/// What one transaction has done so far; cleared when it (or any subtransaction) ends.
+/// What one transaction has done so far; cleared when it ends.
 #[derive(Default)]
 struct TransactionState {
-    /// Buckets this transaction holds locks on (for every table: bucket numbers include the table).
-    locked: HashSet<i32>,
-    /// Whether the transaction holds any bucket (kept when a subtransaction aborts, unlike `locked`,
-    /// since buckets locked before the subtransaction are still held).
-    holds_buckets: bool,
     /// Rows dropped by `skip`, per table, not yet reported by `simhash_dedup_notice()`.
     skipped: HashMap<Oid, (String, u64)>,
 }
 
 thread_local! {
     static PLANS: RefCell<HashMap<Oid, TriggerPlans>> = RefCell::new(HashMap::new());
-    static BUCKET_PLANS: RefCell<HashMap<Oid, BucketPlans>> = RefCell::new(HashMap::new());
     static TRANSACTION: RefCell<TransactionState> = RefCell::new(TransactionState::default());
     /// Triggers whose missing indexes were already reported in this backend.
     static WARNED: RefCell<HashSet<Oid>> = RefCell::new(HashSet::new());
@@ -82,10 +71,15 @@ pub fn init() {
 #[pg_guard]
 unsafe extern "C-unwind" fn on_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut c_void) {
     use pg_sys::XactEvent::*;
-    if [XACT_EVENT_COMMIT, XACT_EVENT_ABORT, XACT_EVENT_PREPARE, XACT_EVENT_PARALLEL_COMMIT, XACT_EVENT_PARALLEL_ABORT]
-        .contains(&event)
-    {
-        TRANSACTION.with(|t| *t.borrow_mut() = TransactionState::default());
+    match event {
+        // Errors are still allowed here: a violation found now aborts the transaction.
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => unsafe { crate::dedup_recheck::recheck_all() },
+        XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_COMMIT
+        | XACT_EVENT_PARALLEL_ABORT => {
+            TRANSACTION.with(|t| *t.borrow_mut() = TransactionState::default());
+            crate::dedup_recheck::forget_all();
+        }
+        _ => {}
     }
 }
 
@@ -96,13 +90,10 @@ unsafe extern "C-unwind" fn on_subtransaction_end(
     _parent: pg_sys::SubTransactionId,
     _arg: *mut c_void,
 ) {
-    // Row locks taken in an aborted subtransaction are gone: forget them all (relocking is harmless).
+    // The statement that was skipping rows failed; its count is not reported. (Fingerprints to
+    // recheck are kept: the recheck ignores those whose rows are gone.)
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        TRANSACTION.with(|t| {
-            let mut t = t.borrow_mut();
-            t.locked.clear();
-            t.skipped.clear();
-        });
+        TRANSACTION.with(|t| t.borrow_mut().skipped.clear());
     }
 }
 
@@ -158,18 +149,24 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         warn_once_without_indexes(trigger_oid, rel, &config, schema);
 
         connect();
-        lock_buckets(schema, relid, fp, config.k);
         let exclude = old_row.map(|t| (*t).t_self).unwrap_or_default();
         let found = find_near_duplicate(trigger_oid, rel, &config, schema, fp, exclude);
         let Some((existing_key, distance)) = found else {
             finish();
+            if config.action != Action::Report {
+                crate::dedup_recheck::remember(relid, trigger_oid, fp, || crate::dedup_recheck::Pending {
+                    schema,
+                    attnum: config.attnum,
+                    column: config.column.clone(),
+                    k: config.k,
+                    skip: config.action == Action::Skip,
+                    trigger_name: trigger_name(trigger),
+                    fingerprints: Vec::new(),
+                });
+            }
             return Datum::from(row);
         };
-        // Like a unique violation's DETAIL, name the stored row only to a role that may read it.
-        let visible = pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), pg_sys::ACL_SELECT as _)
-            == pg_sys::AclResult::ACLCHECK_OK
-            && pg_sys::check_enable_rls(relid, Oid::INVALID, true) != pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
-        let existing_key = visible.then_some(existing_key);
+        let existing_key = key_readable(relid).then_some(existing_key);
         let result = match config.action {
             Action::Error => None,
             Action::Skip => {
@@ -336,7 +333,7 @@ unsafe fn type_name(type_oid: Oid) -> String {
     unsafe { CStr::from_ptr(pg_sys::format_type_be(type_oid)).to_string_lossy().into_owned() }
 }
 
-unsafe fn relation_name(rel: pg_sys::Relation) -> String {
+pub(crate) unsafe fn relation_name(rel: pg_sys::Relation) -> String {
     unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned() }
 }
 
@@ -396,14 +393,14 @@ unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
 }
 
 /// How rows of the table are named in messages: its primary key columns, or ctid without one.
-struct KeyColumns {
+pub(crate) struct KeyColumns {
     attnums: Vec<i32>,
     names: Vec<String>,
 }
 
 impl KeyColumns {
     /// `(id)=(42)`, `(a, b)=(1,x)` or `ctid=(0,7)`, like the DETAIL of a unique violation.
-    fn describe(&self, key: &str) -> String {
+    pub(crate) fn describe(&self, key: &str) -> String {
         match self.names.len() {
             0 => format!("ctid={key}"),
             1 => format!("({})=({key})", self.names[0]),
@@ -423,7 +420,7 @@ impl KeyColumns {
     }
 }
 
-unsafe fn key_columns(rel: pg_sys::Relation) -> KeyColumns {
+pub(crate) unsafe fn key_columns(rel: pg_sys::Relation) -> KeyColumns {
     unsafe {
         let index_oid = pg_sys::RelationGetPrimaryKeyIndex(rel);
         let mut key = KeyColumns { attnums: Vec::new(), names: Vec::new() };
@@ -462,6 +459,31 @@ unsafe fn row_key(rel: pg_sys::Relation, row: pg_sys::HeapTuple) -> Option<Strin
             [one] => Some(one.clone()),
             _ => Some(format!("({})", values.iter().map(|v| record_field(v)).collect::<Vec<_>>().join(","))),
         }
+    }
+}
+
+/// Whether the current role may see keys of the table's rows in messages (like a unique
+/// violation's DETAIL): it has SELECT on the table and row-level security does not apply.
+pub(crate) unsafe fn key_readable(relid: Oid) -> bool {
+    unsafe {
+        pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), pg_sys::ACL_SELECT as _) == pg_sys::AclResult::ACLCHECK_OK
+            && pg_sys::check_enable_rls(relid, Oid::INVALID, true) != pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+    }
+}
+
+/// A stored row's key as text (see `row_key`; its ctid without a primary key), if the current
+/// role may see it.
+pub(crate) unsafe fn key_if_visible(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple) -> Option<String> {
+    unsafe {
+        if !key_readable((*rel).rd_id) {
+            return None;
+        }
+        if key_columns(rel).attnums.is_empty() {
+            let tid = (*tuple).t_self;
+            let block = (tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32;
+            return Some(format!("({block},{})", tid.ip_posid));
+        }
+        row_key(rel, tuple)
     }
 }
 
@@ -547,139 +569,6 @@ unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[bool], limi
     unsafe {
         let nulls: Vec<c_char> = nulls.iter().map(|&n| if n { b'n' } else { b' ' } as c_char).collect();
         pg_sys::SPI_execute_plan(plan, args.as_ptr().cast_mut(), nulls.as_ptr(), false, limit)
-    }
-}
-
-/// The bucket statements, prepared once per extension schema.
-#[derive(Clone, Copy)]
-struct BucketPlans {
-    /// Locks the free buckets of `$1` and returns them.
-    try_lock: pg_sys::SPIPlanPtr,
-    /// The transactions holding buckets of `$1` (row lockers are in `xmax`).
-    holders: pg_sys::SPIPlanPtr,
-    /// Locks the buckets of `$1`, waiting for their holders.
-    wait_lock: pg_sys::SPIPlanPtr,
-    /// Updates the (locked) buckets of `$1`, so that a REPEATABLE READ writer whose snapshot misses
-    /// a conflicting row fails to lock the bucket row that writer updated (40001).
-    mark: pg_sys::SPIPlanPtr,
-}
-
-/// Takes the buckets of `fp` this transaction does not hold yet, as the bucket table's owner.
-///
-/// Waiting while holding buckets could deadlock (writers take buckets in the order their rows come),
-/// so waits follow the wait-die rule: a transaction that holds no bucket yet, or whose contended
-/// buckets are all held by younger transactions, waits; one that holds buckets and meets an older
-/// holder fails at once with a serialization error (40001), to be retried like a deadlock. Waits thus
-/// go from older to younger transactions (the holders are read once, before the wait; a holder that
-/// changes in between can still close a cycle, which the deadlock detector then breaks).
-unsafe fn lock_buckets(schema: Oid, relid: Oid, fp: u64, k: u32) {
-    unsafe {
-        let all = simhash_core::dedup::lock_buckets(relid.to_u32(), fp, k).expect("k was checked");
-        let (needed, held_before): (Vec<i32>, bool) = TRANSACTION.with(|t| {
-            let t = t.borrow();
-            (all.into_iter().filter(|b| !t.locked.contains(b)).collect(), t.holds_buckets)
-        });
-        if needed.is_empty() {
-            return;
-        }
-        let buckets_oid = pg_sys::get_relname_relid(c"simhash_dedup_buckets".as_ptr(), schema);
-        if buckets_oid == Oid::INVALID {
-            raise(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
-                "the simhash extension's table simhash_dedup_buckets is missing".into(),
-                Some("Reinstall the extension (DROP EXTENSION simhash; CREATE EXTENSION simhash).".into()),
-            );
-        }
-        let owner = relation_owner(buckets_oid);
-        let plans = as_user(owner, || bucket_plans(schema, buckets_oid));
-        let run = |plan, buckets: &[i32]| {
-            let array = buckets.to_vec().into_datum().expect("an int4[] datum");
-            with_index_lookups(|| as_user(owner, || execute(plan, &[array], &[false], 0)));
-        };
-        run(plans.try_lock, &needed);
-        let got: HashSet<i32> = result_column(1).into_iter().map(|d| d.value() as i32).collect();
-        let contended: Vec<i32> = needed.iter().copied().filter(|b| !got.contains(b)).collect();
-        if !contended.is_empty() {
-            if held_before || !got.is_empty() {
-                run(plans.holders, &contended);
-                let me = pg_sys::GetTopTransactionId();
-                let older_holder = result_column(1).into_iter().any(|d| {
-                    let xid = pg_sys::TransactionId::from(d.value() as u32);
-                    pg_sys::TransactionIdIsInProgress(xid)
-                        && pg_sys::TransactionIdPrecedes(pg_sys::SubTransGetTopmostTransaction(xid), me)
-                });
-                // Dying at once (rather than after a short wait) measured best: a waiting younger
-                // transaction keeps its buckets, and others pile up behind it.
-                if older_holder {
-                    raise(
-                        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                        "could not serialize the near-duplicate check with an older concurrent transaction".into(),
-                        Some(
-                            "This transaction holds near-duplicate locks and needs one an older transaction holds; \
-                             waiting for it could deadlock. Retry the transaction."
-                                .into(),
-                        ),
-                    );
-                }
-            }
-            run(plans.wait_lock, &contended);
-        }
-        // Every writer updates its buckets (not only under REPEATABLE READ): a REPEATABLE READ writer
-        // must fail on a bucket that a READ COMMITTED writer used after its snapshot, too.
-        run(plans.mark, &needed);
-        TRANSACTION.with(|t| {
-            let mut t = t.borrow_mut();
-            t.locked.extend(needed);
-            t.holds_buckets = true;
-        });
-    }
-}
-
-/// Column `n` of every row the last SPI statement returned.
-unsafe fn result_column(n: i32) -> Vec<Datum> {
-    unsafe {
-        let table = pg_sys::SPI_tuptable;
-        if table.is_null() {
-            return Vec::new();
-        }
-        (0..pg_sys::SPI_processed as usize)
-            .filter_map(|i| {
-                let mut is_null = false;
-                let datum = pg_sys::SPI_getbinval(*(*table).vals.add(i), (*table).tupdesc, n, &mut is_null);
-                (!is_null).then_some(datum)
-            })
-            .collect()
-    }
-}
-
-unsafe fn bucket_plans(schema: Oid, buckets_oid: Oid) -> BucketPlans {
-    unsafe {
-        BUCKET_PLANS.with(|plans| {
-            *plans.borrow_mut().entry(schema).or_insert_with(|| {
-                let table = qualified_name(buckets_oid);
-                let wanted = "bucket OPERATOR(pg_catalog.=) ANY ($1)";
-                let prepare = |text: String| prepare(&text, &[pg_sys::INT4ARRAYOID]);
-                BucketPlans {
-                    try_lock: prepare(format!(
-                        "SELECT bucket FROM {table} WHERE {wanted} ORDER BY bucket FOR UPDATE SKIP LOCKED"
-                    )),
-                    holders: prepare(format!("SELECT xmax FROM {table} WHERE {wanted}")),
-                    wait_lock: prepare(format!("SELECT FROM {table} WHERE {wanted} ORDER BY bucket FOR UPDATE")),
-                    mark: prepare(format!(
-                        "UPDATE {table} SET writes = writes OPERATOR(pg_catalog.+) 1 WHERE {wanted}"
-                    )),
-                }
-            })
-        })
-    }
-}
-
-unsafe fn relation_owner(relid: Oid) -> Oid {
-    unsafe {
-        let rel = pg_sys::RelationIdGetRelation(relid);
-        let owner = (*(*rel).rd_rel).relowner;
-        pg_sys::RelationClose(rel);
-        owner
     }
 }
 

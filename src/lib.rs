@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 mod dedup;
+mod dedup_recheck;
 mod errors;
 mod fingerprint;
 mod pairs;

@@ -352,12 +352,27 @@ unsafe fn probe_targets(
 /// The index kind that column `attno` of table `relid` supports (B-trees preferred).
 unsafe fn indexes_on_column(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<IndexKind> {
     unsafe {
+        let (segments, bands) = lookup_index_oids(relid, attno, ours)?;
+        if segments.iter().all(|s| s.is_some()) {
+            Some(IndexKind::SegmentBtrees)
+        } else if bands {
+            Some(IndexKind::BandsGin)
+        } else {
+            None
+        }
+    }
+}
+
+/// The segment B-trees of column `attno` (by segment number) and whether it has a bands GIN index.
+/// `None` when the relation does not exist.
+unsafe fn lookup_index_oids(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<([Option<Oid>; 4], bool)> {
+    unsafe {
         let rel = pg_sys::RelationIdGetRelation(relid);
         if rel.is_null() {
             return None;
         }
         let relkind = (*(*rel).rd_rel).relkind as u8;
-        let mut segments = [false; 4];
+        let mut segments = [None; 4];
         let mut bands = false;
         if [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind) {
             for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
@@ -385,7 +400,7 @@ unsafe fn indexes_on_column(relid: Oid, attno: i16, ours: &ExtensionObjects) -> 
                                 && (0..4).contains(&n)
                                 && default_family(pg_sys::INT4OID, pg_sys::BTREE_AM_OID) =>
                         {
-                            segments[n as usize] = true;
+                            segments[n as usize] = Some(index_oid);
                         }
                         Some((f, None))
                             if am == pg_sys::GIN_AM_OID
@@ -402,13 +417,7 @@ unsafe fn indexes_on_column(relid: Oid, attno: i16, ours: &ExtensionObjects) -> 
             }
         }
         pg_sys::RelationClose(rel);
-        if segments.iter().all(|&s| s) {
-            Some(IndexKind::SegmentBtrees)
-        } else if bands {
-            Some(IndexKind::BandsGin)
-        } else {
-            None
-        }
+        Some((segments, bands))
     }
 }
 
@@ -568,6 +577,16 @@ unsafe fn copy(node: *mut Node) -> *mut Node {
 /// B-trees or the bands GIN index); `schema` is the extension's.
 pub(crate) fn has_lookup_indexes(schema: Oid, relid: Oid, attno: i16) -> bool {
     unsafe { ExtensionObjects::lookup(schema).is_some_and(|ours| indexes_on_column(relid, attno, &ours).is_some()) }
+}
+
+/// The four segment B-trees of column `attno` of table `relid` (segment 0 first), if it has all
+/// four; `schema` is the extension's.
+pub(crate) fn segment_btrees(schema: Oid, relid: Oid, attno: i16) -> Option<[Oid; 4]> {
+    unsafe {
+        let ours = ExtensionObjects::lookup(schema)?;
+        let (segments, _) = lookup_index_oids(relid, attno, &ours)?;
+        Some([segments[0]?, segments[1]?, segments[2]?, segments[3]?])
+    }
 }
 
 /// The oid of the `simhash64` type in the extension's `schema` (InvalidOid if there is none).

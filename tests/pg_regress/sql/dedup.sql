@@ -147,11 +147,57 @@ INSERT INTO radii VALUES (101, 'aaaaaaaaaaaaaaab');
 INSERT INTO radii VALUES (102, 'aaaaaaaaaaaaaaaa');
 ROLLBACK;
 
--- Under REPEATABLE READ the bucket rows are updated (a concurrent writer would get 40001).
+-- Concurrent writers (a second session through dblink). The row trigger cannot see rows of
+-- transactions in progress; every row it lets through is rechecked at commit.
+CREATE EXTENSION dblink;
+SELECT dblink_connect('other', pg_catalog.format('dbname=%s port=%s host=%s', current_database(),
+    current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+CREATE TABLE shared (id integer PRIMARY KEY, fp simhash64);
+SELECT simhash_create_indexes('shared', 'fp') \g /dev/null
+SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
+-- 1. The other, older transaction has written a near-duplicate and is still open: this younger
+--    one fails at commit with 40001 (waiting could deadlock), to be retried.
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (1, '1111111111111111')$$);
+BEGIN;
+INSERT INTO shared VALUES (2, '1111111111111113');   -- distance 1; the other row is invisible
+COMMIT;
+SELECT dblink_exec('other', 'COMMIT');
+-- 2. Under REPEATABLE READ the row trigger cannot see a row committed after the snapshot was
+--    taken; the recheck finds it at commit: 23505.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-INSERT INTO radii VALUES (103, 'bbbbbbbbbbbbbbbb');
-INSERT INTO radii VALUES (104, 'bbbbbbbbbbbbbbba');
-ROLLBACK;
+SELECT count(*) FROM shared;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (3, '2222222222222222')$$);
+INSERT INTO shared VALUES (4, '2222222222222223');
+COMMIT;
+-- 3. The same with 'skip': the row is deleted at commit, with a NOTICE; the others stay.
+SELECT simhash_add_dedup('shared', 'fp', 3, 'skip');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM shared;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (5, '3333333333333333')$$);
+INSERT INTO shared VALUES (6, '3333333333333330'), (7, '4444444444444444');
+COMMIT;
+SELECT id, fp FROM shared ORDER BY id;
+-- 4. This transaction is the older one: the younger other fails with 40001; this one commits.
+BEGIN;
+INSERT INTO shared VALUES (8, '5555555555555555');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (9, '5555555555555554')$$, false);
+SELECT dblink_error_message('other');
+COMMIT;
+-- 5. 'error' in READ COMMITTED: with no concurrent writer left, the row trigger sees them all.
+SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
+INSERT INTO shared VALUES (9, '5555555555555554');
+-- 6. A rolled-back savepoint takes its row out of the recheck.
+BEGIN;
+SAVEPOINT s;
+INSERT INTO shared VALUES (10, '6666666666666666');
+ROLLBACK TO s;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (11, '6666666666666667')$$);
+COMMIT;
+SELECT id, fp FROM shared ORDER BY id;
+SELECT dblink_disconnect('other');
+DROP TABLE shared;
+DROP EXTENSION dblink;
 
 DROP TABLE docs, docs_near_duplicates, loose, "Loose report", pairs, radii, misuse;
 

@@ -1,0 +1,272 @@
+//! The commit-time recheck of the near-duplicate constraint: the protocol of PostgreSQL's exclusion
+//! constraints (execIndexing.c), run once per kept row when its transaction commits.
+//!
+//! The row trigger looks with an MVCC snapshot, so it cannot see a near-duplicate that a concurrent
+//! transaction has written but not committed. So it remembers each fingerprint it let through, and
+//! when the transaction commits (or prepares) every one is looked up again, now that the row is
+//! stored, with a *dirty* snapshot, which also sees rows of transactions still in progress:
+//!
+//! - a near-duplicate committed by another transaction: the row violates the constraint after all
+//!   (`error` raises 23505; `skip` deletes the row and says so in a NOTICE);
+//! - a near-duplicate of a transaction still in progress: if that transaction is younger, wait for
+//!   it to end and look again (it may commit, abort, or itself be skipped); if it is older, fail at
+//!   once with 40001. Waits thus only go from older to younger transactions, so the check cannot
+//!   deadlock with itself, and the oldest writer never fails.
+//!
+//! Why this is enough: of two concurrent writers of near-duplicates, the one that rechecks second
+//! finds the other's row (each stores its row before it rechecks), either committed or in progress,
+//! so they cannot both commit their rows. Only true conflicts wait or fail: a big COPY beside other
+//! loaders holds up only those with a near-duplicate of one of its rows.
+//!
+//! The lookups read the four segment B-trees directly (an MVCC plan cannot use a dirty snapshot);
+//! without them the recheck scans the table, once per row.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+
+use crate::errors::raise;
+
+/// The fingerprints one trigger let through in the current transaction.
+pub(crate) struct Pending {
+    pub schema: Oid,
+    pub attnum: i32,
+    pub column: String,
+    pub k: u32,
+    /// `skip` (delete the row) rather than `error`.
+    pub skip: bool,
+    pub trigger_name: String,
+    pub fingerprints: Vec<u64>,
+}
+
+thread_local! {
+    /// Per (table, trigger); emptied when the transaction ends.
+    static PENDING: RefCell<HashMap<(Oid, Oid), Pending>> = RefCell::new(HashMap::new());
+}
+
+/// Remembers that `fp` was written into `relid` under `trigger_oid`, to be rechecked at commit.
+pub(crate) fn remember(relid: Oid, trigger_oid: Oid, fp: u64, make: impl FnOnce() -> Pending) {
+    PENDING.with(|p| p.borrow_mut().entry((relid, trigger_oid)).or_insert_with(make).fingerprints.push(fp));
+}
+
+pub(crate) fn forget_all() {
+    PENDING.with(|p| p.borrow_mut().clear());
+}
+
+/// Rechecks every remembered fingerprint; called just before the transaction commits or prepares.
+pub(crate) unsafe fn recheck_all() {
+    let pending: Vec<((Oid, Oid), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
+    for ((relid, _), mut pending) in pending {
+        unsafe {
+            // The table cannot be gone: the transaction wrote it and holds its lock.
+            let rel = pg_sys::relation_open(relid, pg_sys::RowExclusiveLock as i32);
+            pending.fingerprints.sort_unstable();
+            pending.fingerprints.dedup();
+            let indexes = crate::planner_support::segment_btrees(pending.schema, relid, pending.attnum as i16);
+            let mut skipped = 0u64;
+            for &fp in &pending.fingerprints {
+                pg_sys::check_for_interrupts!();
+                if let Some(conflict) = recheck(rel, indexes, &pending, fp) {
+                    if pending.skip {
+                        // The row was stored by an earlier command: make it visible to the delete.
+                        pg_sys::CommandCounterIncrement();
+                        let mut tid = conflict.own_row;
+                        pg_sys::simple_heap_delete(rel, &mut tid);
+                        skipped += 1;
+                    } else {
+                        raise_violation(rel, &pending, fp, &conflict);
+                    }
+                }
+            }
+            if skipped > 0 {
+                let rows = if skipped == 1 { "row" } else { "rows" };
+                notice!(
+                    "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\"): \
+                     concurrent transactions stored near-duplicates of them first",
+                    crate::dedup::relation_name(rel),
+                    pending.trigger_name
+                );
+            }
+            pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+        }
+    }
+}
+
+/// A stored row of this transaction with a committed near-duplicate of another transaction.
+struct Conflict {
+    own_row: pg_sys::ItemPointerData,
+    distance: u32,
+    /// A copy of the other row.
+    existing: pg_sys::HeapTuple,
+}
+
+/// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate is in
+/// progress; `None` when this transaction no longer stores a row with `fp` or nothing conflicts.
+unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[Oid; 4]>, pending: &Pending, fp: u64) -> Option<Conflict> {
+    unsafe {
+        loop {
+            // InitDirtySnapshot: the visibility routine reports in-progress writers in xmin/xmax.
+            let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
+            dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+            let dirty_ptr: pg_sys::Snapshot = &mut dirty;
+            let mut own_row = None;
+            let mut nearest: Option<(u32, pg_sys::HeapTuple)> = None;
+            let mut wait = None;
+            for_each_within(rel, indexes, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
+                let xmin = (*dirty_ptr).xmin;
+                let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
+                if xwait != pg_sys::InvalidTransactionId {
+                    wait = Some((xwait, (*(*tuple).t_data).t_ctid));
+                    return ControlFlow::Break(());
+                }
+                if pg_sys::TransactionIdIsCurrentTransactionId((*(*tuple).t_data).t_choice.t_heap.t_xmin) {
+                    // Our own rows were checked against each other by the row trigger.
+                    if value == fp && own_row.is_none() {
+                        own_row = Some((*tuple).t_self);
+                    }
+                } else if nearest.is_none_or(|(d, _)| distance < d) {
+                    nearest = Some((distance, pg_sys::heap_copytuple(tuple)));
+                }
+                ControlFlow::Continue(())
+            });
+            if let Some((xid, mut ctid)) = wait {
+                let other = pg_sys::SubTransGetTopmostTransaction(xid);
+                if pg_sys::TransactionIdPrecedes(other, pg_sys::GetTopTransactionId()) {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                        "could not serialize the near-duplicate check with an older concurrent transaction".into(),
+                        Some(format!(
+                            "An older transaction that is still in progress wrote a row within {} bits of {} = {} \
+                             in relation \"{}\". Retry the transaction.",
+                            pending.k,
+                            pending.column,
+                            simhash_core::format_hex(fp),
+                            crate::dedup::relation_name(rel)
+                        )),
+                    );
+                }
+                pg_sys::XactLockTableWait(xid, rel, &mut ctid, pg_sys::XLTW_Oper::XLTW_RecheckExclusionConstr);
+                continue;
+            }
+            let own_row = own_row?;
+            let (distance, existing) = nearest?;
+            return Some(Conflict { own_row, distance, existing });
+        }
+    }
+}
+
+/// Calls `visit(tuple, value, distance)` for each row that `snapshot` sees whose column is within
+/// `k` of `fp`, right after the visibility check (a dirty snapshot's xmin/xmax describe that row),
+/// through the segment B-trees or else a sequential scan; stops when `visit` breaks.
+unsafe fn for_each_within(
+    rel: pg_sys::Relation,
+    indexes: Option<[Oid; 4]>,
+    attnum: i32,
+    fp: u64,
+    k: u32,
+    snapshot: pg_sys::Snapshot,
+    visit: &mut dyn FnMut(pg_sys::HeapTuple, u64, u32) -> ControlFlow<()>,
+) {
+    unsafe {
+        let tupdesc = (*rel).rd_att;
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let mut on_slot = |slot: *mut pg_sys::TupleTableSlot| {
+            let mut should_free = false;
+            let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
+            let mut is_null = false;
+            let value = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null).value() as u64;
+            let distance = simhash_core::hamming(value, fp);
+            let flow =
+                if is_null || distance > k { ControlFlow::Continue(()) } else { visit(tuple, value, distance) };
+            if should_free {
+                pg_sys::heap_freetuple(tuple);
+            }
+            flow
+        };
+        match indexes {
+            Some(indexes) => {
+                let radius = simhash_core::probes::segment_radius(k).expect("k was checked");
+                'segments: for (n, index_oid) in indexes.into_iter().enumerate() {
+                    let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
+                    let scan = pg_sys::index_beginscan(rel, index, snapshot, 1, 0);
+                    let value = simhash_core::segment(fp, n as i32).expect("n < 4");
+                    let mut stop = false;
+                    for probe in simhash_core::probes::segment_probes(value, radius) {
+                        let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
+                        pg_sys::ScanKeyInit(
+                            &mut key,
+                            1,
+                            pg_sys::BTEqualStrategyNumber as u16,
+                            Oid::from(pg_sys::F_INT4EQ),
+                            pg_sys::Datum::from(i32::from(probe)),
+                        );
+                        pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
+                        while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                            if on_slot(slot).is_break() {
+                                stop = true;
+                                break;
+                            }
+                        }
+                        if stop {
+                            break;
+                        }
+                    }
+                    pg_sys::index_endscan(scan);
+                    pg_sys::index_close(index, pg_sys::NoLock as i32);
+                    if stop {
+                        break 'segments;
+                    }
+                }
+            }
+            None => {
+                let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
+                let scan = pg_sys::heap_beginscan(
+                    rel,
+                    snapshot,
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    flags as u32,
+                );
+                while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                    if on_slot(slot).is_break() {
+                        break;
+                    }
+                }
+                pg_sys::heap_endscan(scan);
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
+}
+
+/// The commit-time violation of `error`: like the row trigger's, naming the concurrent row.
+unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
+    unsafe {
+        let existing_key = crate::dedup::key_if_visible(rel, conflict.existing);
+        let key_columns = crate::dedup::key_columns(rel);
+        raise(
+            PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+            format!(
+                "new row for relation \"{}\" is a near-duplicate and violates trigger \"{}\"",
+                crate::dedup::relation_name(rel),
+                pending.trigger_name
+            ),
+            Some(format!(
+                "{} is at distance {} from the new row's {} = {}; the radius is {}. \
+                 A concurrent transaction committed it after this row was checked.",
+                match &existing_key {
+                    Some(key) => format!("Existing row {}", key_columns.describe(key)),
+                    None => "A stored row".into(),
+                },
+                conflict.distance,
+                pending.column,
+                simhash_core::format_hex(fp),
+                pending.k
+            )),
+        )
+    }
+}
