@@ -88,8 +88,8 @@ fresh_database() {
 # Usage: load_with_retry DB LOGPREFIX SQL
 # Retries on 40001/40P01 the way a loader should: with a growing, jittered
 # pause (20 ms doubling up to 1 s), for up to RETRY_SECONDS (default 900).
-# A batch that keeps meeting a big older load (a long COPY holds most
-# near-duplicate buckets) is retried until that load commits.
+# A batch with a near-duplicate of a row of a big older load still in progress
+# (a long COPY) is retried until that load commits.
 load_with_retry() {
     local db=$1 prefix=$2 sql=$3 attempt=0 pause_ms=20
     local deadline=$((SECONDS + ${RETRY_SECONDS:-900}))
