@@ -63,8 +63,11 @@ pub(crate) unsafe fn recheck_all() {
     let pending: Vec<((Oid, Oid), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
     for ((relid, _), mut pending) in pending {
         unsafe {
-            // The table cannot be gone: the transaction wrote it and holds its lock.
-            let rel = pg_sys::relation_open(relid, pg_sys::RowExclusiveLock as i32);
+            // The transaction may have dropped the table since; then there is nothing to check.
+            let rel = pg_sys::try_relation_open(relid, pg_sys::RowExclusiveLock as i32);
+            if rel.is_null() {
+                continue;
+            }
             pending.fingerprints.sort_unstable();
             pending.fingerprints.dedup();
             let indexes = crate::planner_support::segment_btrees(pending.schema, relid, pending.attnum as i16);

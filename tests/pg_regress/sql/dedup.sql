@@ -198,6 +198,13 @@ ROLLBACK TO s;
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (11, '6666666666666667')$$);
 COMMIT;
 SELECT id, fp FROM shared WHERE id < 100 ORDER BY id;
+-- 7. A table dropped after its rows were written has nothing left to check.
+BEGIN;
+CREATE TABLE dropped (id integer PRIMARY KEY, fp simhash64);
+SELECT simhash_add_dedup('dropped', 'fp', 3, 'error') \g /dev/null
+INSERT INTO dropped VALUES (1, '7777777777777777');
+DROP TABLE dropped;
+COMMIT;
 SELECT dblink_disconnect('other');
 DROP TABLE shared;
 DROP EXTENSION dblink;
