@@ -9,6 +9,7 @@ pub mod dedup;
 pub mod distance;
 pub mod features;
 pub mod fingerprint;
+pub mod modes;
 pub mod pairs;
 pub mod probes;
 pub mod text_format;
