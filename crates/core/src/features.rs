@@ -52,6 +52,15 @@ pub fn simhash_text(text: &str) -> Option<u64> {
     Some(weighted_vote(features.iter().map(|(f, w)| (feature_hash(f), *w))))
 }
 
+/// The seeds' variant: the SimHash of only the `top_n` heaviest features (ties by feature text).
+pub fn simhash_top_n(text: &str, top_n: usize) -> Option<u64> {
+    let features = text_features(text);
+    if features.is_empty() || top_n == 0 {
+        return None;
+    }
+    Some(weighted_vote(features.iter().take(top_n).map(|(f, w)| (feature_hash(f), *w))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,10 +8,12 @@
 pub mod dedup;
 pub mod distance;
 pub mod features;
+pub mod fold;
 pub mod fingerprint;
 pub mod modes;
 pub mod pairs;
 pub mod probes;
+pub mod shingles;
 pub mod text_format;
 
 pub use distance::{hamming, segment, SEGMENTS, SEGMENT_BITS};

@@ -3,7 +3,16 @@
 /// A mode: text -> fingerprint (`None`: the text has nothing to fingerprint).
 pub type Mode = fn(&str) -> Option<u64>;
 
-const MODES: &[(&str, Mode)] = &[("simhash", crate::features::simhash_text)];
+const MODES: &[(&str, Mode)] = &[
+    ("simhash", crate::features::simhash_text),
+    ("simhash_folded", |t| crate::features::simhash_text(&crate::fold::fold(t))),
+    ("simhash_top20", |t| crate::features::simhash_top_n(t, 20)),
+    ("simhash_ngrams3", |t| crate::shingles::simhash_ngrams(t, 3)),
+    ("minhash64", |t| crate::shingles::minhash64(t, 3)),
+    ("minhash64_5", |t| crate::shingles::minhash64(t, 5)),
+    ("_fold_only", |t| Some(crate::fold::fold(t).len() as u64)),
+    ("_shingle_text_only", |t| Some(crate::shingles::shingle_text(t).len() as u64)),
+];
 
 pub fn names() -> Vec<&'static str> {
     MODES.iter().map(|(name, _)| *name).collect()
