@@ -237,6 +237,18 @@ CREATE OPERATOR > (
 CREATE FUNCTION simhash(text) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
 
+CREATE FUNCTION simhash(text, top_n integer) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_top_n_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION simhash_ngrams(text, n integer DEFAULT 3) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_ngrams_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 500;
+
+CREATE FUNCTION minhash64(text, n integer DEFAULT 3) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'minhash64_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 200;
+
+CREATE FUNCTION simhash_fold(text) RETURNS text
+    AS 'MODULE_PATHNAME', 'simhash_fold_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 100;
+
 CREATE FUNCTION simhash_segment(simhash64, integer) RETURNS integer
     AS 'MODULE_PATHNAME', 'simhash_segment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
@@ -436,6 +448,10 @@ END $$;
 
 COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simhash64 values (0..64)';
 COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (jieba-rs words, TF-IDF weights, FNV-1a-64); NULL when the text has no words';
+COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of only the top_n heaviest keywords (the seeds'' variant)';
+COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the folded text''s character n-grams, weighted by count; for short texts';
+COMMENT ON FUNCTION minhash64(text, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard)';
+COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
 COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';

@@ -1,4 +1,5 @@
-//! `simhash(text)`, `hamming(a, b)` (the `<~>` operator) and `simhash_segment(fp, n)`.
+//! The text -> fingerprint functions (`simhash(text)`, `simhash(text, top_n)`, `simhash_ngrams`,
+//! `minhash64`, `simhash_fold`), `hamming(a, b)` (the `<~>` operator) and `simhash_segment(fp, n)`.
 
 use std::cell::RefCell;
 use std::ffi::CStr;
@@ -9,12 +10,45 @@ use pgrx::prelude::*;
 use crate::errors::raise;
 use crate::SimHash64;
 
+/// The last text fingerprinted by this backend, by which function, and the result.
+struct Memo {
+    mode: Mode,
+    text: Vec<u8>,
+    fp: Option<u64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    SimHash,
+    SimHashTopN(i32),
+    SimHashNgrams(i32),
+    MinHash64(i32),
+}
+
 thread_local! {
-    /// The last text fingerprinted by this backend and its result. The planner rewrite may place
-    /// `simhash($1)` in several spots of one query (index probes, distance check); with this
-    /// one-entry memo they cost one segmentation, not one each. Keyed on the exact bytes; texts
-    /// longer than `MEMO_MAX_BYTES` are not kept, so the memo never holds much memory.
-    static LAST_TEXT: RefCell<(Vec<u8>, Option<u64>)> = const { RefCell::new((Vec::new(), None)) };
+    /// The planner rewrite may place `simhash($1)` (or another text -> fingerprint function) in
+    /// several spots of one query (index probes, distance check); with this one-entry memo they
+    /// cost one segmentation, not one each. Keyed on the function, its parameter and the exact
+    /// bytes; texts longer than `MEMO_MAX_BYTES` are not kept, so the memo never holds much memory.
+    static LAST_TEXT: RefCell<Memo> = const { RefCell::new(Memo { mode: Mode::SimHash, text: Vec::new(), fp: None }) };
+}
+
+/// `compute(text)` for `mode`, through the memo.
+fn memoized(mode: Mode, text: &[u8], compute: impl Fn(&str) -> Option<u64>) -> Option<SimHash64> {
+    if text.len() > MEMO_MAX_BYTES {
+        return compute(&text_as_utf8(text)).map(SimHash64);
+    }
+    LAST_TEXT.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if memo.mode != mode || memo.text != text || memo.text.is_empty() {
+            let fp = compute(&text_as_utf8(text));
+            memo.mode = mode;
+            memo.text.clear();
+            memo.text.extend_from_slice(text);
+            memo.fp = fp;
+        }
+        memo.fp.map(SimHash64)
+    })
 }
 
 const MEMO_MAX_BYTES: usize = 1 << 20;
@@ -44,19 +78,54 @@ fn text_as_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 /// NULL when the text has no features (see `simhash_core::simhash_text`).
 #[pg_extern(sql = false)]
 fn simhash(text: &[u8]) -> Option<SimHash64> {
-    if text.len() > MEMO_MAX_BYTES {
-        return simhash_core::simhash_text(&text_as_utf8(text)).map(SimHash64);
+    memoized(Mode::SimHash, text, simhash_core::simhash_text)
+}
+
+/// The seeds' variant: only the `top_n` heaviest keywords vote.
+#[pg_extern(sql = false)]
+fn simhash_top_n(text: &[u8], top_n: i32) -> Option<SimHash64> {
+    if top_n < 1 {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("simhash keyword count {top_n} is out of range"),
+            Some("The number of keywords is at least 1; simhash(text) keeps them all.".into()),
+        );
     }
-    LAST_TEXT.with(|memo| {
-        let mut memo = memo.borrow_mut();
-        if memo.0 != text || memo.0.is_empty() {
-            let fp = simhash_core::simhash_text(&text_as_utf8(text));
-            memo.0.clear();
-            memo.0.extend_from_slice(text);
-            memo.1 = fp;
-        }
-        memo.1.map(SimHash64)
-    })
+    memoized(Mode::SimHashTopN(top_n), text, |t| simhash_core::features::simhash_top_n(t, top_n as usize))
+}
+
+/// Checks a shingle length (1 to `MAX_SHINGLE` characters).
+fn shingle_length(n: i32, function: &str) -> usize {
+    let max = simhash_core::shingles::MAX_SHINGLE as i32;
+    if !(1..=max).contains(&n) {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{function} shingle length {n} is out of range"),
+            Some(format!("Shingles are 1 to {max} characters long; the default is 3.")),
+        );
+    }
+    n as usize
+}
+
+/// SimHash of the text's character n-grams (folded, punctuation left out), weighted by count.
+#[pg_extern(sql = false)]
+fn simhash_ngrams(text: &[u8], n: i32) -> Option<SimHash64> {
+    let n = shingle_length(n, "simhash_ngrams");
+    memoized(Mode::SimHashNgrams(n as i32), text, |t| simhash_core::shingles::simhash_ngrams(t, n))
+}
+
+/// The 1-bit MinHash of the text's character n-gram set: distance ~ 32 x (1 - Jaccard).
+#[pg_extern(sql = false)]
+fn minhash64(text: &[u8], n: i32) -> Option<SimHash64> {
+    let n = shingle_length(n, "minhash64");
+    memoized(Mode::MinHash64(n as i32), text, |t| simhash_core::shingles::minhash64(t, n))
+}
+
+/// The folded text the shingle fingerprints see (NFKC, lower case, Traditional -> Simplified,
+/// whitespace collapsed).
+#[pg_extern(sql = false)]
+fn simhash_fold(text: &[u8]) -> String {
+    simhash_core::fold::fold(&text_as_utf8(text))
 }
 
 /// Number of differing bits; declared in SQL as returning the `simhash_distance` domain.

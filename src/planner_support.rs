@@ -218,7 +218,9 @@ struct ExtensionObjects {
     segment_probes: Oid,
     bands: Oid,
     band_probes: Oid,
-    simhash_text: Oid,
+    /// The text -> fingerprint functions: simhash(text), simhash(text, int), simhash_ngrams,
+    /// minhash64 (memoized per backend, see `fingerprint.rs`).
+    text_fingerprints: [Oid; 4],
 }
 
 impl ExtensionObjects {
@@ -239,13 +241,18 @@ impl ExtensionObjects {
                 )?,
                 bands: function_oid(schema, c"simhash_bands", &[simhash64])?,
                 band_probes: function_oid(schema, c"simhash_band_probes", &[simhash64, pg_sys::INT4OID])?,
-                simhash_text: function_oid(schema, c"simhash", &[pg_sys::TEXTOID])?,
+                text_fingerprints: [
+                    function_oid(schema, c"simhash", &[pg_sys::TEXTOID])?,
+                    function_oid(schema, c"simhash", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
+                    function_oid(schema, c"simhash_ngrams", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
+                    function_oid(schema, c"minhash64", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
+                ],
             })
         }
     }
 
     /// Cheap enough to evaluate in several places, and a simhash64: a column, a constant, a
-    /// parameter, or `simhash()` of a constant or parameter (one text per execution, which the
+    /// parameter, or `simhash()`, `simhash_ngrams()` or `minhash64()` of constants or parameters (one text per execution, which the
     /// backend's memo in `fingerprint.rs` fingerprints once). Anything else, sub-selects included,
     /// would run once per copy, so those queries keep their original form.
     unsafe fn is_cheap(&self, node: *mut Node) -> bool {
@@ -256,7 +263,7 @@ impl ExtensionObjects {
             match (*node).type_ {
                 NodeTag::T_FuncExpr => {
                     let f = node as *mut pg_sys::FuncExpr;
-                    (*f).funcid == self.simhash_text
+                    self.text_fingerprints.contains(&(*f).funcid)
                         && PgList::<Node>::from_pg((*f).args).iter_ptr().all(|arg| is_param_or_const(arg))
                 }
                 _ => is_plain_operand(node),

@@ -74,8 +74,8 @@ fn mix(mut x: u64) -> u64 {
 /// other 58 bits are its value, and each bin keeps its least value. An empty bin (fewer than about
 /// 200 shingles leave some) takes the value of a non-empty bin chosen by a hash of its number
 /// (optimal densification, Shrivastava 2017), so that every bin agrees between two texts with the
-/// probability of their Jaccard similarity J. Bit i is the lowest bit of bin i's value, so two texts
-/// differ in about 32 x (1 - J) bits.
+/// probability of their Jaccard similarity J. Bit i is one bit of a hash of bin i's value and i, so
+/// two texts differ in about 32 x (1 - J) bits.
 pub fn minhash64(text: &str, n: usize) -> Option<u64> {
     const EMPTY: u64 = u64::MAX;
     let mut chars: Vec<u32> = Vec::with_capacity(text.len());
@@ -102,7 +102,9 @@ pub fn minhash64(text: &str, n: usize) -> Option<u64> {
             attempt += 1;
             value = bins[(mix((i as u64) << 32 | attempt) % 64) as usize];
         }
-        fp |= (value & 1) << i;
+        // The bit is drawn from the value and the bin number, so that a bin filled from another
+        // does not simply repeat its bit (a one-shingle text would be all ones or all zeros).
+        fp |= (mix(value ^ (i as u64) << 58) & 1) << i;
     }
     Some(fp)
 }
@@ -152,6 +154,8 @@ mod tests {
         assert_eq!(minhash64("，。！？", 3), None);
         assert_eq!(simhash_ngrams("...", 3), None);
         assert!(minhash64("ab", 3).is_some());
+        let one = minhash64("好", 3).unwrap();
+        assert!((16..=48).contains(&one.count_ones()), "{one:016x}");
     }
 
     #[test]

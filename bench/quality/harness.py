@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""Fingerprint quality harness: fingerprints a labelled corpus (see corpus.py) with every mode of
+the `fingerprints` example and with three outside implementations, and reports recall, false
+positives and speed. Run it through run.sh, which installs what it needs."""
+
+import argparse
+import csv
+import datetime
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+
+import corpus
+from corpus import LANGS, NEGATIVE_KINDS, POSITIVE_KINDS, SCRIPT_KINDS, SIZES
+
+try:
+    import datasketch
+    import jieba
+    import jieba.analyse
+    import numpy as np
+    import opencc
+    import simhash as pypi_simhash
+except ImportError as e:
+    sys.exit(f"quality harness: missing Python package ({e}); run bench/quality/run.sh, which creates the venv")
+
+RADII = (3, 5, 7, 9)
+RECOMMEND_RADII = range(0, 12)
+MAX_FP_HARD = 0.005
+MINHASH_THRESHOLD = 0.8
+
+
+def die(msg):
+    print(f"quality harness: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Our modes, through the fingerprints binary
+
+
+def binary_modes(binary):
+    """The binary's modes, from the `modes:` line it prints for an unknown mode."""
+    r = subprocess.run([binary, "--help"], capture_output=True, text=True)
+    for line in r.stderr.splitlines():
+        if line.startswith("modes:"):
+            modes = [m.strip() for m in line[len("modes:"):].split(",") if m.strip()]
+            if modes:
+                return modes
+    die(f"{binary} --help printed no 'modes:' line:\n{r.stderr}")
+
+
+def run_binary(binary, mode, docs_path, n):
+    with open(docs_path, "rb") as f:
+        r = subprocess.run([binary, mode], stdin=f, capture_output=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{binary} {mode} exited {r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
+    lines = r.stdout.decode().split("\n")
+    if lines[-1] != "" or len(lines) - 1 != n:
+        raise RuntimeError(f"{binary} {mode}: {len(lines) - 1} output lines for {n} documents")
+    fps = []
+    for line in lines[:-1]:
+        if line and not re.fullmatch(r"[0-9a-fA-F]{16}", line):
+            raise RuntimeError(f"{binary} {mode}: not a fingerprint: {line!r}")
+        fps.append(int(line, 16) if line else None)
+    m = re.search(r"([0-9.]+|inf) MB/s", r.stderr.decode())
+    if not m:
+        raise RuntimeError(f"{binary} {mode}: no MB/s on stderr: {r.stderr.decode()!r}")
+    return fps, float(m.group(1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Outside implementations
+
+_MASK = (1 << 64) - 1
+
+
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & _MASK
+    return h
+
+
+def jieba_top20_simhash(text):
+    """The seeds' reference: jieba TF-IDF top 20 keywords, FNV-1a-64 of each keyword's UTF-8,
+    weighted bit vote with float sums in keyword order; bit i is 1 iff its sum is > 0."""
+    tags = jieba.analyse.extract_tags(text, topK=20, withWeight=True)
+    if not tags:
+        return None
+    sums = [0.0] * 64
+    for word, weight in tags:
+        h = fnv1a64(word.encode("utf-8"))
+        for i in range(64):
+            sums[i] += weight if (h >> i) & 1 else -weight
+    return sum(1 << i for i in range(64) if sums[i] > 0)
+
+
+def pypi_simhash_value(text):
+    return pypi_simhash.Simhash(text).value
+
+
+def minhash128(texts):
+    """datasketch MinHash, 128 permutations, over the character 3-grams of the normalised text
+    (NFKC, lower case, whitespace collapsed: the label's normalisation). Returns hash value arrays."""
+    sets = ([s.encode("utf-8") for s in corpus.shingles(t, 3)] for t in texts)
+    return [m.hashvalues for m in datasketch.MinHash.generator(sets, num_perm=128)]
+
+
+OUTSIDE = [
+    ("ext:jieba_top20", "jieba 0.42.1 extract_tags(topK=20, withWeight=True) + FNV-1a-64, float weighted vote "
+                        "(the seeds' reference)", lambda ts: [jieba_top20_simhash(t) for t in ts]),
+    ("ext:pypi_simhash", "PyPI simhash 2.1.2, Simhash(text).value (defaults: char 4-grams of \\w runs, md5)",
+     lambda ts: [pypi_simhash_value(t) for t in ts]),
+    ("ext:datasketch_mh128", "datasketch 2.0.0 MinHash num_perm=128 over character 3-grams of the normalised text; "
+                             f"match = estimated Jaccard >= {MINHASH_THRESHOLD}", minhash128),
+]
+
+
+def timed(fn, texts):
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    t0 = time.perf_counter()
+    out = fn(texts)
+    return out, nbytes / 1e6 / (time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+class Scores:
+    """Per pair a similarity score and how matching works for one mode: Hamming distance (match
+    iff <= k; None when a side has no fingerprint: never a match) or, for MinHash-128, the
+    estimated Jaccard (match iff >= threshold, whatever k)."""
+
+    def __init__(self, name, pairs, fps=None, minhash=None):
+        self.name = name
+        self.minhash = minhash is not None
+        if self.minhash:
+            self.values = [float(np.mean(minhash[p.a] == minhash[p.b])) for p in pairs]
+        else:
+            self.values = [None if fps[p.a] is None or fps[p.b] is None else (fps[p.a] ^ fps[p.b]).bit_count()
+                           for p in pairs]
+
+    def match(self, i, k):
+        v = self.values[i]
+        if self.minhash:
+            return v >= MINHASH_THRESHOLD
+        return v is not None and v <= k
+
+
+def group(pairs, key):
+    g = defaultdict(list)
+    for i, p in enumerate(pairs):
+        g[key(p)].append(i)
+    return g
+
+
+def rate(scores, idx, k):
+    return sum(scores.match(i, k) for i in idx) / len(idx) if idx else float("nan")
+
+
+def mean_value(scores, idx):
+    v = [scores.values[i] for i in idx if scores.values[i] is not None]
+    return sum(v) / len(v) if v else float("nan")
+
+
+def recommended_radius(scores, by_kind):
+    """Largest k in 0..11 with hard-negative FP <= 0.5 % and no random-negative match (None if even
+    k = 0 fails). MinHash-128 has no radius: its threshold is fixed."""
+    if scores.minhash:
+        return "J"
+    best = None
+    for k in RECOMMEND_RADII:
+        if rate(scores, by_kind["neg_hard"], k) <= MAX_FP_HARD and rate(scores, by_kind["neg_random"], k) == 0:
+            best = k
+        else:
+            break
+    return best
+
+
+def label_pr(scores, pairs, k):
+    """Precision and recall of 'match at radius k' against the Jaccard label, over all pairs but the
+    script-conversion kinds (the character label cannot see those as duplicates)."""
+    tp = fp = fn = 0
+    for i, p in enumerate(pairs):
+        if p.kind in SCRIPT_KINDS:
+            continue
+        m, lab = scores.match(i, k), p.jaccard >= corpus.LABEL_THRESHOLD
+        tp += m and lab
+        fp += m and not lab
+        fn += lab and not m
+    return (tp / (tp + fp) if tp + fp else float("nan")), (tp / (tp + fn) if tp + fn else float("nan"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def pct(x, neg=False):
+    if x != x:
+        return "–"
+    return f"{100 * x:.1f}" if neg else f"{100 * x:.0f}"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def kinds_present(pairs):
+    present = {p.kind for p in pairs}
+    return [k for k in POSITIVE_KINDS + NEGATIVE_KINDS if k in present]
+
+
+def mode_table(scores, pairs):
+    """Rows: pair kinds; columns: size classes; cell: mean distance (or estimated Jaccard) and the
+    match rate at k = 3/5/7/9 (in %; for negatives that is the false-positive rate)."""
+    by = group(pairs, lambda p: (p.kind, p.size))
+    rows = []
+    for kind in kinds_present(pairs):
+        neg = kind in NEGATIVE_KINDS
+        row = [kind]
+        for size, _, _ in SIZES:
+            idx = by.get((kind, size), [])
+            if not idx:
+                row.append("")
+                continue
+            mv = mean_value(scores, idx)
+            if scores.minhash:
+                row.append(f"Ĵ {mv:.2f} · {pct(rate(scores, idx, 0), neg)} (n={len(idx)})")
+            else:
+                rates = "/".join(pct(rate(scores, idx, k), neg) for k in RADII)
+                row.append(f"d̄ {mv:.1f} · {rates} (n={len(idx)})")
+        rows.append(row)
+    return table(["kind"] + [s for s, _, _ in SIZES], rows)
+
+
+def cross_table(all_scores, pairs, recs, speeds, lang=None):
+    """Rows: pair kinds; columns: modes; cells: match rate (%) at each mode's recommended radius."""
+    sel = [i for i, p in enumerate(pairs) if lang is None or p.lang == lang]
+    by = defaultdict(list)
+    for i in sel:
+        by[pairs[i].kind].append(i)
+    names = [s.name for s in all_scores]
+    head = [["recommended k"] + [("J≥0.8" if s.minhash else ("none" if recs[s.name] is None else str(recs[s.name])))
+                                 for s in all_scores]]
+    if lang is None:
+        head.append(["MB/s"] + [f"{speeds[n]:.2f}" for n in names])
+        for k_label in ("label precision", "label recall"):
+            row = [k_label]
+            for s in all_scores:
+                r = recs[s.name]
+                if r is None:
+                    row.append("–")
+                    continue
+                p_, r_ = label_pr(s, pairs, 0 if s.minhash else r)
+                row.append(pct(p_ if k_label == "label precision" else r_))
+            head.append(row)
+    rows = []
+    for kind in kinds_present([pairs[i] for i in sel]):
+        neg = kind in NEGATIVE_KINDS
+        row = [kind + (" (FP %)" if neg else "")]
+        for s in all_scores:
+            r = recs[s.name]
+            row.append("–" if r is None else pct(rate(s, by[kind], 0 if s.minhash else r), neg))
+        rows.append(row)
+    return table(["kind"] + names, head + rows)
+
+
+def corpus_tables(docs, available, pairs, st_stats, dropped):
+    rows = []
+    for lang in LANGS:
+        for size, lo, hi in SIZES:
+            d = docs[lang][size]
+            mean = sum(len(x.text) for x in d) / len(d)
+            n = defaultdict(int)
+            for p in pairs:
+                if p.lang == lang and p.size == size:
+                    n["pos" if p.kind in POSITIVE_KINDS else p.kind] += 1
+            rows.append([lang, f"{size} ({lo}-{hi})", f"{len(d)} of {available[lang][size]}", f"{mean:.0f}",
+                         n["pos"], n["neg_random"], n["neg_hard"]])
+    t1 = table(["language", "size (chars)", "base docs (sampled of cut)", "mean chars", "positive pairs",
+                "random neg.", "hard neg."], rows)
+    by = group(pairs, lambda p: (p.kind, p.size))
+    rows = []
+    for kind in kinds_present(pairs):
+        row = [kind]
+        for size, _, _ in SIZES:
+            idx = by.get((kind, size), [])
+            if not idx:
+                row.append("")
+                continue
+            js = [pairs[i].jaccard for i in idx]
+            row.append(f"{len(idx)} · J̄ {sum(js) / len(js):.2f} · {pct(sum(j >= corpus.LABEL_THRESHOLD for j in js) / len(js))} %")
+        rows.append(row + [corpus.KIND_NOTES[kind]])
+    t2 = table(["kind"] + [s for s, _, _ in SIZES] + ["what"], rows)
+    st = ", ".join(f"{k}: {v}" for k, v in st_stats.items())
+    dr = sum(dropped.values())
+    return (f"{t1}\n\nPairs per kind and size class (all languages): count · mean 5-shingle Jaccard · share with "
+            f"label = near-duplicate (Jaccard ≥ {corpus.LABEL_THRESHOLD}).\n\n{t2}\n\n"
+            f"Simplified/Traditional alignment (chapters present in both, sections with the same paragraph count): "
+            f"{st}.\n\nNegatives dropped because the two documents are near-identical anyway (Jaccard ≥ 0.8): {dr}"
+            + (f" ({', '.join(f'{k[0]} {k[1]} {k[2]}: {v}' for k, v in sorted(dropped.items()))})" if dr else "")
+            + ".")
+
+
+def package_versions(names):
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n"] + names, capture_output=True, text=True)
+    return r.stdout.strip().replace("\n", ", ")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True, help="the fingerprints example binary")
+    ap.add_argument("--out", required=True, help="markdown report to write")
+    ap.add_argument("--details", help="CSV with every rate per mode, language, size, kind and radius")
+    ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--short", type=int, default=400, help="base documents per language, short class")
+    ap.add_argument("--medium", type=int, default=300)
+    ap.add_argument("--long", type=int, default=150)
+    ap.add_argument("--modes", help="comma-separated subset of the binary's modes (default: all)")
+    args = ap.parse_args()
+    started = time.time()
+    if not os.access(args.bin, os.X_OK):
+        die(f"{args.bin} is not an executable; build it with cargo build --release -p simhash-core --example fingerprints")
+    modes = binary_modes(args.bin)
+    if args.modes:
+        unknown = set(args.modes.split(",")) - set(modes)
+        if unknown:
+            die(f"unknown modes {sorted(unknown)}; the binary has {modes}")
+        modes = [m for m in modes if m in args.modes.split(",")]
+    # Modes named _… are the binary's speed probes (a stage alone): timed, not judged.
+    probes = [m for m in modes if m.startswith("_")]
+    modes = [m for m in modes if not m.startswith("_")]
+    log(f"binary modes: {', '.join(modes)}; speed probes: {', '.join(probes) or 'none'}")
+
+    per_size = {"short": args.short, "medium": args.medium, "long": args.long}
+    try:
+        chapters = {lang: corpus.load_chapters(lang) for lang in LANGS}
+        docs, available = {}, {}
+        for lang in LANGS:
+            docs[lang], available[lang] = corpus.build_documents(lang, chapters[lang], per_size, args.seed)
+            for size, _, _ in SIZES:
+                if len(docs[lang][size]) < 20:
+                    raise corpus.CorpusError(f"only {len(docs[lang][size])} {lang} {size} documents: the "
+                                             "extraction found too little prose (did the packages' HTML change?)")
+        st_pairs, st_stats = corpus.aligned_st_documents(chapters["zh-cn"], chapters["zh-tw"], per_size, args.seed)
+    except corpus.CorpusError as e:
+        die(str(e))
+    if not any(st_pairs.values()):
+        die("no Simplified/Traditional section pairs could be aligned")
+    converters = {c: opencc.OpenCC(c).convert for c in ("s2t", "s2twp", "t2s")}
+    texts, pairs, dropped = corpus.build_pairs(docs, st_pairs, args.seed, converters)
+    if not pairs or not texts.texts:
+        die("no pairs were built")
+    nbytes = sum(len(t.encode()) for t in texts.texts)
+    log(f"corpus: {len(texts.texts)} distinct texts ({nbytes / 1e6:.1f} MB), {len(pairs)} pairs "
+        f"({time.time() - started:.0f} s)")
+
+    # Our modes run in a subprocess while the outside ones run here: two cores, two jobs.
+    fps, speeds, errors = {}, {}, []
+    with tempfile.NamedTemporaryFile(prefix="simhash-quality-", suffix=".docs") as f:
+        f.write(b"\0".join(t.encode() for t in texts.texts))
+        f.flush()
+
+        def ours():
+            for m in modes + probes:
+                try:
+                    t0 = time.time()
+                    fps[m], speeds[m] = run_binary(args.bin, m, f.name, len(texts.texts))
+                    log(f"{m}: {speeds[m]:.2f} MB/s ({time.time() - t0:.0f} s wall)")
+                except Exception as e:  # reported after the join, as a failure of the run
+                    errors.append(str(e))
+        th = threading.Thread(target=ours)
+        th.start()
+        jieba.setLogLevel(60)
+        jieba.initialize()
+        jieba.analyse.extract_tags("预热", topK=1)  # loads the IDF table outside the timing
+        for name, _, fn in OUTSIDE:
+            fps[name], speeds[name] = timed(fn, texts.texts)
+            log(f"{name}: {speeds[name]:.2f} MB/s")
+        th.join()
+    if errors:
+        die("\n".join(errors))
+
+    all_scores = []
+    for m in modes + [name for name, _, _ in OUTSIDE]:
+        if m == "ext:datasketch_mh128":
+            all_scores.append(Scores(m, pairs, minhash=fps[m]))
+        else:
+            all_scores.append(Scores(m, pairs, fps=fps[m]))
+    by_kind = group(pairs, lambda p: p.kind)
+    recs = {s.name: recommended_radius(s, by_kind) for s in all_scores}
+
+    # ---- report
+    rev = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "status", "--porcelain",
+                            "--untracked-files=no", "--", "../../crates", "../../src"],
+                           capture_output=True, text=True).stdout.strip()
+    md = [f"# Fingerprint quality\n",
+          f"Generated by `bench/quality/run.sh` on {datetime.date.today()} at commit {rev}"
+          f"{' (with uncommitted changes in crates/ or src/)' if dirty else ''}, seed {args.seed}, "
+          f"in {time.time() - started:.0f} s (corpus and fingerprints; build and set-up not counted).\n",
+          "A pair matches at radius k iff the Hamming distance of its fingerprints is ≤ k; a document without "
+          "a fingerprint matches nothing. Reference label: Jaccard of character 5-shingles of the normalised "
+          f"text (NFKC, lower case, whitespace collapsed) ≥ {corpus.LABEL_THRESHOLD}. Recommended radius: the "
+          f"largest k in 0..11 with false positives ≤ {100 * MAX_FP_HARD} % on hard negatives and none on "
+          "random negatives.\n",
+          "## Corpus\n",
+          f"Debian packages: {package_versions([s[0] for l in LANGS for s in corpus.SOURCES[l] if '*' not in s[0]] + ['installation-guide-*'])}. "
+          "Prose = the text of `<p>` / `<div class=\"para\">` outside navigation, tables of contents and code; "
+          "Chinese paragraphs left in English are dropped; a paragraph is used at most once per language. "
+          "Documents are runs of consecutive paragraphs of one chapter, disjoint within a size class.\n",
+          corpus_tables(docs, available, pairs, st_stats, dropped), "",
+          f"{len(texts.texts)} distinct texts, {nbytes / 1e6:.1f} MB of UTF-8, {len(pairs)} pairs.\n",
+          "## Modes\n",
+          table(["mode", "what", "MB/s", "texts without fingerprint"],
+                [[m, "`fingerprints` example", f"{speeds[m]:.2f}", sum(x is None for x in fps[m])] for m in modes]
+                + [[n, d, f"{speeds[n]:.2f}", sum(x is None for x in fps[n]) if n != "ext:datasketch_mh128" else 0]
+                   for n, d, _ in OUTSIDE]
+                + [[m, "speed probe (not a fingerprint)", f"{speeds[m]:.2f}", ""] for m in probes]), "",
+          "MB/s: UTF-8 bytes over fingerprinting time, one core, all texts of the corpus; our modes run while "
+          "the outside ones run on the other core.\n",
+          "## Summary at each mode's recommended radius\n",
+          "Match rate in % per pair kind (recall for positives, false positives for negatives), all languages "
+          "and sizes; label precision/recall exclude the script-conversion kinds (s2t, s2twp, t2s, st_real).\n",
+          cross_table(all_scores, pairs, recs, speeds), ""]
+    for lang in LANGS:
+        md += [f"### {lang} only\n", cross_table(all_scores, pairs, recs, speeds, lang=lang), ""]
+    md.append("## Per mode\n")
+    md.append("Cells: mean distance d̄ (MinHash-128: mean estimated Jaccard Ĵ) · match rate in % at k = 3/5/7/9 "
+              "(negatives: false-positive rate, one decimal) · number of pairs. All languages pooled.\n")
+    for s in all_scores:
+        r = recs[s.name]
+        md.append(f"### {s.name}\n")
+        md.append(f"{speeds[s.name]:.2f} MB/s. Recommended radius: "
+                  f"{'fixed threshold' if s.minhash else ('none (fails at k = 0)' if r is None else r)}.\n")
+        md.append(mode_table(s, pairs) + "\n")
+        ks = [0] if s.minhash else sorted(set(RADII) | ({r} if isinstance(r, int) else set()))
+        prs = [(k, *label_pr(s, pairs, k)) for k in ks]
+        md.append("Against the label: " + "; ".join(
+            (f"J≥{MINHASH_THRESHOLD}" if s.minhash else f"k={k}") + f" P {pct(p_)} % R {pct(r_)} %"
+            for k, p_, r_ in prs) + ".\n")
+    report = "\n".join(md)
+    with open(args.out, "w") as f:
+        f.write(report)
+    print(report)
+
+    if args.details:
+        os.makedirs(os.path.dirname(os.path.abspath(args.details)), exist_ok=True)
+        by = group(pairs, lambda p: (p.lang, p.size, p.kind))
+        with open(args.details, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["mode", "lang", "size", "kind", "pairs", "mean_value"] + [f"match_k{k}" for k in RECOMMEND_RADII])
+            for s in all_scores:
+                for (lang, size, kind), idx in sorted(by.items()):
+                    w.writerow([s.name, lang, size, kind, len(idx), f"{mean_value(s, idx):.3f}"]
+                               + [f"{rate(s, idx, k):.4f}" for k in RECOMMEND_RADII])
+    log(f"done in {time.time() - started:.0f} s; report in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+-- The fingerprint modes besides simhash(text): simhash(text, top_n), simhash_ngrams, minhash64,
+-- and simhash_fold. Golden values: the stored format (version 0), like golden.sql.
+SELECT getdatabaseencoding() <> 'UTF8' AS skip_test \gset
+\if :skip_test
+\quit
+\endif
+
+CREATE TABLE texts (id int PRIMARY KEY, body text);
+INSERT INTO texts VALUES
+ (1, '海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。'),
+ (2, '海量網頁去重是搜尋引擎的基礎工作，相似的文章應該只保留一份，以節省儲存和頻寬。'),
+ (3, 'The quick brown fox jumps over the lazy dog near the river bank.'),
+ (4, 'THE QUICK BROWN FOX — jumps over the lazy dog, near the river bank!'),
+ (5, '這個程式讀取檔案，軟體開發'),
+ (6, '好'),
+ (7, '，。！');
+
+-- Folding: width, case, whitespace, Traditional/Taiwan vocabulary to Simplified.
+SELECT id, simhash_fold(body) FROM texts ORDER BY id;
+SELECT simhash_fold('  ＰｏｓｔｇｒｅＳＱＬ   １５ ');
+
+-- Golden fingerprints of every mode.
+SELECT id, simhash(body, 5) AS top5, simhash_ngrams(body) AS ngrams3, simhash_ngrams(body, 2) AS ngrams2,
+       minhash64(body) AS minhash3, minhash64(body, 5) AS minhash5
+FROM texts ORDER BY id;
+
+-- Folding makes Simplified/Traditional and case/punctuation variants close for the shingle modes.
+SELECT minhash64(a.body) <~> minhash64(b.body) AS minhash, simhash_ngrams(a.body) <~> simhash_ngrams(b.body) AS ngrams,
+       simhash(a.body) <~> simhash(b.body) AS simhash
+FROM texts a JOIN texts b ON (a.id, b.id) IN ((1, 2), (3, 4)) ORDER BY a.id;
+
+-- Bad parameters.
+SELECT simhash('text', 0);
+SELECT minhash64('text', 0);
+SELECT simhash_ngrams('text', 33);
+
+-- The planner rewrite also takes these functions of a parameter.
+CREATE TABLE docs (id int PRIMARY KEY, fp simhash64);
+SELECT simhash_create_indexes('docs', 'fp') \g /dev/null
+INSERT INTO docs SELECT id, minhash64(body) FROM texts WHERE minhash64(body) IS NOT NULL;
+INSERT INTO docs SELECT 100 + i, minhash64(md5(i::text)) FROM generate_series(1, 2000) i;
+ANALYZE docs;
+SET enable_seqscan = off;
+PREPARE near(text) AS SELECT id FROM docs WHERE fp <~> minhash64($1) <= 3 ORDER BY id;
+EXPLAIN (COSTS OFF) EXECUTE near('The quick brown fox jumps over the lazy dog near the river bank.');
+EXECUTE near('The quick brown fox jumps over the lazy dog near the river bank.');
+RESET enable_seqscan;
+DROP TABLE docs, texts;
