@@ -315,8 +315,9 @@ def corpus_tables(docs, available, pairs, st_stats, dropped):
 
 
 def package_versions(names):
-    r = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n"] + names, capture_output=True, text=True)
-    return r.stdout.strip().replace("\n", ", ")
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package} ${Version}\n"] + names,
+                       capture_output=True, text=True)
+    return ", ".join(line[3:].strip() for line in r.stdout.splitlines() if line.startswith("ii"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,7 +422,7 @@ def main():
           f"largest k in 0..11 with false positives ≤ {100 * MAX_FP_HARD} % on hard negatives and none on "
           "random negatives.\n",
           "## Corpus\n",
-          f"Debian packages: {package_versions([s[0] for l in LANGS for s in corpus.SOURCES[l] if '*' not in s[0]] + ['installation-guide-*'])}. "
+          f"Debian packages: {package_versions(sorted({s[0] for l in LANGS for s in corpus.SOURCES[l]}))}. "
           "Prose = the text of `<p>` / `<div class=\"para\">` outside navigation, tables of contents and code; "
           "Chinese paragraphs left in English are dropped; a paragraph is used at most once per language. "
           "Documents are runs of consecutive paragraphs of one chapter, disjoint within a size class.\n",

@@ -10,8 +10,6 @@ const MODES: &[(&str, Mode)] = &[
     ("simhash_ngrams3", |t| crate::shingles::simhash_ngrams(t, 3)),
     ("minhash64", |t| crate::shingles::minhash64(t, 3)),
     ("minhash64_5", |t| crate::shingles::minhash64(t, 5)),
-    ("_fold_only", |t| Some(crate::fold::fold(t).len() as u64)),
-    ("_shingle_text_only", |t| Some(crate::shingles::shingle_text(t).len() as u64)),
 ];
 
 pub fn names() -> Vec<&'static str> {
