@@ -702,6 +702,14 @@ unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, con
         }
         WARNED.with(|w| w.borrow_mut().insert(trigger_oid));
         if crate::planner_support::has_lookup_indexes(schema, (*rel).rd_id, config.attnum as i16) {
+            if crate::planner_support::segment_btrees(schema, (*rel).rd_id, config.attnum as i16).is_none() {
+                warning!(
+                    "the near-duplicate check of column \"{}\" of relation \"{}\" scans the table at every commit: \
+                     its concurrency recheck needs the four segment B-trees, not the bands GIN index",
+                    config.column,
+                    relation_name(rel)
+                );
+            }
             return;
         }
         let statements = Spi::get_one_with_args::<String>(

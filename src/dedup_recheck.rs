@@ -80,6 +80,22 @@ pub(crate) unsafe fn recheck_all() {
             for &fp in &suspects {
                 pg_sys::check_for_interrupts!();
                 if let Some(conflict) = recheck(rel, indexes, &pending, fp) {
+                    if pending.skip && !quiet_delete_allowed(rel) {
+                        raise(
+                            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                            "could not serialize the near-duplicate check with a concurrent transaction".into(),
+                            Some(format!(
+                                "A concurrent transaction committed a row within {} bits of {} = {} in relation \"{}\" \
+                                 after this transaction checked its row, and the row cannot be skipped at commit \
+                                 (the table has DELETE triggers, foreign keys that reference it, or rules). \
+                                 Retry the transaction: the row will then be skipped.",
+                                pending.k,
+                                pending.column,
+                                simhash_core::format_hex(fp),
+                                crate::dedup::relation_name(rel)
+                            )),
+                        );
+                    }
                     if pending.skip {
                         // The row was stored by an earlier command: make it visible to the delete.
                         pg_sys::CommandCounterIncrement();
@@ -141,7 +157,7 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<
             }
             let mut should_free = false;
             let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
-            if !pg_sys::TransactionIdIsCurrentTransactionId((*(*tuple).t_data).t_choice.t_heap.t_xmin) {
+            if !is_own_row(tuple) {
                 let mut is_null = false;
                 let value = pg_sys::heap_getattr(tuple, pending.attnum as _, tupdesc, &mut is_null).value() as u64;
                 if !is_null {
@@ -182,20 +198,27 @@ unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[Oid; 4]>, pending: &Pe
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
                 if xwait != pg_sys::InvalidTransactionId {
-                    wait = Some((xwait, (*(*tuple).t_data).t_ctid));
-                    return ControlFlow::Break(());
-                }
-                if pg_sys::TransactionIdIsCurrentTransactionId((*(*tuple).t_data).t_choice.t_heap.t_xmin) {
+                    wait.get_or_insert((xwait, (*tuple).t_self));
+                } else if is_own_row(tuple) {
                     // Our own rows were checked against each other by the row trigger.
                     if value == fp && own_row.is_none() {
                         own_row = Some((*tuple).t_self);
                     }
                 } else if nearest.is_none_or(|(d, _)| distance < d) {
+                    if let Some((_, previous)) = nearest {
+                        pg_sys::heap_freetuple(previous);
+                    }
                     nearest = Some((distance, pg_sys::heap_copytuple(tuple)));
                 }
                 ControlFlow::Continue(())
             });
-            if let Some((xid, mut ctid)) = wait {
+            // The row may be gone (a rolled-back savepoint, a later trigger or statement): then
+            // there is nothing to wait for.
+            own_row?;
+            if let Some((xid, mut tid)) = wait {
+                if let Some((_, previous)) = nearest {
+                    pg_sys::heap_freetuple(previous);
+                }
                 let other = pg_sys::SubTransGetTopmostTransaction(xid);
                 if pg_sys::TransactionIdPrecedes(other, pg_sys::GetTopTransactionId()) {
                     raise(
@@ -211,13 +234,39 @@ unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[Oid; 4]>, pending: &Pe
                         )),
                     );
                 }
-                pg_sys::XactLockTableWait(xid, rel, &mut ctid, pg_sys::XLTW_Oper::XLTW_RecheckExclusionConstr);
+                pg_sys::XactLockTableWait(xid, rel, &mut tid, pg_sys::XLTW_Oper::XLTW_RecheckExclusionConstr);
                 continue;
             }
             let own_row = own_row?;
             let (distance, existing) = nearest?;
             return Some(Conflict { own_row, distance, existing });
         }
+    }
+}
+
+/// Whether this transaction wrote `tuple`. A frozen tuple keeps its (old) raw xmin, which after
+/// xid wraparound could equal one of ours: only a tuple whose inserter is not known committed can be.
+unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
+    unsafe {
+        let header = (*tuple).t_data;
+        (*header).t_infomask as u32 & pg_sys::HEAP_XMIN_COMMITTED == 0
+            && pg_sys::TransactionIdIsCurrentTransactionId((*header).t_choice.t_heap.t_xmin)
+    }
+}
+
+/// Whether the row `skip` would delete at commit can be deleted quietly: the table has no DELETE
+/// triggers (foreign keys that reference it are such triggers) and no rules, which a delete at
+/// commit, after the deferred triggers ran, would bypass.
+unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
+    unsafe {
+        let triggers = (*rel).trigdesc;
+        let delete_triggers = !triggers.is_null()
+            && ((*triggers).trig_delete_before_row
+                || (*triggers).trig_delete_after_row
+                || (*triggers).trig_delete_instead_row
+                || (*triggers).trig_delete_before_statement
+                || (*triggers).trig_delete_after_statement);
+        !delete_triggers && (*rel).rd_rules.is_null()
     }
 }
 

@@ -186,8 +186,10 @@ class Doc:
     book: str
     stem: str
     section: str
-    order: int  # position in the language's text, for "neighbouring" documents
+    order: int  # position among the documents cut for the size class, in text order
     paras: list = field(repr=False)
+    # Up to two other documents cut from the same chapter next to this one: the hard negatives.
+    neighbours: list = field(default_factory=list, repr=False)
 
     @property
     def text(self):
@@ -241,7 +243,8 @@ def prose_paragraphs(chapters):
 
 def build_documents(lang, chapters, per_size, seed):
     """{size: [Doc]}: per size class, a sample of at most per_size[size] disjoint documents cut
-    from consecutive prose paragraphs of one chapter. Also returns how many could be cut."""
+    from consecutive prose paragraphs of one chapter, each with its neighbours. Also returns how
+    many could be cut."""
     docs, available = {}, {}
     prose = prose_paragraphs(chapters)
     for size, lo, hi in SIZES:
@@ -254,6 +257,9 @@ def build_documents(lang, chapters, per_size, seed):
                 order += 1
         available[size] = len(cut)
         sample = random.Random(f"{seed}:sample:{lang}:{size}").sample(cut, min(per_size[size], len(cut)))
+        for d in sample:
+            near = (cut[o] for o in (d.order + 1, d.order - 1, d.order + 2, d.order - 2) if 0 <= o < len(cut))
+            d.neighbours = [n for n in near if (n.book, n.stem) == (d.book, d.stem)][:2]
         docs[size] = sorted(sample, key=lambda d: d.order)
     return docs, available
 
@@ -542,7 +548,7 @@ class TextTable:
 LABEL_THRESHOLD = 0.8
 
 
-def build_pairs(docs, st_pairs, seed, converters, random_negatives_per_doc=3):
+def build_pairs(docs, st_pairs, seed, converters, random_negatives_per_doc=5):
     """Labelled pairs over all languages and sizes. Returns (TextTable, [Pair], stats) where stats
     counts the negatives dropped because their texts are near-identical anyway."""
     table, pairs = TextTable(), []
@@ -563,12 +569,14 @@ def build_pairs(docs, st_pairs, seed, converters, random_negatives_per_doc=3):
                 for kind, v in variants(d, seed, converters).items():
                     j = table.add(v)
                     pairs.append(Pair(kind, lang, size, i, j, label(i, j)))
-            # Hard negatives: the next two documents of the same chapter (the sample is in text order).
-            negs = []
-            for x, d in enumerate(base):
-                for y in range(x + 1, min(x + 3, len(base))):
-                    if (base[y].book, base[y].stem) == (d.book, d.stem):
-                        negs.append(("neg_hard", ids[x], ids[y]))
+            # Hard negatives: each document with its neighbours in the same chapter.
+            negs, seen = [], set()
+            for d, i in zip(base, ids):
+                for n in d.neighbours:
+                    j = table.add(n.text)
+                    if frozenset((i, j)) not in seen:
+                        seen.add(frozenset((i, j)))
+                        negs.append(("neg_hard", i, j))
             rng = random.Random(f"{seed}:random-negatives:{lang}:{size}")
             for _ in range(random_negatives_per_doc * len(base)):
                 x, y = rng.sample(range(len(base)), 2)

@@ -237,10 +237,10 @@ def mode_table(scores, pairs):
                 continue
             mv = mean_value(scores, idx)
             if scores.minhash:
-                row.append(f"Ĵ {mv:.2f} · {pct(rate(scores, idx, 0), neg)} (n={len(idx)})")
+                row.append(f"J {mv:.2f} · {pct(rate(scores, idx, 0), neg)} (n={len(idx)})")
             else:
                 rates = "/".join(pct(rate(scores, idx, k), neg) for k in RADII)
-                row.append(f"d̄ {mv:.1f} · {rates} (n={len(idx)})")
+                row.append(f"d {mv:.1f} · {rates} (n={len(idx)})")
         rows.append(row)
     return table(["kind"] + [s for s, _, _ in SIZES], rows)
 
@@ -301,7 +301,7 @@ def corpus_tables(docs, available, pairs, st_stats, dropped):
                 row.append("")
                 continue
             js = [pairs[i].jaccard for i in idx]
-            row.append(f"{len(idx)} · J̄ {sum(js) / len(js):.2f} · {pct(sum(j >= corpus.LABEL_THRESHOLD for j in js) / len(js))} %")
+            row.append(f"{len(idx)} · J {sum(js) / len(js):.2f} · {pct(sum(j >= corpus.LABEL_THRESHOLD for j in js) / len(js))} %")
         rows.append(row + [corpus.KIND_NOTES[kind]])
     t2 = table(["kind"] + [s for s, _, _ in SIZES] + ["what"], rows)
     st = ", ".join(f"{k}: {v}" for k, v in st_stats.items())
@@ -443,7 +443,7 @@ def main():
     for lang in LANGS:
         md += [f"### {lang} only\n", cross_table(all_scores, pairs, recs, speeds, lang=lang), ""]
     md.append("## Per mode\n")
-    md.append("Cells: mean distance d̄ (MinHash-128: mean estimated Jaccard Ĵ) · match rate in % at k = 3/5/7/9 "
+    md.append("Cells: d = mean distance (MinHash-128: J = mean estimated Jaccard) · match rate in % at k = 3/5/7/9 "
               "(negatives: false-positive rate, one decimal) · number of pairs. All languages pooled.\n")
     for s in all_scores:
         r = recs[s.name]

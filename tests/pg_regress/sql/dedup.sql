@@ -181,6 +181,17 @@ INSERT INTO shared SELECT 100 + i, ('x' || md5(i::text))::bit(64)::bigint::simha
 COMMIT;
 SELECT id, fp FROM shared WHERE id < 100 ORDER BY id;
 SELECT count(*) FROM shared WHERE id > 100;
+-- 3b. A table that foreign keys reference cannot lose a row quietly at commit: 40001 instead
+--     (a retry then skips the row up front).
+CREATE TABLE refs (shared_id integer REFERENCES shared);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM shared;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (20, '8888888888888888')$$);
+INSERT INTO shared VALUES (21, '8888888888888889');
+INSERT INTO refs VALUES (21);
+COMMIT;
+INSERT INTO shared VALUES (21, '8888888888888889');
+DROP TABLE refs;
 -- 4. This transaction is the older one: the younger other fails with 40001; this one commits.
 BEGIN;
 INSERT INTO shared VALUES (8, '5555555555555555');
