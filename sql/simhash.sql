@@ -249,6 +249,27 @@ CREATE FUNCTION minhash64(text, n integer DEFAULT 3) RETURNS simhash64
 CREATE FUNCTION simhash_fold(text) RETURNS text
     AS 'MODULE_PATHNAME', 'simhash_fold_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 100;
 
+-- Custom weighted features, and what went into simhash(text).
+CREATE FUNCTION simhash(features text[], weights double precision[]) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_weighted_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION simhash_agg_transition(bigint[], text, double precision) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'simhash_agg_transition_wrapper' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_agg_combine(bigint[], bigint[]) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'simhash_agg_combine_wrapper' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_agg_final(bigint[]) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_agg_final_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE AGGREGATE simhash_agg(feature text, weight double precision) (
+    SFUNC = simhash_agg_transition,
+    STYPE = bigint[],
+    COMBINEFUNC = simhash_agg_combine,
+    FINALFUNC = simhash_agg_final,
+    PARALLEL = SAFE
+);
+
+CREATE FUNCTION simhash_features(text) RETURNS TABLE (feature text, weight double precision, hash simhash64)
+    AS 'MODULE_PATHNAME', 'simhash_features_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 50;
+
 CREATE FUNCTION simhash_segment(simhash64, integer) RETURNS integer
     AS 'MODULE_PATHNAME', 'simhash_segment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
@@ -452,6 +473,12 @@ COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of only the top_n heavies
 COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the folded text''s character n-grams, weighted by count; for short texts';
 COMMENT ON FUNCTION minhash64(text, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard)';
 COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
+COMMENT ON FUNCTION simhash(text[], double precision[]) IS 'SimHash of custom features (FNV-1a-64 each), each voting with its weight';
+COMMENT ON AGGREGATE simhash_agg(text, double precision) IS 'SimHash of the (feature, weight) rows of a group; NULL features are left out';
+COMMENT ON FUNCTION simhash_agg_transition(bigint[], text, double precision) IS 'transition function of simhash_agg: the 64 vote totals';
+COMMENT ON FUNCTION simhash_agg_combine(bigint[], bigint[]) IS 'combine function of simhash_agg';
+COMMENT ON FUNCTION simhash_agg_final(bigint[]) IS 'final function of simhash_agg';
+COMMENT ON FUNCTION simhash_features(text) IS 'the features of simhash(text), heaviest first, with their weights and hashes';
 COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';

@@ -8,6 +8,7 @@
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
+mod custom_features;
 mod dedup;
 mod dedup_recheck;
 mod errors;

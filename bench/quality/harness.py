@@ -314,6 +314,14 @@ def corpus_tables(docs, available, pairs, st_stats, dropped):
             + ".")
 
 
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
+
+
 def package_versions(names):
     r = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package} ${Version}\n"] + names,
                        capture_output=True, text=True)
@@ -328,6 +336,7 @@ def main():
     ap.add_argument("--bin", required=True, help="the fingerprints example binary")
     ap.add_argument("--out", required=True, help="markdown report to write")
     ap.add_argument("--details", help="CSV with every rate per mode, language, size, kind and radius")
+    ap.add_argument("--pairs", help="CSV with every pair: kind, label Jaccard, each mode's distance, both texts")
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--short", type=int, default=400, help="base documents per language, short class")
     ap.add_argument("--medium", type=int, default=300)
@@ -335,6 +344,7 @@ def main():
     ap.add_argument("--modes", help="comma-separated subset of the binary's modes (default: all)")
     args = ap.parse_args()
     started = time.time()
+    load_before = loadavg()
     if not os.access(args.bin, os.X_OK):
         die(f"{args.bin} is not an executable; build it with cargo build --release -p simhash-core --example fingerprints")
     modes = binary_modes(args.bin)
@@ -435,7 +445,8 @@ def main():
                    for n, d, _ in OUTSIDE]
                 + [[m, "speed probe (not a fingerprint)", f"{speeds[m]:.2f}", ""] for m in probes]), "",
           "MB/s: UTF-8 bytes over fingerprinting time, one core, all texts of the corpus; our modes run while "
-          "the outside ones run on the other core.\n",
+          f"the outside ones run on the other core. Load average (1 min) at the start {load_before}, at the end "
+          f"{loadavg()}: above 2 on this 2-core machine, something else was running and the MB/s are low.\n",
           "## Summary at each mode's recommended radius\n",
           "Match rate in % per pair kind (recall for positives, false positives for negatives), all languages "
           "and sizes; label precision/recall exclude the script-conversion kinds (s2t, s2twp, t2s, st_real).\n",
@@ -471,6 +482,15 @@ def main():
                 for (lang, size, kind), idx in sorted(by.items()):
                     w.writerow([s.name, lang, size, kind, len(idx), f"{mean_value(s, idx):.3f}"]
                                + [f"{rate(s, idx, k):.4f}" for k in RECOMMEND_RADII])
+    if args.pairs:
+        os.makedirs(os.path.dirname(os.path.abspath(args.pairs)), exist_ok=True)
+        with open(args.pairs, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["kind", "lang", "size", "jaccard"] + [s.name for s in all_scores] + ["a", "b"])
+            for i, p in enumerate(pairs):
+                vals = ["" if s.values[i] is None else (f"{s.values[i]:.3f}" if s.minhash else s.values[i])
+                        for s in all_scores]
+                w.writerow([p.kind, p.lang, p.size, f"{p.jaccard:.3f}"] + vals + [texts.texts[p.a], texts.texts[p.b]])
     log(f"done in {time.time() - started:.0f} s; report in {args.out}")
 
 

@@ -54,4 +54,4 @@ echo "building the fingerprints example (target dir $target)" >&2
   || die "cargo build of the fingerprints example failed"
 
 exec "$venv/bin/python" "$here/harness.py" --bin "$target/release/examples/fingerprints" \
-  --out "$here/results.md" --details "$here/out/details.csv" "$@"
+  --out "$here/results.md" --details "$here/out/details.csv" --pairs "$here/out/pairs.csv" "$@"

@@ -42,9 +42,72 @@ where
         .fold(0u64, |fp, (bit, _)| fp | 1 << bit)
 }
 
+/// The vote's 64 running totals, for fingerprints built up feature by feature (an aggregate).
+/// Same rule as [`weighted_vote`]; totals are `i64`, and an overflow is reported, not wrapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoteTotals(pub [i64; 64]);
+
+/// A vote total went past the range of `i64` (weights summing beyond about 5.5e11 x 2^24).
+#[derive(Debug, PartialEq, Eq)]
+pub struct VoteOverflow;
+
+impl Default for VoteTotals {
+    fn default() -> Self {
+        VoteTotals([0; 64])
+    }
+}
+
+impl VoteTotals {
+    pub fn add(&mut self, hash: u64, weight: i64) -> Result<(), VoteOverflow> {
+        for (bit, total) in self.0.iter_mut().enumerate() {
+            let vote = if hash >> bit & 1 == 1 { Some(weight) } else { weight.checked_neg() };
+            *total = vote.and_then(|v| total.checked_add(v)).ok_or(VoteOverflow)?;
+        }
+        Ok(())
+    }
+
+    pub fn merge(&mut self, other: &VoteTotals) -> Result<(), VoteOverflow> {
+        for (total, other) in self.0.iter_mut().zip(other.0) {
+            *total = total.checked_add(other).ok_or(VoteOverflow)?;
+        }
+        Ok(())
+    }
+
+    pub fn fingerprint(&self) -> u64 {
+        self.0.iter().enumerate().filter(|(_, t)| **t > 0).fold(0u64, |fp, (bit, _)| fp | 1 << bit)
+    }
+}
+
+/// A user's float weight as the vote's integer weight: scaled by 2^24 (as TF-IDF weights are) and
+/// rounded. `None` for NaN, infinities and weights beyond about 5.5e11.
+pub fn integer_weight(weight: f64) -> Option<i64> {
+    let scaled = (weight * crate::features::WEIGHT_SCALE).round();
+    (scaled.is_finite() && scaled.abs() < i64::MAX as f64 / 2.0).then_some(scaled as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_totals_agree_with_the_vote() {
+        let features = [(0x1234_5678_9abc_def0u64, 7i64), (0x0fed_cba9_8765_4321, 5), (!0u64, -1)];
+        let mut totals = VoteTotals::default();
+        let mut halves = (VoteTotals::default(), VoteTotals::default());
+        for (i, &(h, w)) in features.iter().enumerate() {
+            totals.add(h, w).unwrap();
+            if i % 2 == 0 { halves.0.add(h, w).unwrap() } else { halves.1.add(h, w).unwrap() }
+        }
+        halves.0.merge(&halves.1).unwrap();
+        assert_eq!(totals, halves.0);
+        assert_eq!(totals.fingerprint(), weighted_vote(features));
+        let mut big = VoteTotals::default();
+        big.add(1, i64::MAX).unwrap();
+        assert_eq!(big.add(1, 1), Err(VoteOverflow));
+        assert_eq!(integer_weight(1.0), Some(1 << 24));
+        assert_eq!(integer_weight(f64::NAN), None);
+        assert_eq!(integer_weight(1e300), None);
+    }
 
     #[test]
     fn fnv1a64_matches_reference_vectors() {

@@ -46,3 +46,22 @@ EXPLAIN (COSTS OFF) EXECUTE near('The quick brown fox jumps over the lazy dog ne
 EXECUTE near('The quick brown fox jumps over the lazy dog near the river bank.');
 RESET enable_seqscan;
 DROP TABLE docs, texts;
+
+-- Custom weighted features: an array form and an aggregate, which agree.
+SELECT simhash(ARRAY['北京', '烤鸭', 'beijing'], ARRAY[2.0, 1.5, 0.5]);
+SELECT simhash_agg(f, w) FROM (VALUES ('北京', 2.0), ('烤鸭', 1.5), ('beijing', 0.5), (NULL, 9.0)) v(f, w);
+SELECT simhash_agg(f, w) FROM (VALUES ('烤鸭', 1.5), ('beijing', 0.5), ('北京', 2.0)) v(f, w);
+SELECT simhash(ARRAY['a'], ARRAY[1.0]) AS one_feature_gives_its_fnv1a64_hash;
+SELECT simhash(ARRAY[]::text[], ARRAY[]::float8[]) IS NULL AS empty;
+SELECT g, simhash_agg(f, w) FROM (VALUES (1, 'a', 1.0), (1, 'b', 1.0), (2, 'c', 1.0)) v(g, f, w) GROUP BY g ORDER BY g;
+SELECT simhash_agg(f, w) IS NULL AS no_rows FROM (VALUES ('a', 1.0)) v(f, w) WHERE false;
+SELECT simhash(ARRAY['a', 'b'], ARRAY[1.0]);
+SELECT simhash(ARRAY['a', NULL], ARRAY[1.0, 2.0]);
+SELECT simhash(ARRAY['a'], ARRAY['NaN'::float8]);
+SELECT simhash(ARRAY['a'], ARRAY[1e300]);
+
+-- What went into simhash(text): its features, weights and hashes; voting them gives simhash(text).
+SELECT * FROM simhash_features('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份。');
+SELECT simhash(array_agg(feature), array_agg(weight)) = simhash('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份。') AS same
+FROM simhash_features('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份。');
+SELECT count(*) FROM simhash_features('，。！');

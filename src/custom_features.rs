@@ -1,0 +1,110 @@
+//! Fingerprints of the user's own weighted features (`simhash(text[], float8[])`, the aggregate
+//! `simhash_agg(feature, weight)`), and `simhash_features(text)`, which shows exactly what went
+//! into `simhash(text)`.
+
+use pgrx::prelude::*;
+
+use crate::errors::raise;
+use crate::SimHash64;
+use simhash_core::fingerprint::{integer_weight, VoteTotals};
+
+fn bad_weight(weight: f64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("simhash feature weight {weight:e} is out of range"),
+        Some("Weights are finite numbers below about 5.5e11 in absolute value.".into()),
+    )
+}
+
+fn overflow() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        "simhash feature weights sum out of range".into(),
+        Some("The weights of one fingerprint sum to more than about 5.5e11.".into()),
+    )
+}
+
+/// `simhash(features, weights)`: each feature hashed with FNV-1a-64 and voting with its weight.
+/// NULL for empty arrays.
+#[pg_extern(sql = false)]
+fn simhash_weighted(features: Vec<Option<String>>, weights: Vec<Option<f64>>) -> Option<SimHash64> {
+    if features.len() != weights.len() {
+        raise(
+            PgSqlErrorCode::ERRCODE_ARRAY_ELEMENT_ERROR,
+            format!("simhash got {} features and {} weights", features.len(), weights.len()),
+            Some("Give one weight per feature.".into()),
+        );
+    }
+    if features.is_empty() {
+        return None;
+    }
+    let mut totals = VoteTotals::default();
+    for (feature, weight) in features.into_iter().zip(weights) {
+        let (Some(feature), Some(weight)) = (feature, weight) else {
+            raise(
+                PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                "simhash features and weights must not be NULL".into(),
+                None,
+            )
+        };
+        let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
+        totals.add(simhash_core::feature_hash(&feature), weight).unwrap_or_else(|_| overflow());
+    }
+    Some(SimHash64(totals.fingerprint()))
+}
+
+fn totals_from(state: Option<Vec<i64>>) -> VoteTotals {
+    match state {
+        Some(v) if v.len() == 64 => VoteTotals(v.try_into().expect("64 totals")),
+        Some(_) => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "simhash_agg state must have 64 totals".into(),
+            None,
+        ),
+        None => VoteTotals::default(),
+    }
+}
+
+/// The aggregate's transition: NULL features are left out.
+#[pg_extern(sql = false)]
+fn simhash_agg_transition(state: Option<Vec<i64>>, feature: Option<&str>, weight: Option<f64>) -> Option<Vec<i64>> {
+    let (Some(feature), Some(weight)) = (feature, weight) else {
+        return state;
+    };
+    let mut totals = totals_from(state);
+    let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
+    totals.add(simhash_core::feature_hash(feature), weight).unwrap_or_else(|_| overflow());
+    Some(totals.0.to_vec())
+}
+
+#[pg_extern(sql = false)]
+fn simhash_agg_combine(a: Option<Vec<i64>>, b: Option<Vec<i64>>) -> Option<Vec<i64>> {
+    match (a, b) {
+        (None, None) => None,
+        (a, None) => a,
+        (None, b) => b,
+        (a, b) => {
+            let mut totals = totals_from(a);
+            totals.merge(&totals_from(b)).unwrap_or_else(|_| overflow());
+            Some(totals.0.to_vec())
+        }
+    }
+}
+
+#[pg_extern(sql = false)]
+fn simhash_agg_final(state: Vec<i64>) -> SimHash64 {
+    SimHash64(totals_from(Some(state)).fingerprint())
+}
+
+/// `simhash_features(text)`: the features of `simhash(text)`, heaviest first, with their weights
+/// (the integer vote weight / 2^24) and hashes.
+#[pg_extern(sql = false)]
+fn simhash_features(
+    text: &str,
+) -> TableIterator<'static, (name!(feature, String), name!(weight, f64), name!(hash, SimHash64))> {
+    let features = simhash_core::text_features(text);
+    TableIterator::new(features.into_iter().map(|(feature, weight)| {
+        let hash = SimHash64(simhash_core::feature_hash(&feature));
+        (feature, weight as f64 / simhash_core::features::WEIGHT_SCALE, hash)
+    }))
+}
