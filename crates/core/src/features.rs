@@ -17,6 +17,34 @@ static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
 /// jieba-rs' bundled IDF table and default keyword configuration.
 static TFIDF: LazyLock<TfIdf> = LazyLock::new(TfIdf::default);
 
+/// The same IDF table with real stop-word lists added to jieba-rs' 31 English words: stopwords-iso's
+/// Chinese and English lists (MIT, `data/stopwords`).
+static TFIDF_STOPWORDS: LazyLock<TfIdf> = LazyLock::new(|| {
+    let mut tfidf = TfIdf::default();
+    let mut builder = jieba_rs::KeywordExtractConfig::builder();
+    for list in [include_str!("../data/stopwords/stopwords-zh.txt"), include_str!("../data/stopwords/stopwords-en.txt")] {
+        for word in list.lines().map(str::trim).filter(|w| !w.is_empty()) {
+            builder = builder.add_stop_word(word.to_string());
+        }
+    }
+    *tfidf.config_mut() = builder.build();
+    tfidf
+});
+
+/// Experimental: [`simhash_text`] with the stop-word lists (compared by the quality harness).
+pub fn simhash_text_stopwords(text: &str) -> Option<u64> {
+    let features: Vec<(String, i64)> = TFIDF_STOPWORDS
+        .extract_keywords(&JIEBA, text, usize::MAX, Vec::new())
+        .into_iter()
+        .filter(|k| k.keyword.chars().any(char::is_alphanumeric))
+        .map(|k| (k.keyword, (k.weight * WEIGHT_SCALE).round().max(1.0) as i64))
+        .collect();
+    if features.is_empty() {
+        return None;
+    }
+    Some(weighted_vote(features.iter().map(|(f, w)| (feature_hash(f), *w))))
+}
+
 /// Fixed-point scale applied to TF-IDF weights before the integer vote.
 pub const WEIGHT_SCALE: f64 = (1u64 << 24) as f64;
 
@@ -24,6 +52,7 @@ pub const WEIGHT_SCALE: f64 = (1u64 << 24) as f64;
 pub fn preload() {
     LazyLock::force(&JIEBA);
     LazyLock::force(&TFIDF);
+    LazyLock::force(&TFIDF_STOPWORDS);
 }
 
 /// The features of `text` with their integer weights, heaviest first, ties by feature text.

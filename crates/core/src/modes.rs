@@ -7,6 +7,7 @@ const MODES: &[(&str, Mode)] = &[
     ("simhash", crate::features::simhash_text),
     ("simhash_folded", |t| crate::features::simhash_text(&crate::fold::fold(t))),
     ("simhash_top20", |t| crate::features::simhash_top_n(t, 20)),
+    ("simhash_folded_stop", |t| crate::features::simhash_text_stopwords(&crate::fold::fold(t))),
     ("simhash_ngrams3", |t| crate::shingles::simhash_ngrams(t, 3)),
     ("minhash64", |t| crate::shingles::minhash64(t, 3)),
     ("minhash64_5", |t| crate::shingles::minhash64(t, 5)),
