@@ -205,17 +205,18 @@ def _target(rng, lo, hi, log):
 def chunk(items, length, lo, hi, rng, log=False):
     """Greedy cut of a paragraph sequence into disjoint runs of consecutive items whose joined length
     (items joined by one character) reaches a random target in [lo, hi] without exceeding hi.
-    A run that cannot reach lo before overflowing is dropped. Returns lists of items."""
+    A run that cannot reach lo before overflowing (or meeting an item longer than hi) is dropped.
+    Returns lists of items."""
     runs, cur, cur_len = [], [], 0
     target = _target(rng, lo, hi, log)
     for item in items:
         n = length(item)
-        if cur and cur_len + 1 + n > hi:
+        if cur and (cur_len + 1 + n > hi or n > hi):
             if cur_len >= lo:
                 runs.append(cur)
             cur, cur_len, target = [], 0, _target(rng, lo, hi, log)
         if n > hi:
-            continue
+            continue  # too long for the class; the run breaks so its paragraphs stay consecutive
         cur_len += n + (1 if cur else 0)
         cur.append(item)
         if cur_len >= target:
@@ -293,6 +294,7 @@ def aligned_st_documents(cn_chapters, tw_chapters, per_size, seed):
                 if is_prose("zh-cn", a) and is_prose("zh-tw", b):
                     stream.append((s, a, b))
         stats["paragraph pairs"] += len(stream)
+        stats[f"paragraph pairs in {cn.book}"] += len(stream)
         streams.append((cn, stream))
     pairs = {}
     for size, lo, hi in SIZES:
