@@ -25,7 +25,6 @@ fn main() {
         .collect();
     let docs = if docs.last() == Some(&"") { &docs[..docs.len() - 1] } else { &docs[..] };
     simhash_core::features::preload();
-    simhash_core::fold::preload();
     let started = Instant::now();
     let results: Vec<Option<u64>> = docs.iter().map(|d| fingerprint(d)).collect();
     let seconds = started.elapsed().as_secs_f64();

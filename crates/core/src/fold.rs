@@ -17,9 +17,9 @@ use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 /// One OpenCC conversion step: the longest phrase that matches at each position, else the character.
 struct Converter {
     phrases: HashMap<String, String>,
-    /// First characters of phrases: only there is a phrase lookup worth trying.
-    phrase_starts: HashSet<char>,
-    longest_phrase: usize,
+    /// First characters of phrases, with the longest phrase (in characters) that starts with each:
+    /// only there is a phrase lookup worth trying, and only up to that length.
+    phrase_starts: HashMap<char, usize>,
     characters: HashMap<char, char>,
 }
 
@@ -35,8 +35,7 @@ impl Converter {
         }
         let mut converter = Converter {
             phrases: HashMap::default(),
-            phrase_starts: HashSet::default(),
-            longest_phrase: 0,
+            phrase_starts: HashMap::default(),
             characters: HashMap::default(),
         };
         for file in phrase_files {
@@ -49,8 +48,8 @@ impl Converter {
                 if converter.phrases.contains_key(key) {
                     continue;
                 }
-                converter.longest_phrase = converter.longest_phrase.max(chars);
-                converter.phrase_starts.insert(key.chars().next().unwrap());
+                let longest = converter.phrase_starts.entry(key.chars().next().unwrap()).or_insert(0);
+                *longest = (*longest).max(chars);
                 converter.phrases.insert(key.to_string(), value.to_string());
             }
         }
@@ -71,8 +70,8 @@ impl Converter {
         let mut i = 0;
         'next: while i < chars.len() {
             let c = chars[i].1;
-            if self.phrase_starts.contains(&c) {
-                let longest = self.longest_phrase.min(chars.len() - i);
+            if let Some(&longest) = self.phrase_starts.get(&c) {
+                let longest = longest.min(chars.len() - i);
                 for len in (2..=longest).rev() {
                     let start = chars[i].0;
                     let end = chars.get(i + len).map_or(text.len(), |&(b, _)| b);

@@ -5,16 +5,8 @@ pub type Mode = fn(&str) -> Option<u64>;
 
 const MODES: &[(&str, Mode)] = &[
     ("simhash", crate::features::simhash_text),
-    ("simhash_folded", |t| crate::features::simhash_text(&crate::fold::fold(t))),
-    ("simhash_top20", |t| crate::features::simhash_top_n(t, 20)),
-    ("simhash_folded_stop", |t| crate::features::simhash_text_stopwords(&crate::fold::fold(t))),
-    ("simhash_folded_top20", |t| crate::features::simhash_top_n(&crate::fold::fold(t), 20)),
-    ("simhash_folded_top40", |t| crate::features::simhash_top_n(&crate::fold::fold(t), 40)),
-    ("simhash_folded_sqrtn", |t| {
-        let folded = crate::fold::fold(t);
-        let n = crate::features::text_features(&folded).len();
-        crate::features::simhash_top_n(&folded, ((n as f64).sqrt() * 4.0).ceil().max(10.0) as usize)
-    }),
+    // simhash(text) with every keyword voting (no top-N cut), for comparison.
+    ("simhash_all_keywords", |t| crate::features::simhash_top_n(t, usize::MAX)),
     ("simhash_ngrams3", |t| crate::shingles::simhash_ngrams(t, 3)),
     ("minhash64", |t| crate::shingles::minhash64(t, 3)),
     ("minhash64_5", |t| crate::shingles::minhash64(t, 5)),
