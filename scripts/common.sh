@@ -82,14 +82,13 @@ fresh_database() {
     psql -q -v ON_ERROR_STOP=1 -d "$1" -c "CREATE EXTENSION simhash"
 }
 
-# Runs one SQL command with psql until it succeeds, retrying (up to 100 times) after a deadlock or
-# serialization failure, as an ETL loader should; appends one line per retry to $2.retries and
-# prints the number of rows the near-duplicate constraint skipped (from its NOTICEs).
+# Runs one SQL command with psql until it succeeds, retrying after a deadlock or serialization
+# failure (40P01/40001) as an ETL loader should: with a growing, jittered pause (20 ms doubling up
+# to 1 s), for up to RETRY_SECONDS (default 900). A batch with a near-duplicate of a row of a big
+# older load still in progress (a long COPY) is retried until that load commits. Appends one line
+# per retry to $2.retries and prints the number of rows the near-duplicate constraint skipped (from
+# its NOTICEs).
 # Usage: load_with_retry DB LOGPREFIX SQL
-# Retries on 40001/40P01 the way a loader should: with a growing, jittered
-# pause (20 ms doubling up to 1 s), for up to RETRY_SECONDS (default 900).
-# A batch with a near-duplicate of a row of a big older load still in progress
-# (a long COPY) is retried until that load commits.
 load_with_retry() {
     local db=$1 prefix=$2 sql=$3 attempt=0 pause_ms=20
     local deadline=$((SECONDS + ${RETRY_SECONDS:-900}))
