@@ -2,10 +2,14 @@
 //! script differences do not count as edits.
 //!
 //! `fold(text)`: Unicode NFKC (full-width letters and digits, compatibility ideographs, ligatures),
-//! lower case, Traditional Chinese (text with more Traditional-only than Simplified-only characters)
-//! to Simplified Chinese with Taiwan vocabulary (程式 -> 程序,
-//! 檔案 -> 文件; OpenCC's dictionaries, Apache-2.0, in `data/opencc`), and every run of whitespace
-//! as one space, trimmed.
+//! lower case, every run of whitespace as one space (trimmed), then Chinese in one script and one
+//! vocabulary: Traditional characters to Simplified, then Taiwan words to mainland words (程式 ->
+//! 程序, 檔案 -> 文件), with OpenCC's dictionaries (Apache-2.0, in `data/opencc`). Every text goes
+//! through the same conversion, Simplified text too: folding is a normal form, not a translation,
+//! so what matters is that both versions of a text end up equal (a mainland word that OpenCC lists
+//! as a Taiwan one, such as 资讯, is rewritten too, consistently). The quality harness measured this
+//! against converting only text detected as Traditional: Simplified/Traditional pairs found at k = 3
+//! went from 16-79 % to 96-100 %, with nothing else changed.
 
 use std::sync::LazyLock;
 
@@ -24,42 +28,25 @@ struct Converter {
 }
 
 impl Converter {
-    /// `phrase_files` and `character_files` in OpenCC's format: `key<TAB>value [value ...]`; the first
-    /// value wins. With `reverse`, a character file maps each value back to its key.
-    fn new(phrase_files: &[&str], character_files: &[(&str, bool)]) -> Self {
-        fn entries(file: &str) -> impl Iterator<Item = (&str, &str)> {
-            file.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).filter_map(|l| {
-                let (key, values) = l.split_once('\t')?;
-                Some((key, values.split(' ').next()?))
-            })
-        }
+    /// A converter from explicit phrase and character pairs (the first pair for a key wins).
+    fn from_pairs(phrases: impl IntoIterator<Item = (String, String)>, characters: impl IntoIterator<Item = (char, char)>) -> Self {
         let mut converter = Converter {
             phrases: HashMap::default(),
             phrase_starts: HashMap::default(),
             characters: HashMap::default(),
         };
-        for file in phrase_files {
-            for (key, value) in entries(file) {
-                let chars = key.chars().count();
-                if chars == 1 {
-                    converter.characters.entry(key.chars().next().unwrap()).or_insert_with(|| value.chars().next().unwrap_or(' '));
-                    continue;
-                }
-                if converter.phrases.contains_key(key) {
-                    continue;
-                }
-                let longest = converter.phrase_starts.entry(key.chars().next().unwrap()).or_insert(0);
-                *longest = (*longest).max(chars);
-                converter.phrases.insert(key.to_string(), value.to_string());
+        for (key, value) in phrases {
+            let chars = key.chars().count();
+            if chars < 2 || converter.phrases.contains_key(&key) {
+                continue;
             }
+            let longest = converter.phrase_starts.entry(key.chars().next().unwrap()).or_insert(0);
+            *longest = (*longest).max(chars);
+            converter.phrases.insert(key, value);
         }
-        for &(file, reverse) in character_files {
-            for (key, value) in entries(file) {
-                let (from, to) = if reverse { (value, key) } else { (key, value) };
-                let (Some(from), Some(to)) = (single_char(from), single_char(to)) else { continue };
-                if from != to {
-                    converter.characters.entry(from).or_insert(to);
-                }
+        for (from, to) in characters {
+            if from != to {
+                converter.characters.entry(from).or_insert(to);
             }
         }
         converter
@@ -94,80 +81,71 @@ fn single_char(s: &str) -> Option<char> {
     chars.next().is_none().then_some(c)
 }
 
-/// Taiwan Traditional -> standard Traditional (OpenCC's first `tw2sp` step).
-static TAIWAN_TO_TRADITIONAL: LazyLock<Converter> = LazyLock::new(|| {
-    Converter::new(
-        &[include_str!("../data/opencc/TWPhrasesRev.txt"), include_str!("../data/opencc/TWVariantsRevPhrases.txt")],
-        &[(include_str!("../data/opencc/TWVariants.txt"), true)],
-    )
-});
-
-/// Traditional -> Simplified (OpenCC's second `tw2sp` step).
-static TRADITIONAL_TO_SIMPLIFIED: LazyLock<Converter> = LazyLock::new(|| {
-    Converter::new(&[include_str!("../data/opencc/TSPhrases.txt")], &[(include_str!("../data/opencc/TSCharacters.txt"), false)])
-});
-
-/// Characters only Traditional text uses, and characters only Simplified text uses.
-struct ScriptMarkers {
-    /// Bit c of the Basic Multilingual Plane: 1 = Traditional-only, per map.
-    traditional: Vec<u64>,
-    simplified: Vec<u64>,
+fn opencc_pairs(file: &'static str) -> impl Iterator<Item = (&'static str, &'static str)> {
+    file.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).filter_map(|l| {
+        let (key, values) = l.split_once('\t')?;
+        Some((key, values.split(' ').next()?))
+    })
 }
 
-impl ScriptMarkers {
-    fn marks(bits: &[u64], c: char) -> bool {
-        let c = c as usize;
-        c < 0x10000 && bits[c / 64] >> (c % 64) & 1 == 1
-    }
-}
+/// Script folding, step 1, for every text: Traditional characters and phrases (and Taiwan variant
+/// characters) to Simplified characters (OpenCC's `TSPhrases`, `TSCharacters`, `TWVariants`
+/// reversed).
+static CHARACTERS: LazyLock<Converter> = LazyLock::new(|| {
+    let ts: Vec<(char, char)> = opencc_pairs(include_str!("../data/opencc/TSCharacters.txt"))
+        .filter_map(|(k, v)| Some((single_char(k)?, single_char(v)?)))
+        .collect();
+    let ts_map: HashMap<char, char> = ts.iter().copied().collect();
+    // TWVariants maps standard -> Taiwan variant: reversed, and on to Simplified.
+    let variants = opencc_pairs(include_str!("../data/opencc/TWVariants.txt")).filter_map(|(standard, variant)| {
+        let (standard, variant) = (single_char(standard)?, single_char(variant)?);
+        Some((variant, *ts_map.get(&standard).unwrap_or(&standard)))
+    });
+    let phrases = opencc_pairs(include_str!("../data/opencc/TSPhrases.txt")).map(|(k, v)| (k.to_string(), v.to_string()));
+    Converter::from_pairs(phrases, ts.into_iter().chain(variants))
+});
 
-static SCRIPT_MARKERS: LazyLock<ScriptMarkers> = LazyLock::new(|| {
-    let mut traditional = HashSet::default();
-    let mut simplified = HashSet::default();
-    for line in include_str!("../data/opencc/TSCharacters.txt").lines().filter(|l| !l.starts_with('#')) {
-        let Some((key, values)) = line.split_once('\t') else { continue };
-        let (Some(t), Some(s)) = (single_char(key), values.split(' ').next().and_then(single_char)) else { continue };
-        if t != s {
-            traditional.insert(t);
-            simplified.insert(s);
-        }
-    }
-    // A bitmap per script (characters outside the BMP are rare enough to leave out).
-    let bitmap = |only: &HashSet<char>, other: &HashSet<char>| {
-        let mut bits = vec![0u64; 1024];
-        for &c in only.iter().filter(|c| !other.contains(c) && (**c as usize) < 0x10000) {
-            bits[c as usize / 64] |= 1 << (c as usize % 64);
-        }
-        bits
+/// Script folding, step 2, for every text: Taiwan vocabulary (in Simplified characters) to
+/// mainland vocabulary (OpenCC's `TWPhrasesRev`, `TWVariantsRevPhrases`). A word that is some entry's mainland form is never rewritten
+/// itself (程序 is the mainland form of 程式, so 程序 is not turned into 进程), so the mapping cannot
+/// chain, and mainland text keeps its words.
+static VOCABULARY: LazyLock<Converter> = LazyLock::new(|| {
+    let simplify = |s: &str| {
+        let mut out = String::with_capacity(s.len());
+        CHARACTERS.convert(s, &mut out);
+        out
     };
-    ScriptMarkers { traditional: bitmap(&traditional, &simplified), simplified: bitmap(&simplified, &traditional) }
+    let pairs: Vec<(String, String)> = [include_str!("../data/opencc/TWPhrasesRev.txt"), include_str!("../data/opencc/TWVariantsRevPhrases.txt")]
+        .into_iter()
+        .flat_map(opencc_pairs)
+        .map(|(k, v)| (simplify(k), simplify(v)))
+        .filter(|(k, v)| k != v)
+        .collect();
+    let mainland: HashSet<String> = pairs.iter().map(|(_, v)| v.clone()).collect();
+    Converter::from_pairs(pairs.into_iter().filter(|(k, _)| !mainland.contains(k)), std::iter::empty())
 });
-
-/// Whether `text` is Traditional Chinese: it has more Traditional-only than Simplified-only
-/// characters. Simplified text is left alone: the Taiwan vocabulary step would rewrite mainland
-/// words that mean something else in Taiwan (程序, a program there, is a process in Taiwan).
-fn is_traditional(text: &str) -> bool {
-    let markers = &*SCRIPT_MARKERS;
-    let mut balance = 0i64;
-    for c in text.chars().filter(|&c| c as u32 >= 0x2E80) {
-        if ScriptMarkers::marks(&markers.traditional, c) {
-            balance += 1;
-        } else if ScriptMarkers::marks(&markers.simplified, c) {
-            balance -= 1;
-        }
-    }
-    balance > 0
-}
 
 /// Loads the conversion tables now rather than on first use.
 pub fn preload() {
-    LazyLock::force(&TAIWAN_TO_TRADITIONAL);
-    LazyLock::force(&TRADITIONAL_TO_SIMPLIFIED);
-    LazyLock::force(&SCRIPT_MARKERS);
+    LazyLock::force(&CHARACTERS);
+    LazyLock::force(&VOCABULARY);
 }
 
 /// The folded form of `text` (see the module documentation).
 pub fn fold(text: &str) -> String {
+    let folded = fold_without_script(text);
+    if !folded.chars().any(|c| c as u32 >= 0x2E80) {
+        return folded;
+    }
+    let mut step = String::with_capacity(folded.len());
+    CHARACTERS.convert(&folded, &mut step);
+    let mut out = String::with_capacity(step.len());
+    VOCABULARY.convert(&step, &mut out);
+    out
+}
+
+/// NFKC, lower case and whitespace (conversions do not touch whitespace, so it can go first).
+fn fold_without_script(text: &str) -> String {
     if text.is_ascii() {
         // ASCII is already in NFKC and has no Chinese: only case and whitespace.
         let mut folded = String::with_capacity(text.len());
@@ -196,15 +174,8 @@ pub fn fold(text: &str) -> String {
     } else {
         narrowed.nfkc().collect::<String>().to_lowercase()
     };
-    let mut converted = normalized;
-    if is_traditional(&converted) {
-        let mut step = String::with_capacity(converted.len());
-        TAIWAN_TO_TRADITIONAL.convert(&converted, &mut step);
-        converted.clear();
-        TRADITIONAL_TO_SIMPLIFIED.convert(&step, &mut converted);
-    }
-    let mut folded = String::with_capacity(converted.len());
-    for word in converted.split_whitespace() {
+    let mut folded = String::with_capacity(normalized.len());
+    for word in normalized.split_whitespace() {
         if !folded.is_empty() {
             folded.push(' ');
         }
@@ -231,5 +202,7 @@ mod tests {
         assert_eq!(fold("資料庫伺服器"), "数据库服务器");
         assert_eq!(fold("海量网页去重"), "海量网页去重"); // Simplified stays as it is
         assert_eq!(fold("程序设计"), "程序设计"); // not the Taiwan sense of 程序 (进程)
+        // Taiwan vocabulary written in Simplified characters (OpenCC's plain t2s keeps it) folds too.
+        assert_eq!(fold("这个程式读取档案"), "这个程序读取文件");
     }
 }

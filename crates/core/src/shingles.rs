@@ -25,12 +25,17 @@ pub fn shingle_text(text: &str) -> String {
 
 /// Calls `each` with every character of [`shingle_text`]`(text)`, in order.
 fn for_each_shingle_char(text: &str, each: &mut dyn FnMut(char)) {
+    for_each_shingle_char_of(&fold(text), each)
+}
+
+/// [`for_each_shingle_char`] of text already folded.
+fn for_each_shingle_char_of(folded: &str, each: &mut dyn FnMut(char)) {
     // Chinese and Japanese have no spaces between words: keep a space only between two other
     // letters or digits, where punctuation or whitespace separated them.
     let wide = |c: char| c as u32 >= 0x2E80;
     let mut previous: Option<char> = None;
     let mut separated = false;
-    for c in fold(text).chars() {
+    for c in folded.chars() {
         if c.is_alphanumeric() {
             if separated && previous.is_some_and(|p| !wide(p)) && !wide(c) {
                 each(' ');

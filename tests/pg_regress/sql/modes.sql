@@ -13,7 +13,8 @@ INSERT INTO texts VALUES
  (4, 'THE QUICK BROWN FOX — jumps over the lazy dog, near the river bank!'),
  (5, '這個程式讀取檔案，軟體開發'),
  (6, '好'),
- (7, '，。！');
+ (7, '，。！'),
+ (8, '这个程式读取档案，软体开发');
 
 -- Folding: width, case, whitespace, Traditional/Taiwan vocabulary to Simplified.
 SELECT id, simhash_fold(body) FROM texts ORDER BY id;
