@@ -21,8 +21,11 @@ use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 /// One OpenCC conversion step: the longest phrase that matches at each position, else the character.
 struct Converter {
     phrases: HashMap<String, String>,
-    /// First characters of phrases, with the longest phrase (in characters) that starts with each:
-    /// only there is a phrase lookup worth trying, and only up to that length.
+    /// Per character of the Basic Multilingual Plane (the hot path: one array read per character):
+    /// bits 0-20 its replacement (0: none), bits 24-31 the length of the longest phrase that starts
+    /// with it (0: none).
+    bmp: Vec<u32>,
+    /// The same for characters outside the BMP.
     phrase_starts: HashMap<char, usize>,
     characters: HashMap<char, char>,
 }
@@ -32,12 +35,13 @@ impl Converter {
     fn from_pairs(phrases: impl IntoIterator<Item = (String, String)>, characters: impl IntoIterator<Item = (char, char)>) -> Self {
         let mut converter = Converter {
             phrases: HashMap::default(),
+            bmp: vec![0; 0x10000],
             phrase_starts: HashMap::default(),
             characters: HashMap::default(),
         };
         for (key, value) in phrases {
             let chars = key.chars().count();
-            if chars < 2 || converter.phrases.contains_key(&key) {
+            if chars < 2 || chars > 255 || converter.phrases.contains_key(&key) {
                 continue;
             }
             let longest = converter.phrase_starts.entry(key.chars().next().unwrap()).or_insert(0);
@@ -49,7 +53,30 @@ impl Converter {
                 converter.characters.entry(from).or_insert(to);
             }
         }
+        for (&c, &longest) in &converter.phrase_starts {
+            if (c as u32) < 0x10000 {
+                converter.bmp[c as usize] |= (longest as u32) << 24;
+            }
+        }
+        for (&from, &to) in &converter.characters {
+            if (from as u32) < 0x10000 {
+                converter.bmp[from as usize] |= to as u32;
+            }
+        }
         converter
+    }
+
+    /// The replacement of `c` (or `c`) and the longest phrase starting with it (0: none).
+    #[inline]
+    fn lookup(&self, c: char) -> (char, usize) {
+        if (c as u32) < 0x10000 {
+            let entry = self.bmp[c as usize];
+            let replacement = entry & 0x1F_FFFF;
+            let to = if replacement == 0 { c } else { char::from_u32(replacement).unwrap_or(c) };
+            (to, (entry >> 24) as usize)
+        } else {
+            (*self.characters.get(&c).unwrap_or(&c), self.phrase_starts.get(&c).copied().unwrap_or(0))
+        }
     }
 
     fn convert(&self, text: &str, out: &mut String) {
@@ -57,7 +84,8 @@ impl Converter {
         let mut i = 0;
         'next: while i < chars.len() {
             let c = chars[i].1;
-            if let Some(&longest) = self.phrase_starts.get(&c) {
+            let (replacement, longest) = self.lookup(c);
+            if longest >= 2 {
                 let longest = longest.min(chars.len() - i);
                 for len in (2..=longest).rev() {
                     let start = chars[i].0;
@@ -69,7 +97,7 @@ impl Converter {
                     }
                 }
             }
-            out.push(*self.characters.get(&c).unwrap_or(&c));
+            out.push(replacement);
             i += 1;
         }
     }
