@@ -5,6 +5,7 @@
 use pgrx::prelude::*;
 
 use crate::errors::raise;
+use crate::fingerprint::{text_as_utf8, utf8_to_server};
 use crate::SimHash64;
 use simhash_core::fingerprint::{integer_weight, VoteTotals};
 
@@ -12,7 +13,7 @@ fn bad_weight(weight: f64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("simhash feature weight {weight:e} is out of range"),
-        Some("Weights are finite numbers below about 5.5e11 in absolute value.".into()),
+        Some("Weights are finite numbers below about 2.7e11 in absolute value.".into()),
     )
 }
 
@@ -20,7 +21,7 @@ fn overflow() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         "simhash feature weights sum out of range".into(),
-        Some("The weights of one fingerprint sum to more than about 5.5e11.".into()),
+        Some("The weights of one fingerprint sum, at some point of the sum, to more than about 5.5e11.".into()),
     )
 }
 
@@ -48,6 +49,7 @@ fn simhash_weighted(features: Vec<Option<String>>, weights: Vec<Option<f64>>) ->
             )
         };
         let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
+        // (pgrx reads text[] elements as UTF-8; in a database of another encoding use simhash_agg.)
         totals.add(simhash_core::feature_hash(&feature), weight).unwrap_or_else(|_| overflow());
     }
     Some(SimHash64(totals.fingerprint()))
@@ -67,13 +69,13 @@ fn totals_from(state: Option<Vec<i64>>) -> VoteTotals {
 
 /// The aggregate's transition: NULL features are left out.
 #[pg_extern(sql = false)]
-fn simhash_agg_transition(state: Option<Vec<i64>>, feature: Option<&str>, weight: Option<f64>) -> Option<Vec<i64>> {
+fn simhash_agg_transition(state: Option<Vec<i64>>, feature: Option<&[u8]>, weight: Option<f64>) -> Option<Vec<i64>> {
     let (Some(feature), Some(weight)) = (feature, weight) else {
         return state;
     };
     let mut totals = totals_from(state);
     let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
-    totals.add(simhash_core::feature_hash(feature), weight).unwrap_or_else(|_| overflow());
+    totals.add(simhash_core::feature_hash(&text_as_utf8(feature)), weight).unwrap_or_else(|_| overflow());
     Some(totals.0.to_vec())
 }
 
@@ -100,11 +102,12 @@ fn simhash_agg_final(state: Vec<i64>) -> SimHash64 {
 /// (the integer vote weight / 2^24) and hashes.
 #[pg_extern(sql = false)]
 fn simhash_features(
-    text: &str,
-) -> TableIterator<'static, (name!(feature, String), name!(weight, f64), name!(hash, SimHash64))> {
-    let features = simhash_core::text_features(text);
+    text: &[u8],
+) -> TableIterator<'static, (name!(feature, Vec<u8>), name!(weight, f64), name!(hash, SimHash64))> {
+    // The feature column is declared as text in SQL: its bytes are in the server encoding.
+    let features = simhash_core::text_features(&text_as_utf8(text));
     TableIterator::new(features.into_iter().map(|(feature, weight)| {
         let hash = SimHash64(simhash_core::feature_hash(&feature));
-        (feature, weight as f64 / simhash_core::features::WEIGHT_SCALE, hash)
+        (utf8_to_server(&feature), weight as f64 / simhash_core::features::WEIGHT_SCALE, hash)
     }))
 }

@@ -55,7 +55,7 @@ const MEMO_MAX_BYTES: usize = 1 << 20;
 
 /// The text as UTF-8: as is in a UTF8 database, converted from any other server encoding, and
 /// checked in SQL_ASCII (where PostgreSQL stores bytes unchecked).
-fn text_as_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+pub(crate) fn text_as_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     let encoding = unsafe { pg_sys::GetDatabaseEncoding() } as u32;
     if encoding != pg_sys::pg_enc::PG_UTF8 && encoding != pg_sys::pg_enc::PG_SQL_ASCII && !bytes.is_empty() {
         let converted = unsafe {
@@ -121,11 +121,24 @@ fn minhash64(text: &[u8], n: i32) -> Option<SimHash64> {
     memoized(Mode::MinHash64(n as i32), text, |t| simhash_core::shingles::minhash64(t, n))
 }
 
-/// The folded text the shingle fingerprints see (NFKC, lower case, Traditional -> Simplified,
-/// whitespace collapsed).
+/// The folded text the fingerprints see (NFKC, lower case, Chinese in one script and vocabulary,
+/// whitespace collapsed). Declared in SQL as returning text: the bytes are in the server encoding.
 #[pg_extern(sql = false)]
-fn simhash_fold(text: &[u8]) -> String {
-    simhash_core::fold::fold(&text_as_utf8(text))
+fn simhash_fold(text: &[u8]) -> Vec<u8> {
+    utf8_to_server(&simhash_core::fold::fold(&text_as_utf8(text)))
+}
+
+/// UTF-8 text as the bytes of a `text` in the server encoding (an error for a character the
+/// encoding lacks, as PostgreSQL's own conversions give).
+pub(crate) fn utf8_to_server(text: &str) -> Vec<u8> {
+    let encoding = unsafe { pg_sys::GetDatabaseEncoding() } as u32;
+    if encoding == pg_sys::pg_enc::PG_UTF8 || encoding == pg_sys::pg_enc::PG_SQL_ASCII || text.is_empty() {
+        return text.as_bytes().to_vec();
+    }
+    unsafe {
+        let converted = pg_sys::pg_any_to_server(text.as_ptr().cast(), text.len() as i32, pg_sys::pg_enc::PG_UTF8 as i32);
+        CStr::from_ptr(converted).to_bytes().to_vec()
+    }
 }
 
 /// Number of differing bits; declared in SQL as returning the `simhash_distance` domain.

@@ -79,7 +79,7 @@ impl VoteTotals {
 }
 
 /// A user's float weight as the vote's integer weight: scaled by 2^24 (as TF-IDF weights are) and
-/// rounded. `None` for NaN, infinities and weights beyond about 5.5e11.
+/// rounded. `None` for NaN, infinities and weights beyond about 2.7e11.
 pub fn integer_weight(weight: f64) -> Option<i64> {
     let scaled = (weight * crate::features::WEIGHT_SCALE).round();
     (scaled.is_finite() && scaled.abs() < i64::MAX as f64 / 2.0).then_some(scaled as i64)

@@ -2,8 +2,8 @@
 //! [`minhash64`] (1-bit MinHash) and [`simhash_ngrams`] (SimHash of the n-grams).
 //!
 //! Shingles are taken from the folded text ([`crate::fold`]) with punctuation and symbols left out:
-//! letters and digits remain, with one space between two words of a spaced script (not next to a
-//! Chinese or Japanese character), so that punctuation and spacing changes are not edits. A text
+//! letters, digits and combining marks remain, with one space between two words of a spaced script
+//! (not next to a Chinese character or kana), so that punctuation and spacing changes are not edits. A text
 //! shorter than n characters is one shingle; a text with no letter or digit has none.
 
 use std::collections::HashMap;
@@ -32,11 +32,18 @@ fn for_each_shingle_char(text: &str, each: &mut dyn FnMut(char)) {
 fn for_each_shingle_char_of(folded: &str, each: &mut dyn FnMut(char)) {
     // Chinese and Japanese have no spaces between words: keep a space only between two other
     // letters or digits, where punctuation or whitespace separated them.
-    let wide = |c: char| c as u32 >= 0x2E80;
+    // Chinese characters, kana and CJK symbols (not Hangul, which spaces its words).
+    let wide = |c: char| {
+        let c = c as u32;
+        ((0x2E80..=0x9FFF).contains(&c) && !(0x3130..=0x318F).contains(&c))
+            || (0xF900..=0xFAFF).contains(&c)
+            || (0x20000..=0x3FFFF).contains(&c)
+    };
     let mut previous: Option<char> = None;
     let mut separated = false;
     for c in folded.chars() {
-        if c.is_alphanumeric() {
+        // Combining marks (Devanagari vowel signs, Thai tone marks) belong to their word.
+        if c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c) {
             if separated && previous.is_some_and(|p| !wide(p)) && !wide(c) {
                 each(' ');
             }
@@ -150,6 +157,8 @@ mod tests {
     fn shingle_text_drops_punctuation_and_folds() {
         assert_eq!(shingle_text("Hello,ＷＯＲＬＤ!  軟體。"), "hello world软件");
         assert_eq!(shingle_text("PostgreSQL 数据库"), shingle_text("PostgreSQL数据库"));
+        assert_eq!(shingle_text("हिन्दी भाषा"), "हिन्दी भाषा");
+        assert_eq!(shingle_text("한국어 문장"), "한국어 문장");
         assert_eq!(shingle_text("，。！"), "");
     }
 

@@ -19,6 +19,9 @@ INSERT INTO texts VALUES
 -- Folding: width, case, whitespace, Traditional/Taiwan vocabulary to Simplified.
 SELECT id, simhash_fold(body) FROM texts ORDER BY id;
 SELECT simhash_fold('  ＰｏｓｔｇｒｅＳＱＬ   １５ ');
+-- Mainland words stay whole and Simplified characters stay; folding twice changes nothing.
+SELECT simhash_fold('哈萨克斯坦和尼日利亚，这是一位著名作家的著作，什么') AS folded,
+       simhash_fold(simhash_fold('這個程式讀取檔案')) = simhash_fold('這個程式讀取檔案') AS idempotent;
 
 -- Golden fingerprints of every mode.
 SELECT id, simhash(body, 5) AS top5, simhash_ngrams(body) AS ngrams3, simhash_ngrams(body, 2) AS ngrams2,
