@@ -143,33 +143,13 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<
     unsafe {
         let set = simhash_core::dedup::NearSet::new(pending.fingerprints.clone(), pending.k).expect("k was checked");
         let mut suspect = vec![false; pending.fingerprints.len()];
-        let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
-        dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
-        let tupdesc = (*rel).rd_att;
-        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
-        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
-        let scan = pg_sys::heap_beginscan(rel, &mut dirty, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags as u32);
-        let mut rows = 0u64;
-        while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-            rows += 1;
-            if rows % 4096 == 0 {
-                pg_sys::check_for_interrupts!();
+        let mut dirty = dirty_snapshot();
+        for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value| {
+            if let Some(value) = value.filter(|_| !is_own_row(tuple)) {
+                set.for_each_near(value, &mut |i| suspect[i] = true);
             }
-            let mut should_free = false;
-            let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
-            if !is_own_row(tuple) {
-                let mut is_null = false;
-                let value = pg_sys::heap_getattr(tuple, pending.attnum as _, tupdesc, &mut is_null).value() as u64;
-                if !is_null {
-                    set.for_each_near(value, &mut |i| suspect[i] = true);
-                }
-            }
-            if should_free {
-                pg_sys::heap_freetuple(tuple);
-            }
-        }
-        pg_sys::heap_endscan(scan);
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
+            ControlFlow::Continue(())
+        });
         set.fingerprints().iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)).collect()
     }
 }
@@ -187,9 +167,7 @@ struct Conflict {
 unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[Oid; 4]>, pending: &Pending, fp: u64) -> Option<Conflict> {
     unsafe {
         loop {
-            // InitDirtySnapshot: the visibility routine reports in-progress writers in xmin/xmax.
-            let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
-            dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+            let mut dirty = dirty_snapshot();
             let dirty_ptr: pg_sys::Snapshot = &mut dirty;
             let mut own_row = None;
             let mut nearest: Option<(u32, pg_sys::HeapTuple)> = None;
@@ -283,74 +261,104 @@ unsafe fn for_each_within(
     visit: &mut dyn FnMut(pg_sys::HeapTuple, u64, u32) -> ControlFlow<()>,
 ) {
     unsafe {
-        let tupdesc = (*rel).rd_att;
-        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
-        let mut on_slot = |slot: *mut pg_sys::TupleTableSlot| {
-            let mut should_free = false;
-            let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
-            let mut is_null = false;
-            let value = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null).value() as u64;
+        let mut near = |tuple: pg_sys::HeapTuple, value: Option<u64>| {
+            let Some(value) = value else { return ControlFlow::Continue(()) };
             let distance = simhash_core::hamming(value, fp);
-            let flow =
-                if is_null || distance > k { ControlFlow::Continue(()) } else { visit(tuple, value, distance) };
-            if should_free {
-                pg_sys::heap_freetuple(tuple);
-            }
-            flow
+            if distance <= k { visit(tuple, value, distance) } else { ControlFlow::Continue(()) }
         };
-        match indexes {
-            Some(indexes) => {
-                let radius = simhash_core::probes::segment_radius(k).expect("k was checked");
-                'segments: for (n, index_oid) in indexes.into_iter().enumerate() {
-                    let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
-                    let scan = pg_sys::index_beginscan(rel, index, snapshot, 1, 0);
-                    let value = simhash_core::segment(fp, n as i32).expect("n < 4");
-                    let mut stop = false;
-                    for probe in simhash_core::probes::segment_probes(value, radius) {
-                        let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
-                        pg_sys::ScanKeyInit(
-                            &mut key,
-                            1,
-                            pg_sys::BTEqualStrategyNumber as u16,
-                            Oid::from(pg_sys::F_INT4EQ),
-                            pg_sys::Datum::from(i32::from(probe)),
-                        );
-                        pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
-                        while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-                            if on_slot(slot).is_break() {
-                                stop = true;
-                                break;
-                            }
-                        }
-                        if stop {
-                            break;
-                        }
-                    }
-                    pg_sys::index_endscan(scan);
-                    pg_sys::index_close(index, pg_sys::NoLock as i32);
-                    if stop {
-                        break 'segments;
-                    }
-                }
-            }
-            None => {
-                let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
-                let scan = pg_sys::heap_beginscan(
-                    rel,
-                    snapshot,
-                    0,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    flags as u32,
+        let Some(indexes) = indexes else {
+            for_each_row(rel, attnum, snapshot, &mut near);
+            return;
+        };
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let radius = simhash_core::probes::segment_radius(k).expect("k was checked");
+        'segments: for (n, index_oid) in indexes.into_iter().enumerate() {
+            let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
+            let scan = pg_sys::index_beginscan(rel, index, snapshot, 1, 0);
+            let value = simhash_core::segment(fp, n as i32).expect("n < 4");
+            let mut stop = false;
+            for probe in simhash_core::probes::segment_probes(value, radius) {
+                let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
+                pg_sys::ScanKeyInit(
+                    &mut key,
+                    1,
+                    pg_sys::BTEqualStrategyNumber as u16,
+                    Oid::from(pg_sys::F_INT4EQ),
+                    pg_sys::Datum::from(i32::from(probe)),
                 );
-                while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-                    if on_slot(slot).is_break() {
+                pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
+                while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                    if row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
+                        stop = true;
                         break;
                     }
                 }
-                pg_sys::heap_endscan(scan);
+                if stop {
+                    break;
+                }
+            }
+            pg_sys::index_endscan(scan);
+            pg_sys::index_close(index, pg_sys::NoLock as i32);
+            if stop {
+                break 'segments;
             }
         }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
+}
+
+/// A dirty snapshot (InitDirtySnapshot): its visibility routine reports the writers still in
+/// progress of the row it last judged in `xmin` (inserter) and `xmax` (deleter).
+fn dirty_snapshot() -> pg_sys::SnapshotData {
+    // SAFETY: SnapshotData is plain data; a dirty snapshot needs only its type set.
+    let mut snapshot: pg_sys::SnapshotData = unsafe { std::mem::zeroed() };
+    snapshot.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+    snapshot
+}
+
+/// Calls `visit(tuple, value)` with the row in `slot` and its column `attnum` (`None` if NULL).
+unsafe fn row_of_slot<R>(
+    slot: *mut pg_sys::TupleTableSlot,
+    attnum: i32,
+    tupdesc: pg_sys::TupleDesc,
+    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> R,
+) -> R {
+    unsafe {
+        let mut should_free = false;
+        let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
+        let mut is_null = false;
+        let value = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null).value() as u64;
+        let result = visit(tuple, (!is_null).then_some(value));
+        if should_free {
+            pg_sys::heap_freetuple(tuple);
+        }
+        result
+    }
+}
+
+/// Calls `visit(tuple, value)` for each row `snapshot` sees, in one sequential pass, right after
+/// its visibility check; stops when `visit` breaks.
+unsafe fn for_each_row(
+    rel: pg_sys::Relation,
+    attnum: i32,
+    snapshot: pg_sys::Snapshot,
+    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
+) {
+    unsafe {
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
+        let scan = pg_sys::heap_beginscan(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags as u32);
+        let mut rows = 0u64;
+        while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+            rows += 1;
+            if rows % 4096 == 0 {
+                pg_sys::check_for_interrupts!();
+            }
+            if row_of_slot(slot, attnum, (*rel).rd_att, visit).is_break() {
+                break;
+            }
+        }
+        pg_sys::heap_endscan(scan);
         pg_sys::ExecDropSingleTupleTableSlot(slot);
     }
 }

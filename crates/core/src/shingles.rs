@@ -57,7 +57,7 @@ fn for_each_shingle_char_of(folded: &str, each: &mut dyn FnMut(char)) {
 }
 
 /// Calls `each` with every n-character window of `text` (the whole text if it is shorter).
-fn for_each_shingle(text: &str, n: usize, each: &mut dyn FnMut(&str)) {
+fn for_each_shingle<'a>(text: &'a str, n: usize, each: &mut dyn FnMut(&'a str)) {
     if text.is_empty() {
         return;
     }
@@ -125,11 +125,7 @@ pub fn minhash64(text: &str, n: usize) -> Option<u64> {
 pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
     let shingled = shingle_text(text);
     let mut counts: HashMap<&str, i64> = HashMap::new();
-    for_each_shingle(&shingled, n, &mut |s| {
-        // Borrowing from `shingled`, which outlives the map.
-        let s: &str = unsafe { &*(s as *const str) };
-        *counts.entry(s).or_insert(0) += 1;
-    });
+    for_each_shingle(&shingled, n, &mut |s| *counts.entry(s).or_insert(0) += 1);
     if counts.is_empty() {
         return None;
     }
