@@ -186,28 +186,50 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         finish();
         match result {
             Some(datum) => datum,
-            None => {
-                let key_columns = key_columns(rel);
-                raise(
-                    PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
-                    format!(
-                        "new row for relation \"{}\" is a near-duplicate and violates trigger \"{}\"",
-                        relation_name(rel),
-                        trigger_name(trigger)
-                    ),
-                    Some(format!(
-                        "{} is at distance {distance} from the new row's {} = {}; the radius is {}.",
-                        match &existing_key {
-                            Some(key) => format!("Existing row {}", key_columns.describe(key)),
-                            None => "A stored row".into(),
-                        },
-                        config.column,
-                        simhash_core::format_hex(fp),
-                        config.k
-                    )),
-                )
-            }
+            None => raise_near_duplicate(
+                rel,
+                &trigger_name(trigger),
+                &config.column,
+                config.k,
+                fp,
+                distance as u32,
+                existing_key.as_deref(),
+                "",
+            ),
         }
+    }
+}
+
+/// The violation of `error` (23505), named like a constraint's: the stored row's key (when the role
+/// may see it), the distance and the radius; `note` ends the DETAIL (empty, or a sentence).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn raise_near_duplicate(
+    rel: pg_sys::Relation,
+    trigger_name: &str,
+    column: &str,
+    k: u32,
+    fp: u64,
+    distance: u32,
+    existing_key: Option<&str>,
+    note: &str,
+) -> ! {
+    unsafe {
+        let existing = match existing_key {
+            Some(key) => format!("Existing row {}", key_columns(rel).describe(key)),
+            None => "A stored row".into(),
+        };
+        let note = if note.is_empty() { String::new() } else { format!(" {note}") };
+        raise(
+            PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+            format!(
+                "new row for relation \"{}\" is a near-duplicate and violates trigger \"{trigger_name}\"",
+                relation_name(rel)
+            ),
+            Some(format!(
+                "{existing} is at distance {distance} from the new row's {column} = {}; the radius is {k}.{note}",
+                simhash_core::format_hex(fp)
+            )),
+        )
     }
 }
 

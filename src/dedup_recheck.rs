@@ -367,26 +367,15 @@ unsafe fn for_each_row(
 unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
     unsafe {
         let existing_key = crate::dedup::key_if_visible(rel, conflict.existing);
-        let key_columns = crate::dedup::key_columns(rel);
-        raise(
-            PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
-            format!(
-                "new row for relation \"{}\" is a near-duplicate and violates trigger \"{}\"",
-                crate::dedup::relation_name(rel),
-                pending.trigger_name
-            ),
-            Some(format!(
-                "{} is at distance {} from the new row's {} = {}; the radius is {}. \
-                 A concurrent transaction committed it after this row was checked.",
-                match &existing_key {
-                    Some(key) => format!("Existing row {}", key_columns.describe(key)),
-                    None => "A stored row".into(),
-                },
-                conflict.distance,
-                pending.column,
-                simhash_core::format_hex(fp),
-                pending.k
-            )),
+        crate::dedup::raise_near_duplicate(
+            rel,
+            &pending.trigger_name,
+            &pending.column,
+            pending.k,
+            fp,
+            conflict.distance,
+            existing_key.as_deref(),
+            "A concurrent transaction committed it after this row was checked.",
         )
     }
 }
