@@ -222,27 +222,24 @@ def kinds_present(pairs):
     return [k for k in POSITIVE_KINDS + NEGATIVE_KINDS if k in present]
 
 
+def kind_by_size_rows(pairs, cell):
+    """One row per pair kind, one cell per size class: cell(kind, pair indexes), or "" for none."""
+    by = group(pairs, lambda p: (p.kind, p.size))
+    return [[kind] + [cell(kind, by[(kind, size)]) if by.get((kind, size)) else "" for size, _, _ in SIZES]
+            for kind in kinds_present(pairs)]
+
+
 def mode_table(scores, pairs):
     """Rows: pair kinds; columns: size classes; cell: mean distance (or estimated Jaccard) and the
     match rate at k = 3/5/7/9 (in %; for negatives that is the false-positive rate)."""
-    by = group(pairs, lambda p: (p.kind, p.size))
-    rows = []
-    for kind in kinds_present(pairs):
+    def cell(kind, idx):
         neg = kind in NEGATIVE_KINDS
-        row = [kind]
-        for size, _, _ in SIZES:
-            idx = by.get((kind, size), [])
-            if not idx:
-                row.append("")
-                continue
-            mv = mean_value(scores, idx)
-            if scores.minhash:
-                row.append(f"J {mv:.2f} · {pct(rate(scores, idx, 0), neg)} (n={len(idx)})")
-            else:
-                rates = "/".join(pct(rate(scores, idx, k), neg) for k in RADII)
-                row.append(f"d {mv:.1f} · {rates} (n={len(idx)})")
-        rows.append(row)
-    return table(["kind"] + [s for s, _, _ in SIZES], rows)
+        mv = mean_value(scores, idx)
+        if scores.minhash:
+            return f"J {mv:.2f} · {pct(rate(scores, idx, 0), neg)} (n={len(idx)})"
+        rates = "/".join(pct(rate(scores, idx, k), neg) for k in RADII)
+        return f"d {mv:.1f} · {rates} (n={len(idx)})"
+    return table(["kind"] + [s for s, _, _ in SIZES], kind_by_size_rows(pairs, cell))
 
 
 def cross_table(all_scores, pairs, recs, speeds, lang=None):
@@ -291,18 +288,10 @@ def corpus_tables(docs, available, pairs, st_stats, dropped):
                          n["pos"], n["neg_random"], n["neg_hard"]])
     t1 = table(["language", "size (chars)", "base docs (sampled of cut)", "mean chars", "positive pairs",
                 "random neg.", "hard neg."], rows)
-    by = group(pairs, lambda p: (p.kind, p.size))
-    rows = []
-    for kind in kinds_present(pairs):
-        row = [kind]
-        for size, _, _ in SIZES:
-            idx = by.get((kind, size), [])
-            if not idx:
-                row.append("")
-                continue
-            js = [pairs[i].jaccard for i in idx]
-            row.append(f"{len(idx)} · J {sum(js) / len(js):.2f} · {pct(sum(j >= corpus.LABEL_THRESHOLD for j in js) / len(js))} %")
-        rows.append(row + [corpus.KIND_NOTES[kind]])
+    def label_cell(_kind, idx):
+        js = [pairs[i].jaccard for i in idx]
+        return f"{len(idx)} · J {sum(js) / len(js):.2f} · {pct(sum(j >= corpus.LABEL_THRESHOLD for j in js) / len(js))} %"
+    rows = [row + [corpus.KIND_NOTES[row[0]]] for row in kind_by_size_rows(pairs, label_cell)]
     t2 = table(["kind"] + [s for s, _, _ in SIZES] + ["what"], rows)
     st = ", ".join(f"{k}: {v}" for k, v in st_stats.items())
     dr = sum(dropped.values())
