@@ -16,6 +16,7 @@ mod fingerprint;
 mod pairs;
 mod planner_support;
 mod probes;
+mod radius_scan;
 mod simhash64;
 
 pub use simhash64::SimHash64;
@@ -24,6 +25,9 @@ pub use simhash64::SimHash64;
 
 /// `simhash.enable_rewrite`: the planner rewrite of radius tests into index probes.
 pub static ENABLE_REWRITE: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+/// `simhash.enable_radius_scan`: the custom scan that checks distances inside covering indexes.
+pub static ENABLE_RADIUS_SCAN: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
@@ -35,8 +39,17 @@ pub extern "C-unwind" fn _PG_init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"simhash.enable_radius_scan",
+        c"Lets the planner answer radius tests with the SimHash Radius Scan over covering segment indexes.",
+        c"Off leaves radius tests to PostgreSQL's own scans (BitmapOr or sequential).",
+        &ENABLE_RADIUS_SCAN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"simhash".as_ptr()) };
     dedup::init();
+    radius_scan::init();
     // Loaded by shared_preload_libraries: build the dictionaries in the postmaster, so that every
     // backend starts with them (copy-on-write) instead of paying about 0.2 s on its first call.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {

@@ -171,7 +171,7 @@ unsafe fn func_name(funcid: Oid) -> Option<String> {
 
 /// The value of a non-NULL integer constant (int2, int4, int8, or a domain over one of them:
 /// `<= '3'` arrives as a `simhash_distance` constant).
-unsafe fn const_integer(node: *mut Node) -> Option<i64> {
+pub(crate) unsafe fn const_integer(node: *mut Node) -> Option<i64> {
     unsafe {
         if (*node).type_ != NodeTag::T_Const {
             return None;
@@ -191,7 +191,7 @@ unsafe fn const_integer(node: *mut Node) -> Option<i64> {
 }
 
 /// The function and argument list of a function call or operator expression.
-unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)> {
+pub(crate) unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)> {
     unsafe {
         match (*node).type_ {
             NodeTag::T_FuncExpr => {
@@ -211,12 +211,12 @@ unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)> {
 
 /// The extension's own objects in its schema, found through the system caches: exact signatures,
 /// and no permission check (a user may query a view without USAGE on the extension's schema).
-struct ExtensionObjects {
+pub(crate) struct ExtensionObjects {
     simhash64: Oid,
-    hamming: Oid,
-    segment: Oid,
+    pub hamming: Oid,
+    pub segment: Oid,
     segment_probes: Oid,
-    bands: Oid,
+    pub bands: Oid,
     band_probes: Oid,
     /// The text -> fingerprint functions: simhash(text), simhash(text, int), simhash_ngrams,
     /// minhash64 (memoized per backend, see `fingerprint.rs`).
@@ -224,7 +224,7 @@ struct ExtensionObjects {
 }
 
 impl ExtensionObjects {
-    unsafe fn lookup(schema: Oid) -> Option<Self> {
+    pub(crate) unsafe fn lookup(schema: Oid) -> Option<Self> {
         unsafe {
             let simhash64 = simhash64_type(schema);
             if simhash64 == Oid::INVALID {
@@ -370,9 +370,18 @@ unsafe fn indexes_on_column(relid: Oid, attno: i16, ours: &ExtensionObjects) -> 
     }
 }
 
+/// A B-tree on `simhash_segment(col, n)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegmentIndex {
+    pub oid: Oid,
+    /// Where `col` itself is stored in the index tuple (its 1-based attribute number there) when the
+    /// index INCLUDEs it: then a probe can check the distance without visiting the table.
+    pub column_in_index: Option<i32>,
+}
+
 /// The segment B-trees of column `attno` (by segment number) and whether it has a bands GIN index.
 /// `None` when the relation does not exist.
-unsafe fn lookup_index_oids(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<([Option<Oid>; 4], bool)> {
+unsafe fn lookup_index_oids(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<([Option<SegmentIndex>; 4], bool)> {
     unsafe {
         let rel = pg_sys::RelationIdGetRelation(relid);
         if rel.is_null() {
@@ -407,7 +416,15 @@ unsafe fn lookup_index_oids(relid: Oid, attno: i16, ours: &ExtensionObjects) -> 
                                 && (0..4).contains(&n)
                                 && default_family(pg_sys::INT4OID, pg_sys::BTREE_AM_OID) =>
                         {
-                            segments[n as usize] = Some(index_oid);
+                            // The column's place among the INCLUDE columns, if it is one of them.
+                            let attributes = (*form).indkey.values.as_slice((*form).indnatts as usize);
+                            let column_in_index =
+                                (1..attributes.len()).find(|&i| attributes[i] == attno).map(|i| i as i32 + 1);
+                            let found = SegmentIndex { oid: index_oid, column_in_index };
+                            // Prefer a covering index when a segment has several.
+                            if segments[n as usize].is_none_or(|s: SegmentIndex| s.column_in_index.is_none()) {
+                                segments[n as usize] = Some(found);
+                            }
                         }
                         Some((f, None))
                             if am == pg_sys::GIN_AM_OID
@@ -449,7 +466,7 @@ unsafe fn indexed_call(expression: *mut Node, attno: i16) -> Option<(Oid, Option
     }
 }
 
-unsafe fn strip_relabel(mut node: *mut Node) -> *mut Node {
+pub(crate) unsafe fn strip_relabel(mut node: *mut Node) -> *mut Node {
     unsafe {
         while (*node).type_ == NodeTag::T_RelabelType {
             node = (*(node as *mut pg_sys::RelabelType)).arg.cast();
@@ -592,7 +609,16 @@ pub(crate) fn segment_btrees(schema: Oid, relid: Oid, attno: i16) -> Option<[Oid
     unsafe {
         let ours = ExtensionObjects::lookup(schema)?;
         let (segments, _) = lookup_index_oids(relid, attno, &ours)?;
-        Some([segments[0]?, segments[1]?, segments[2]?, segments[3]?])
+        Some([segments[0]?.oid, segments[1]?.oid, segments[2]?.oid, segments[3]?.oid])
+    }
+}
+
+/// The four segment B-trees of column `attno` of table `relid` if all four INCLUDE the column.
+pub(crate) unsafe fn covering_segment_btrees(ours: &ExtensionObjects, relid: Oid, attno: i16) -> Option<[SegmentIndex; 4]> {
+    unsafe {
+        let (segments, _) = lookup_index_oids(relid, attno, ours)?;
+        let all: [SegmentIndex; 4] = [segments[0]?, segments[1]?, segments[2]?, segments[3]?];
+        all.iter().all(|s| s.column_in_index.is_some()).then_some(all)
     }
 }
 

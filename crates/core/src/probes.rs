@@ -45,6 +45,20 @@ pub fn probes_per_segment(radius: u32) -> usize {
     (0..=radius as usize).map(|r| binomial(SEGMENT_BITS as usize, r)).sum()
 }
 
+/// The share of uniformly random 64-bit fingerprints within `k` bits of a given one (a binomial
+/// tail): what a radius test keeps of data without near-duplicates, for cost estimates.
+pub fn uniform_share_within(k: u32) -> f64 {
+    let mut binomial = 1.0;
+    let mut total = 0.0;
+    for i in 0..=k.min(64) {
+        if i > 0 {
+            binomial = binomial * f64::from(64 - i + 1) / f64::from(i);
+        }
+        total += binomial;
+    }
+    total / 2f64.powi(64)
+}
+
 fn binomial(n: usize, r: usize) -> usize {
     (0..r).fold(1, |acc, i| acc * (n - i) / (i + 1))
 }
@@ -74,6 +88,14 @@ pub fn band_probes(fp: u64, radius: u32) -> Vec<i32> {
 mod tests {
     use super::*;
     use crate::distance::hamming;
+
+    #[test]
+    fn share_within_radius_is_a_binomial_tail() {
+        assert!((uniform_share_within(64) - 1.0).abs() < 1e-12);
+        assert!((uniform_share_within(32) - 0.549_67).abs() < 1e-5);
+        // 1 + 64 + 2016 + 41664 fingerprints within 3 bits
+        assert_eq!(uniform_share_within(3), 43745.0 / 2f64.powi(64));
+    }
 
     #[test]
     fn probe_counts() {

@@ -1,5 +1,6 @@
 -- The indexed lookup returns exactly the rows a sequential scan returns, for every k from 0 to 64,
--- through the four segment B-trees and through the GIN bands index, on 100,000 fingerprints with
+-- through the SimHash Radius Scan over four covering segment B-trees, the BitmapOr over them and over
+-- compact ones, and the GIN bands index, on 100,000 fingerprints with
 -- near-duplicates planted at distances 0..12 around 50 query fingerprints. The reference distance
 -- is PostgreSQL's own bit_count() of the XOR, not our hamming().
 -- (No JIT: with sequential scans switched off below, every small query would be JIT-compiled.)
@@ -26,7 +27,7 @@ SELECT distance, count(*) FROM eq_reference GROUP BY distance ORDER BY distance;
 -- Each lookup is planned with constant q and k, as an application would send it; sequential scans
 -- are switched off so that the probes themselves are checked wherever the rewrite applies.
 CREATE FUNCTION eq_check(k int, OUT radius int, OUT rows_found bigint, OUT rows_expected bigint,
-                         OUT differences bigint, OUT indexed boolean)
+                         OUT differences bigint, OUT scan text)
 LANGUAGE plpgsql AS $$
 DECLARE
     q record;
@@ -37,7 +38,7 @@ BEGIN
     radius := k; rows_found := 0; rows_expected := 0; differences := 0;
     EXECUTE format('EXPLAIN (COSTS OFF) SELECT id FROM eq_docs WHERE fp <~> %L <= %s',
                    (SELECT fp FROM eq_queries WHERE j = 1), k) INTO plan;
-    indexed := plan LIKE 'Bitmap Heap Scan%';
+    scan := split_part(plan, ' on ', 1);
     FOR q IN SELECT j, fp FROM eq_queries ORDER BY j LOOP
         EXECUTE format('SELECT coalesce(array_agg(id ORDER BY id), ''{}'') FROM eq_docs WHERE fp <~> %L <= %s',
                        q.fp, k) INTO got;
@@ -51,12 +52,24 @@ BEGIN
     END LOOP;
 END $$;
 
--- Four segment B-trees.
+-- Four covering segment B-trees: the SimHash Radius Scan.
 SELECT simhash_create_indexes('eq_docs', 'fp');
 ANALYZE eq_docs;
 SET enable_seqscan = off;
 SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
+
+-- The same indexes through the BitmapOr.
+SET simhash.enable_radius_scan = off;
+SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
+RESET simhash.enable_radius_scan;
 RESET enable_seqscan;
+
+-- A correlated subquery: one radius scan, rescanned with each query's fingerprint as a parameter.
+EXPLAIN (COSTS OFF) SELECT q.j, (SELECT count(*) FROM eq_docs d WHERE d.fp <~> q.fp <= 7) FROM eq_queries q;
+SELECT count(*) AS queries, count(*) FILTER (WHERE found <> expected) AS differences
+FROM (SELECT q.j, (SELECT count(*) FROM eq_docs d WHERE d.fp <~> q.fp <= 7) AS found,
+             (SELECT count(*) FROM eq_reference r WHERE r.j = q.j AND r.distance <= 7) AS expected
+      FROM eq_queries q) c;
 
 -- The same as one join: a nested loop probing the segment indexes once per query.
 EXPLAIN (COSTS OFF) SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3;
@@ -75,6 +88,14 @@ FROM (SELECT k,
              (SELECT count(*) FROM eq_docs d WHERE d.fp <~> q.fp <= k) AS found,
              (SELECT count(*) FROM eq_docs d WHERE bit_count((d.fp::bigint # q.fp::bigint)::bit(64)) <= k) AS expected
       FROM eq_queries q, generate_series(13, 64) k WHERE q.j = 1) c;
+
+-- Four compact segment B-trees (no fingerprint in them): the BitmapOr.
+DROP INDEX eq_docs_fp_segment_0, eq_docs_fp_segment_1, eq_docs_fp_segment_2, eq_docs_fp_segment_3;
+SELECT simhash_create_indexes('eq_docs', 'fp', 'btree_compact') \g /dev/null
+ANALYZE eq_docs;
+SET enable_seqscan = off;
+SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
+RESET enable_seqscan;
 
 -- One GIN index instead.
 DROP INDEX eq_docs_fp_segment_0, eq_docs_fp_segment_1, eq_docs_fp_segment_2, eq_docs_fp_segment_3;
