@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Lookup benchmark: one radius query, `fp <~> q <= k`, answered by every route in one run on one
-# server, over N uniform 64-bit fingerprints (md5) plus near-duplicates planted at distances 1..11.
-#   usage: bench/lookup.sh [N]      (default 1000000; 10000000 works too; needs scripts/setup.sh)
+# server, over N fingerprints plus near-duplicates planted at distances 1..11 around 200 of them.
+#   usage: bench/lookup.sh [N] [uniform|real]     (needs scripts/setup.sh)
+#   uniform: N uniformly random 64-bit fingerprints (md5); default N 1000000, 10000000 works too.
+#   real:    simhash(body) of up to N real paragraphs from bench/real_texts.py (Debian documentation,
+#            man pages, crate docs: about 930,000 on a build machine), whose segment values are skewed.
 # Latency: pgbench, one client, client round trip with planning, p50/p99. Recall: planted pairs
 # found / planted pairs within k. The cluster is restarted with shared_buffers large enough for the
 # table and every index, and left running that way.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 N=${1:-1000000}
-FAST_RUNS=${FAST_RUNS:-1000}      # lookups per indexed route and radius
+DATA=${2:-uniform}
+FAST_RUNS=${FAST_RUNS:-$(( N > 2000000 ? 200 : 1000 ))}   # lookups per indexed route and radius
 SLOW_RUNS=${SLOW_RUNS:-20}        # lookups per sequential-scan route and radius
 RADII=${RADII:-"3 7 9"}
 QUERIES=200                        # planted query points
@@ -27,37 +31,72 @@ pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] / 1000
 print(f"{pick(0.50):.2f} {pick(0.99):.2f}")'
 }
 
-log "loading $N fingerprints and ${QUERIES} x 11 planted near-duplicates"
-psql -q -v ON_ERROR_STOP=1 <<SQL
+case $DATA in
+uniform)
+    log "loading $N uniform fingerprints"
+    psql -q -v ON_ERROR_STOP=1 <<SQL
 CREATE TABLE fps (id int PRIMARY KEY, fp simhash64 NOT NULL);
 INSERT INTO fps SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
 FROM generate_series(1, $N) i;
--- Query point j is row j; its copy at distance d (1..11) flips bits j*7 + t*13 (mod 64), t < d.
+-- Query point j is row j.
+CREATE TABLE queries AS SELECT id AS j, fp FROM fps WHERE id <= $QUERIES;
+SQL
+    ;;
+real)
+    log "fingerprinting up to $N real paragraphs (bench/real_texts.py)"
+    t0=$(now)
+    psql -q -v ON_ERROR_STOP=1 -c "CREATE TABLE texts (body text NOT NULL)"
+    python3 "$REPO_ROOT/bench/real_texts.py" "$N" | PGCLIENTENCODING=UTF8 psql -q -v ON_ERROR_STOP=1 -c "COPY texts FROM STDIN"
+    psql -q -v ON_ERROR_STOP=1 <<SQL
+CREATE TABLE fps (id int PRIMARY KEY, fp simhash64 NOT NULL);
+INSERT INTO fps SELECT row_number() OVER (), fp FROM (SELECT simhash(body) AS fp FROM texts) t WHERE fp IS NOT NULL;
+DROP TABLE texts;
+-- 200 query points, rows picked at random (repeatably).
+CREATE TABLE queries AS SELECT (row_number() OVER (ORDER BY md5(id::text)))::int AS j, fp
+FROM fps ORDER BY md5(id::text) LIMIT $QUERIES;
+SQL
+    N=$(psql -At -c "SELECT count(*) FROM fps")
+    log "$N fingerprints of real text in $(elapsed "$t0") s"
+    ;;
+*) die "unknown data set '$DATA' (uniform or real)";;
+esac
+log "planting ${QUERIES} x 11 near-duplicates"
+psql -q -v ON_ERROR_STOP=1 <<SQL
+-- The copy of query point j at distance d (1..11) flips bits j*7 + t*13 (mod 64), t < d.
 CREATE TABLE planted AS
-SELECT q.id AS j, d, $N + q.id * 11 + d AS id,
-       (q.fp::bigint # (SELECT bit_or(1::bigint << ((q.id * 7 + t * 13) % 64)) FROM generate_series(0, d - 1) t))::simhash64 AS fp
-FROM fps q, generate_series(1, 11) d WHERE q.id <= $QUERIES;
+SELECT q.j, d, $N + q.j * 11 + d AS id,
+       (q.fp::bigint # (SELECT bit_or(1::bigint << ((q.j * 7 + t * 13) % 64)) FROM generate_series(0, d - 1) t))::simhash64 AS fp
+FROM queries q, generate_series(1, 11) d;
 INSERT INTO fps SELECT id, fp FROM planted;
 VACUUM ANALYZE fps;
 SQL
 table_mb=$(psql -At -c "SELECT round(pg_table_size('fps') / 1048576.0)")
 
-# The query fingerprint of lookup j: row j's, written as a constant expression the planner folds.
-# Templates say QFP; pgbench gets that expression, the recall check gets the query row's column.
-q="('x' || substr(md5(:j::text), 1, 16))::bit(64)::bigint::simhash64"
+# The query fingerprint of a lookup, as a constant expression the planner folds: uniform, row j's
+# (any row); real, query point j's (pgbench integers are 64-bit: a CASE picks it). Templates say
+# QFP; pgbench gets that expression, the recall check gets the query point's column.
+if [[ $DATA == uniform ]]; then
+    pick_query="\\set j random(1, $N)"
+    q="('x' || substr(md5(:j::text), 1, 16))::bit(64)::bigint::simhash64"
+else
+    pick_query="\\set j random(1, $QUERIES)"$'\n'"\\set q $(psql -At -c "SELECT 'case ' || string_agg(format('when :j = %s then %s', j, fp::bigint), ' ') || ' else 0 end' FROM queries")"
+    q="(:q)::bigint::simhash64"
+fi
 declare -A query label build size
 query[seq_bit_count]="SELECT count(*) FROM fps WHERE bit_count((fp::bigint # (QFP)::bigint)::bit(64)) <= :k"
 label[seq_bit_count]='parallel seq scan, stock `bit_count((a # b)::bit(64))`'
 query[seq_hamming]="SELECT count(*) FROM fps WHERE hamming(fp, QFP)::int <= :k"
 label[seq_hamming]='parallel seq scan, `hamming(fp, q)::int`'
 query[btree]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k"
-label[btree]='four segment B-trees, `fp <~> q <= k` (BitmapOr)'
+label[btree]='four compact segment B-trees, `fp <~> q <= k` (BitmapOr)'
+query[radius]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k"
+label[radius]='four covering segment B-trees `INCLUDE (fp)`, `fp <~> q <= k` (SimHash Radius Scan)'
 query[gin]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k"
 label[gin]='one GIN on `simhash_bands(fp)`, `fp <~> q <= k`'
 covering_arm() { echo "SELECT id FROM fps WHERE simhash_segment(fp, $1) = ANY(simhash_segment_probes(QFP, $1, :r)) AND hamming(fp, QFP)::int <= :k"; }
 query[covering]="SELECT count(DISTINCT id) FROM ($(covering_arm 0) UNION ALL $(covering_arm 1) UNION ALL $(covering_arm 2) UNION ALL $(covering_arm 3)) s"
 label[covering]='stock: four covering B-trees `(segment) INCLUDE (fp, id)`, UNION ALL of index-only scans'
-routes="seq_bit_count seq_hamming btree gin covering"
+routes="seq_bit_count seq_hamming btree gin covering radius"
 
 declare -A p50 p99 recall plan
 measure() {   # route
@@ -65,22 +104,23 @@ measure() {   # route
     case $route in seq_*) runs=$SLOW_RUNS;; esac
     for k in $RADII; do
         local r=$((k / 4)) sql=${query[$route]//QFP/$q}
-        printf '\\set j random(1, %d)\n\\set k %d\n\\set r %d\n%s;\n' "$N" "$k" "$r" "$sql" > "$work/q.sql"
-        local example=${sql//:j/42}; example=${example//:k/$k}; example=${example//:r/$r}
+        printf '%s\n\\set k %d\n\\set r %d\n%s;\n' "$pick_query" "$k" "$r" "$sql" > "$work/q.sql"
+        local example=${sql//:j/42}; example=${example//:q/$(psql -At -c "SELECT fp::bigint FROM queries WHERE j = 42")}
+        example=${example//:k/$k}; example=${example//:r/$r}
         # (awk, not grep -m1 or head: an early exit would fail the pipeline under pipefail)
-        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk 'match($0, /(Parallel Seq|Bitmap Heap|Index Only|Seq|Index) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
+        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk 'match($0, /(Parallel Seq|Bitmap Heap|Index Only|Seq|Index|SimHash Radius) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
         pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
         (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
         read -r p50[$route,$k] p99[$route,$k] <<<"$(latencies)"
-        # Recall over the planted pairs: run the route once per query point (its fingerprint a column
-        # of the outer row, as in a join), count the planted near-duplicates within k it found.
+        # Recall over the planted pairs: run the route once per query point (a subquery with the
+        # point's fingerprint as a parameter), count the planted near-duplicates within k it found.
         local recall_sql=${query[$route]//QFP/qf.fp}
         recall_sql=${recall_sql//count(DISTINCT id)/array_agg(DISTINCT id)}
         recall_sql=${recall_sql//count(\*)/array_agg(id)}
         recall_sql=${recall_sql//:k/$k}; recall_sql=${recall_sql//:r/$r}
         local points=$QUERIES; case $route in seq_*) points=10;; esac
         recall[$route,$k]=$(psql -At -c "
-            WITH found AS (SELECT qf.id AS j, f.ids FROM fps qf, LATERAL ($recall_sql) f(ids) WHERE qf.id <= $points)
+            WITH found AS (SELECT qf.j, ($recall_sql) AS ids FROM queries qf WHERE qf.j <= $points)
             SELECT round(count(*) FILTER (WHERE p.id = ANY(found.ids))::numeric / count(*), 3)
             FROM planted p JOIN found ON found.j = p.j WHERE p.d <= $k")
     done
@@ -88,7 +128,7 @@ measure() {   # route
 index_size() { psql -At -c "SELECT round(sum(pg_relation_size(indexrelid)) / 1048576.0) FROM pg_index WHERE indrelid = 'fps'::regclass AND indexrelid::regclass::text LIKE '$1%'"; }
 
 log "no segment index: the rewrite must cost nothing (simhash.enable_rewrite on vs off)"
-printf '\\set j random(1, %d)\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n' "$N" "$q" > "$work/noindex.sql"
+printf '%s\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n' "$pick_query" "$q" > "$work/noindex.sql"
 declare -A noindex
 for setting in on off; do
     (cd "$work" && rm -f pgbench_log.* && PGOPTIONS="-c simhash.enable_rewrite=$setting" pgbench -n -M simple -t "$SLOW_RUNS" -f noindex.sql -l >/dev/null)
@@ -97,8 +137,8 @@ done
 
 for route in seq_bit_count seq_hamming; do log "$route"; measure $route; done
 
-log "btree: four segment indexes"
-t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[btree]=$(elapsed "$t0")
+log "btree: four compact segment indexes"
+t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'btree_compact')" >/dev/null; build[btree]=$(elapsed "$t0")
 psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); measure btree
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
 
@@ -106,6 +146,11 @@ log "gin: one bands index"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'gin')" >/dev/null; build[gin]=$(elapsed "$t0")
 psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); measure gin
 psql -q -c "DROP INDEX fps_fp_bands"
+
+log "radius: four covering segment indexes, SimHash Radius Scan"
+t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[radius]=$(elapsed "$t0")
+psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); measure radius
+psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
 
 log "covering: four B-trees (segment) INCLUDE (fp, id)"
 t0=$(now)
@@ -123,7 +168,7 @@ done
 
 settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
 echo
-echo "Radius lookups over $N uniform fingerprints + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB)."
+echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, simhash(body)," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB)."
 echo
 header="| route | index build s / MB |"; rule="|---|---|"
 for k in $RADII; do header+=" k=$k p50 ms | k=$k p99 ms | k=$k recall |"; rule+="---|---|---|"; done

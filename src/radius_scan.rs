@@ -83,7 +83,7 @@ unsafe extern "C-unwind" fn set_rel_pathlist(
             previous(root, rel, rti, rte);
         }
         if crate::ENABLE_RADIUS_SCAN.get() {
-            offer_path(rel, rte);
+            offer_path(root, rel, rte);
         }
     }
 }
@@ -97,7 +97,7 @@ const PRIVATE_COLUMNS: usize = 5;
 const PRIVATE_CANDIDATE_FUNCTIONS: usize = 9;
 
 /// Adds the radius scan to `rel`'s paths if one of its restrictions is a radius test it can answer.
-unsafe fn offer_path(rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEntry) {
+unsafe fn offer_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEntry) {
     unsafe {
         let plain_table = (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
             && !(*rte).inh
@@ -109,38 +109,70 @@ unsafe fn offer_path(rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEnt
         if !plain_table || needs_other_system_columns(rel) {
             return;
         }
+        // A restriction with a fixed query value: one plain path.
         for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).baserestrictinfo).iter_ptr() {
-            let Some(test) = radius_test_of((*rinfo).clause.cast(), (*rel).relid) else { continue };
-            let Some(indexes) = covering_segment_btrees(&test.ours, (*rte).relid, (*test.column).varattno) else {
-                continue;
-            };
-            let (startup_cost, total_cost) = cost(rel, indexes.map(|s| s.oid), test.radius);
-
-            let path = pg_sys::palloc0(size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
-            (*path).path.type_ = NodeTag::T_CustomPath;
-            (*path).path.pathtype = NodeTag::T_CustomScan;
-            (*path).path.parent = rel;
-            (*path).path.pathtarget = (*rel).reltarget;
-            (*path).path.rows = (*rel).rows;
-            (*path).path.startup_cost = startup_cost;
-            (*path).path.total_cost = total_cost;
-            (*path).flags = pg_sys::CUSTOMPATH_SUPPORT_PROJECTION;
-            let mut private = PgList::<Node>::new();
-            private.push(integer(test.radius as i32));
-            for index in &indexes {
-                private.push(integer(index.oid.to_u32() as i32));
+            if let Some(test) = radius_test_of(root, (*rinfo).clause.cast(), (*rel).relid) {
+                if test.outer.is_null() && add_radius_path(root, rel, rte, &test, null_mut()) {
+                    break;
+                }
             }
-            for index in &indexes {
-                private.push(integer(index.column_in_index.expect("covering")));
-            }
-            private.push(integer(test.ours.segment.to_u32() as i32));
-            private.push(integer(test.ours.bands.to_u32() as i32));
-            private.push(pg_sys::copyObjectImpl(test.query.cast()).cast());
-            (*path).custom_private = private.into_pg();
-            (*path).methods = &PATH_METHODS.0;
-            pg_sys::add_path(rel, path.cast());
-            return;
         }
+        // A join clause `fp <~> other.fp <= k`: a path parameterized by the other side, for the inner
+        // side of a nested loop that rescans it once per outer row.
+        for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).joininfo).iter_ptr() {
+            let Some(test) = radius_test_of(root, (*rinfo).clause.cast(), (*rel).relid) else { continue };
+            if test.outer.is_null() {
+                continue;
+            }
+            let param_info = pg_sys::get_baserel_parampathinfo(root, rel, test.outer);
+            // Only where the clause is enforced by this scan (it is movable to it).
+            if !param_info.is_null() && pg_sys::list_member_ptr((*param_info).ppi_clauses, rinfo.cast()) {
+                add_radius_path(root, rel, rte, &test, param_info);
+            }
+        }
+    }
+}
+
+/// Adds the path for `test` if the column has four covering segment B-trees.
+unsafe fn add_radius_path(
+    _root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    rte: *mut pg_sys::RangeTblEntry,
+    test: &RadiusTest,
+    param_info: *mut pg_sys::ParamPathInfo,
+) -> bool {
+    unsafe {
+        let Some(indexes) = covering_segment_btrees(&test.ours, (*rte).relid, (*test.column).varattno) else {
+            return false;
+        };
+        let rows = if param_info.is_null() { (*rel).rows } else { (*param_info).ppi_rows };
+        let (startup_cost, total_cost) = cost(rel, indexes.map(|s| s.oid), test.radius, rows);
+
+        let path = pg_sys::palloc0(size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
+        (*path).path.type_ = NodeTag::T_CustomPath;
+        (*path).path.pathtype = NodeTag::T_CustomScan;
+        (*path).path.parent = rel;
+        (*path).path.pathtarget = (*rel).reltarget;
+        (*path).path.param_info = param_info;
+        (*path).path.rows = rows;
+        (*path).path.startup_cost = startup_cost;
+        (*path).path.total_cost = total_cost;
+        (*path).flags = pg_sys::CUSTOMPATH_SUPPORT_PROJECTION;
+        let mut private = PgList::<Node>::new();
+        private.push(integer(test.radius as i32));
+        for index in &indexes {
+            private.push(integer(index.oid.to_u32() as i32));
+        }
+        for index in &indexes {
+            private.push(integer(index.column_in_index.expect("covering")));
+        }
+        private.push(integer(test.ours.segment.to_u32() as i32));
+        private.push(integer(test.ours.bands.to_u32() as i32));
+        private.push(pg_sys::copyObjectImpl(test.query.cast()).cast());
+        (*path).custom_private = private.into_pg();
+        (*path).methods = &PATH_METHODS.0;
+        pg_sys::add_path(rel, path.cast());
+        true
     }
 }
 
@@ -177,9 +209,11 @@ struct RadiusTest {
     column: *mut pg_sys::Var,
     query: *mut Node,
     radius: u32,
+    /// The other relations whose columns the query value reads (NULL: none, a fixed value).
+    outer: *mut pg_sys::Bitmapset,
 }
 
-unsafe fn radius_test_of(clause: *mut Node, relid: pg_sys::Index) -> Option<RadiusTest> {
+unsafe fn radius_test_of(root: *mut pg_sys::PlannerInfo, clause: *mut Node, relid: pg_sys::Index) -> Option<RadiusTest> {
     unsafe {
         if (*clause).type_ != NodeTag::T_OpExpr || (*(clause as *mut pg_sys::OpExpr)).opno != Oid::from(INT4_LE) {
             return None;
@@ -206,10 +240,16 @@ unsafe fn radius_test_of(clause: *mut Node, relid: pg_sys::Index) -> Option<Radi
                 && (*(var as *mut pg_sys::Var)).varno as pg_sys::Index == relid
                 && (*(var as *mut pg_sys::Var)).varlevelsup == 0
                 && (*(var as *mut pg_sys::Var)).varattno > 0;
-            // The query value must be fixed for the whole scan: no column of this query level
-            // (outer-query references are parameters; a change of them rescans).
-            if is_our_column && !pg_sys::contain_var_clause(query) && !pg_sys::contain_volatile_functions(query) {
-                return Some(RadiusTest { ours, column: var.cast(), query, radius });
+            // The query value must be fixed for the whole scan: no column of this table (columns of
+            // other tables make a parameterized path; outer-query references are parameters, and a
+            // change of them rescans).
+            if !is_our_column || pg_sys::contain_volatile_functions(query) {
+                continue;
+            }
+            let outer = pg_sys::pull_varnos(root, query);
+            if !pg_sys::bms_is_member(relid as i32, outer) {
+                let outer = if pg_sys::bms_is_empty(outer) { null_mut() } else { outer };
+                return Some(RadiusTest { ours, column: var.cast(), query, radius, outer });
             }
         }
         None
@@ -221,12 +261,12 @@ const INT4_LE: u32 = 523;
 
 /// Startup and total cost. Probing (all of it before the first row): per probe one descent of the
 /// B-tree, then the candidates' index tuples, as many as rows share the probed segment values
-/// (uniform segments assumed); the leaf pages read, one per probe plus the candidates' (never more
-/// than the index has), are random reads. Each match then costs a random table page.
+/// (uniform segments assumed), on as many leaf pages as they fill, read at random (the model of
+/// PostgreSQL's own index scans, btcostestimate). Each match then costs a random table page.
 /// The matches are estimated for uniform fingerprints, at least one: the planner's own estimate of
 /// the exact test is a default third of the candidates, which would price this scan like the
 /// BitmapOr it exists to beat.
-unsafe fn cost(rel: *mut pg_sys::RelOptInfo, indexes: [Oid; 4], radius: u32) -> (f64, f64) {
+unsafe fn cost(rel: *mut pg_sys::RelOptInfo, indexes: [Oid; 4], radius: u32, rows: f64) -> (f64, f64) {
     unsafe {
         let probes = simhash_core::probes::probes_per_segment(radius / 4) as f64;
         let (cpu_operator, cpu_index_tuple, cpu_tuple, random_page) = (
@@ -245,10 +285,10 @@ unsafe fn cost(rel: *mut pg_sys::RelOptInfo, indexes: [Oid; 4], radius: u32) -> 
             let candidates = tuples * probes / 65536.0;
             let descent =
                 (tuples.log2().ceil() + (f64::from((*info).tree_height.max(0)) + 1.0) * 50.0) * cpu_operator;
-            let leaf_pages = (probes + candidates * pages / tuples).min(pages);
+            let leaf_pages = (candidates * pages / tuples).ceil().max(1.0);
             startup += probes * descent + leaf_pages * random_page + candidates * (cpu_index_tuple + cpu_operator);
         }
-        let matches = ((*rel).tuples * simhash_core::probes::uniform_share_within(radius)).clamp(1.0, (*rel).rows.max(1.0));
+        let matches = ((*rel).tuples * simhash_core::probes::uniform_share_within(radius)).clamp(1.0, rows.max(1.0));
         startup += (*rel).baserestrictcost.startup;
         let per_match = random_page + cpu_tuple + (*rel).baserestrictcost.per_tuple;
         (startup, startup + matches * per_match)

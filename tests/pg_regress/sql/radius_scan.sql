@@ -54,6 +54,13 @@ DEALLOCATE near;
 SELECT o.id, (SELECT array_agg(id ORDER BY id) FROM rs WHERE rs.fp <~> o.fp <= 3) AS near
 FROM rs o WHERE o.id IN (1, 2, 100011) ORDER BY o.id;
 
+-- A join: the inner side of a nested loop, parameterized by the outer row's fingerprint.
+CREATE TABLE rs_queries AS SELECT id AS query_id, fp FROM rs WHERE id IN (1, 2, 100011);
+ANALYZE rs_queries;
+EXPLAIN (COSTS OFF) SELECT q.query_id, r.id FROM rs_queries q JOIN rs r ON r.fp <~> q.fp <= 3;
+SELECT q.query_id, r.id FROM rs_queries q JOIN rs r ON r.fp <~> q.fp <= 3 AND r.id <> q.query_id ORDER BY 1, 2;
+DROP TABLE rs_queries;
+
 -- simhash.enable_radius_scan = off leaves the BitmapOr.
 SET simhash.enable_radius_scan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM rs WHERE fp <~> :'q' <= 3;
