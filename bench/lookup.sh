@@ -108,7 +108,7 @@ measure() {   # route
         local example=${sql//:j/42}; example=${example//:q/$(psql -At -c "SELECT fp::bigint FROM queries WHERE j = 42")}
         example=${example//:k/$k}; example=${example//:r/$r}
         # (awk, not grep -m1 or head: an early exit would fail the pipeline under pipefail)
-        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk 'match($0, /(Parallel Seq|Bitmap Heap|Index Only|Seq|Index|SimHash Radius) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
+        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk 'match($0, /(Parallel Seq|Parallel Index Only|Parallel Bitmap Heap|Bitmap Heap|Index Only|Seq|Index|SimHash Radius) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
         pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
         (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
         read -r p50[$route,$k] p99[$route,$k] <<<"$(latencies)"
@@ -162,7 +162,7 @@ log "batch pairs: simhash_pairs('fps', 'fp', k)"
 declare -A pairs_s pairs_n
 for k in 3 7; do
     t0=$(now)
-    pairs_n[$k]=$(psql -At -c "SELECT count(*) FROM simhash_pairs('fps', 'fp', $k)")
+    pairs_n[$k]=$(PGOPTIONS='-c maintenance_work_mem=2GB' psql -At -c "SELECT count(*) FROM simhash_pairs('fps', 'fp', $k)")
     pairs_s[$k]=$(elapsed "$t0")
 done
 

@@ -31,6 +31,7 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use crate::errors::raise;
+use crate::planner_support::SegmentIndex;
 
 /// The fingerprints one trigger let through in the current transaction.
 pub(crate) struct Pending {
@@ -70,7 +71,7 @@ pub(crate) unsafe fn recheck_all() {
             }
             pending.fingerprints.sort_unstable();
             pending.fingerprints.dedup();
-            let indexes = crate::planner_support::segment_btrees(pending.schema, relid, pending.attnum as i16);
+            let indexes = crate::planner_support::segment_btree_indexes(pending.schema, relid, pending.attnum as i16);
             let suspects = if one_pass_is_cheaper(rel, indexes.is_some(), pending.fingerprints.len(), pending.k) {
                 suspects_in_one_pass(rel, &pending)
             } else {
@@ -164,7 +165,7 @@ struct Conflict {
 
 /// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate is in
 /// progress; `None` when this transaction no longer stores a row with `fp` or nothing conflicts.
-unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[Oid; 4]>, pending: &Pending, fp: u64) -> Option<Conflict> {
+unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[SegmentIndex; 4]>, pending: &Pending, fp: u64) -> Option<Conflict> {
     unsafe {
         loop {
             let mut dirty = dirty_snapshot();
@@ -253,7 +254,7 @@ unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
 /// through the segment B-trees or else a sequential scan; stops when `visit` breaks.
 unsafe fn for_each_within(
     rel: pg_sys::Relation,
-    indexes: Option<[Oid; 4]>,
+    indexes: Option<[SegmentIndex; 4]>,
     attnum: i32,
     fp: u64,
     k: u32,
@@ -272,9 +273,13 @@ unsafe fn for_each_within(
         };
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let radius = simhash_core::probes::segment_radius(k).expect("k was checked");
-        'segments: for (n, index_oid) in indexes.into_iter().enumerate() {
-            let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
+        let mut values = [pg_sys::Datum::from(0); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        'segments: for (n, segment_index) in indexes.into_iter().enumerate() {
+            let index = pg_sys::index_open(segment_index.oid, pg_sys::AccessShareLock as i32);
             let scan = pg_sys::index_beginscan(rel, index, snapshot, 1, 0);
+            // A covering index holds the fingerprint: only entries within k are looked up in the table.
+            (*scan).xs_want_itup = segment_index.column_in_index.is_some();
             let value = simhash_core::segment(fp, n as i32).expect("n < 4");
             let mut stop = false;
             for probe in simhash_core::probes::segment_probes(value, radius) {
@@ -287,8 +292,21 @@ unsafe fn for_each_within(
                     pg_sys::Datum::from(i32::from(probe)),
                 );
                 pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
-                while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-                    if row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
+                // index_getnext_slot, with the distance checked on the index tuple first.
+                loop {
+                    if !(*scan).xs_heap_continue {
+                        if pg_sys::index_getnext_tid(scan, pg_sys::ScanDirection::ForwardScanDirection).is_null() {
+                            break;
+                        }
+                        if let Some(column) = segment_index.column_in_index {
+                            pg_sys::index_deform_tuple((*scan).xs_itup, (*scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+                            let i = column as usize - 1;
+                            if nulls[i] || simhash_core::hamming(values[i].value() as u64, fp) > k {
+                                continue;
+                            }
+                        }
+                    }
+                    if pg_sys::index_fetch_heap(scan, slot) && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
                         stop = true;
                         break;
                     }
@@ -347,11 +365,11 @@ unsafe fn for_each_row(
     unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
-        let scan = pg_sys::heap_beginscan(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags as u32);
+        let scan = pg_sys::heap_beginscan(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
         let mut rows = 0u64;
         while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
             rows += 1;
-            if rows % 4096 == 0 {
+            if rows.is_multiple_of(4096) {
                 pg_sys::check_for_interrupts!();
             }
             if row_of_slot(slot, attnum, (*rel).rd_att, visit).is_break() {

@@ -613,6 +613,16 @@ pub(crate) fn segment_btrees(schema: Oid, relid: Oid, attno: i16) -> Option<[Oid
     }
 }
 
+/// The four segment B-trees of column `attno` of table `relid` (segment 0 first), if it has all
+/// four; `schema` is the extension's.
+pub(crate) fn segment_btree_indexes(schema: Oid, relid: Oid, attno: i16) -> Option<[SegmentIndex; 4]> {
+    unsafe {
+        let ours = ExtensionObjects::lookup(schema)?;
+        let (segments, _) = lookup_index_oids(relid, attno, &ours)?;
+        Some([segments[0]?, segments[1]?, segments[2]?, segments[3]?])
+    }
+}
+
 /// The four segment B-trees of column `attno` of table `relid` if all four INCLUDE the column.
 pub(crate) unsafe fn covering_segment_btrees(ours: &ExtensionObjects, relid: Oid, attno: i16) -> Option<[SegmentIndex; 4]> {
     unsafe {

@@ -362,7 +362,7 @@ unsafe fn is_candidate_test(clause: *mut Node, functions: &[Oid; 2]) -> bool {
         if (*clause).type_ == NodeTag::T_BoolExpr {
             let bool_expr = clause as *mut pg_sys::BoolExpr;
             (*bool_expr).boolop == pg_sys::BoolExprType::OR_EXPR
-                && PgList::<Node>::from_pg((*bool_expr).args).iter_ptr().all(|arm| starts_with_call(arm))
+                && PgList::<Node>::from_pg((*bool_expr).args).iter_ptr().all(starts_with_call)
         } else {
             starts_with_call(clause)
         }
@@ -542,7 +542,7 @@ unsafe fn probe(state: *mut RadiusScanState) {
             // The lock is kept to the end of the transaction, as for any scan.
             pg_sys::index_close(index, pg_sys::NoLock as i32);
         }
-        found.sort_unstable_by_key(|tid| tid_order(tid));
+        found.sort_unstable_by_key(tid_order);
         found.dedup_by_key(|tid| tid_order(tid));
         (*state).matched += found.len() as u64;
 

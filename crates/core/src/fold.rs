@@ -41,7 +41,7 @@ impl Converter {
         };
         for (key, value) in phrases {
             let chars = key.chars().count();
-            if chars < 2 || chars > 255 || converter.phrases.contains_key(&key) {
+            if !(2..=255).contains(&chars) || converter.phrases.contains_key(&key) {
                 continue;
             }
             let longest = converter.phrase_starts.entry(key.chars().next().unwrap()).or_insert(0);
