@@ -106,7 +106,7 @@ unsafe fn offer_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInf
                 (*rel).reloptkind,
                 pg_sys::RelOptKind::RELOPT_BASEREL | pg_sys::RelOptKind::RELOPT_OTHER_MEMBER_REL
             );
-        if !plain_table || needs_other_system_columns(rel) {
+        if !plain_table {
             return;
         }
         // A restriction with a fixed query value: one plain path.
@@ -142,6 +142,10 @@ unsafe fn add_radius_path(
     param_info: *mut pg_sys::ParamPathInfo,
 ) -> bool {
     unsafe {
+        // Checked only here, for a table with a radius test: the hook runs for every table scan.
+        if needs_other_system_columns(rel) {
+            return false;
+        }
         let Some(indexes) = covering_segment_btrees(&test.ours, (*rte).relid, (*test.column).varattno) else {
             return false;
         };
