@@ -32,6 +32,7 @@ use pgrx::prelude::*;
 
 use crate::errors::raise;
 use crate::planner_support::SegmentIndex;
+use crate::segment_scan::SegmentScan;
 
 /// The fingerprints one trigger let through in the current transaction.
 pub(crate) struct Pending {
@@ -272,54 +273,19 @@ unsafe fn for_each_within(
             return;
         };
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
-        let radius = simhash_core::probes::segment_radius(k).expect("k was checked");
-        let mut values = [pg_sys::Datum::from(0); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
         'segments: for (n, segment_index) in indexes.into_iter().enumerate() {
-            let index = pg_sys::index_open(segment_index.oid, pg_sys::AccessShareLock as i32);
-            let scan = pg_sys::index_beginscan(rel, index, snapshot, 1, 0);
-            // A covering index holds the fingerprint: only entries within k are looked up in the table.
-            (*scan).xs_want_itup = segment_index.column_in_index.is_some();
-            let value = simhash_core::segment(fp, n as i32).expect("n < 4");
-            let mut stop = false;
-            for probe in simhash_core::probes::segment_probes(value, radius) {
-                let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
-                pg_sys::ScanKeyInit(
-                    &mut key,
-                    1,
-                    pg_sys::BTEqualStrategyNumber as u16,
-                    Oid::from(pg_sys::F_INT4EQ),
-                    pg_sys::Datum::from(i32::from(probe)),
-                );
-                pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
-                // index_getnext_slot, with the distance checked on the index tuple first.
-                loop {
-                    if !(*scan).xs_heap_continue {
-                        if pg_sys::index_getnext_tid(scan, pg_sys::ScanDirection::ForwardScanDirection).is_null() {
-                            break;
-                        }
-                        if let Some(column) = segment_index.column_in_index {
-                            pg_sys::index_deform_tuple((*scan).xs_itup, (*scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
-                            let i = column as usize - 1;
-                            if nulls[i] || simhash_core::hamming(values[i].value() as u64, fp) > k {
-                                continue;
-                            }
-                        }
-                    }
-                    if pg_sys::index_fetch_heap(scan, slot) && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
-                        stop = true;
-                        break;
-                    }
-                }
-                if stop {
+            let mut scan = SegmentScan::begin(rel, segment_index, n as i32, snapshot, fp, k);
+            // index_getnext_slot, with the distance checked on the index tuple first (SegmentScan).
+            loop {
+                if !(*scan.scan()).xs_heap_continue && scan.next().is_none() {
                     break;
                 }
+                if pg_sys::index_fetch_heap(scan.scan(), slot) && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
+                    scan.end();
+                    break 'segments;
+                }
             }
-            pg_sys::index_endscan(scan);
-            pg_sys::index_close(index, pg_sys::NoLock as i32);
-            if stop {
-                break 'segments;
-            }
+            scan.end();
         }
         pg_sys::ExecDropSingleTupleTableSlot(slot);
     }

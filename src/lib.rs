@@ -17,6 +17,7 @@ mod pairs;
 mod planner_support;
 mod probes;
 mod radius_scan;
+mod segment_scan;
 mod simhash64;
 
 pub use simhash64::SimHash64;

@@ -17,11 +17,12 @@ use std::ffi::CStr;
 use std::mem::size_of;
 use std::ptr::null_mut;
 
-use pgrx::pg_sys::{self, Datum, Node, NodeTag, Oid};
+use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgList;
 
-use crate::planner_support::{call_of, const_integer, covering_segment_btrees, strip_relabel, ExtensionObjects};
+use crate::planner_support::{call_of, const_integer, covering_segment_btrees, strip_relabel, ExtensionObjects, SegmentIndex};
+use crate::segment_scan::SegmentScan;
 
 const NAME: &CStr = c"SimHash Radius Scan";
 
@@ -505,46 +506,17 @@ unsafe fn probe(state: *mut RadiusScanState) {
             return; // NULL is within no radius
         }
         let query = query.value() as u64;
-        let radius = (*state).radius;
-        let segment_radius = simhash_core::probes::segment_radius(radius).expect("radius was checked when planning");
         let heap = (*state).css.ss.ss_currentRelation;
         let snapshot = (*ps.state).es_snapshot;
         let mut found: Vec<pg_sys::ItemPointerData> = Vec::new();
-        let mut values = [Datum::from(0); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
         for n in 0..4 {
-            let index = pg_sys::index_open((*state).indexes[n], pg_sys::AccessShareLock as i32);
-            let scan = pg_sys::index_beginscan(heap, index, snapshot, 1, 0);
-            // Index tuples with their included fingerprint, as for an index-only scan.
-            (*scan).xs_want_itup = true;
-            let column = (*state).columns[n] as usize - 1;
-            let value = simhash_core::segment(query, n as i32).expect("n < 4");
-            for probe in simhash_core::probes::segment_probes(value, segment_radius) {
-                pg_sys::check_for_interrupts!();
-                let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
-                pg_sys::ScanKeyInit(
-                    &mut key,
-                    1,
-                    pg_sys::BTEqualStrategyNumber as u16,
-                    Oid::from(pg_sys::F_INT4EQ),
-                    Datum::from(i32::from(probe)),
-                );
-                pg_sys::index_rescan(scan, &mut key, 1, null_mut(), 0);
-                loop {
-                    let tid = pg_sys::index_getnext_tid(scan, pg_sys::ScanDirection::ForwardScanDirection);
-                    if tid.is_null() {
-                        break;
-                    }
-                    (*state).candidates += 1;
-                    pg_sys::index_deform_tuple((*scan).xs_itup, (*scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
-                    if !nulls[column] && simhash_core::hamming(values[column].value() as u64, query) <= radius {
-                        found.push(*tid);
-                    }
-                }
+            let index = SegmentIndex { oid: (*state).indexes[n], column_in_index: Some((*state).columns[n]) };
+            let mut scan = SegmentScan::begin(heap, index, n as i32, snapshot, query, (*state).radius);
+            while let Some(tid) = scan.next() {
+                found.push(*tid);
             }
-            pg_sys::index_endscan(scan);
-            // The lock is kept to the end of the transaction, as for any scan.
-            pg_sys::index_close(index, pg_sys::NoLock as i32);
+            (*state).candidates += scan.checked;
+            scan.end();
         }
         found.sort_unstable_by_key(tid_order);
         found.dedup_by_key(|tid| tid_order(tid));

@@ -40,6 +40,19 @@ pub fn segment_probes(value: u16, radius: u32) -> Vec<u16> {
     probes
 }
 
+/// The probes of [`segment_probes`] as inclusive ranges of consecutive values, ascending: one index
+/// range scan per range instead of one descent per value (radius 2: 137 values in about 100 ranges).
+pub fn probe_ranges(value: u16, radius: u32) -> Vec<(u16, u16)> {
+    let mut ranges: Vec<(u16, u16)> = Vec::new();
+    for probe in segment_probes(value, radius) {
+        match ranges.last_mut() {
+            Some((_, last)) if u32::from(*last) + 1 == u32::from(probe) => *last = probe,
+            _ => ranges.push((probe, probe)),
+        }
+    }
+    ranges
+}
+
 /// Number of probes per segment for a segment radius: 1, 17, 137, 697.
 pub fn probes_per_segment(radius: u32) -> usize {
     (0..=radius as usize).map(|r| binomial(SEGMENT_BITS as usize, r)).sum()
@@ -110,6 +123,19 @@ mod tests {
         assert_eq!(segment_radius(7), Some(1));
         assert_eq!(segment_radius(11), Some(2));
         assert_eq!(segment_radius(12), None);
+    }
+
+    #[test]
+    fn probe_ranges_cover_exactly_the_probes() {
+        for value in [0u16, 0xa5a5, 0xffff, 0x7ffe] {
+            for radius in 0..=3 {
+                let ranges = probe_ranges(value, radius);
+                let expanded: Vec<u16> = ranges.iter().flat_map(|&(lo, hi)| lo..=hi).collect();
+                assert_eq!(expanded, segment_probes(value, radius));
+                assert!(ranges.windows(2).all(|w| u32::from(w[0].1) + 1 < u32::from(w[1].0)), "maximal");
+            }
+        }
+        assert!(probe_ranges(0xa5a5, 2).len() < 120);
     }
 
     #[test]
