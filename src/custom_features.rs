@@ -58,11 +58,9 @@ fn simhash_weighted(features: Vec<Option<String>>, weights: Vec<Option<f64>>) ->
 fn totals_from(state: Option<Vec<i64>>) -> VoteTotals {
     match state {
         Some(v) if v.len() == 64 => VoteTotals(v.try_into().expect("64 totals")),
-        Some(_) => raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "simhash_agg state must have 64 totals".into(),
-            None,
-        ),
+        Some(_) => {
+            raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "simhash_agg state must have 64 totals".into(), None)
+        }
         None => VoteTotals::default(),
     }
 }

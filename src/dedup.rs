@@ -74,7 +74,10 @@ unsafe extern "C-unwind" fn on_transaction_end(event: pg_sys::XactEvent::Type, _
     match event {
         // Errors are still allowed here: a violation found now aborts the transaction.
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => unsafe { crate::dedup_recheck::recheck_all() },
-        XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_COMMIT
+        XACT_EVENT_COMMIT
+        | XACT_EVENT_ABORT
+        | XACT_EVENT_PREPARE
+        | XACT_EVENT_PARALLEL_COMMIT
         | XACT_EVENT_PARALLEL_ABORT => {
             TRANSACTION.with(|t| *t.borrow_mut() = TransactionState::default());
             crate::dedup_recheck::forget_all();
@@ -347,7 +350,13 @@ unsafe fn report_table_oid(name: &str) -> Oid {
     unsafe {
         let text = name.into_datum().expect("a text datum");
         let names = pg_sys::textToQualifiedNameList(text.cast_mut_ptr());
-        pg_sys::RangeVarGetRelidExtended(pg_sys::makeRangeVarFromNameList(names), pg_sys::NoLock as i32, 0, None, std::ptr::null_mut())
+        pg_sys::RangeVarGetRelidExtended(
+            pg_sys::makeRangeVarFromNameList(names),
+            pg_sys::NoLock as i32,
+            0,
+            None,
+            std::ptr::null_mut(),
+        )
     }
 }
 
@@ -474,7 +483,11 @@ unsafe fn row_key(rel: pg_sys::Relation, row: pg_sys::HeapTuple) -> Option<Strin
             .iter()
             .map(|&a| {
                 let value = pg_sys::SPI_getvalue(row, (*rel).rd_att, a);
-                if value.is_null() { None } else { Some(CStr::from_ptr(value).to_string_lossy().into_owned()) }
+                if value.is_null() {
+                    None
+                } else {
+                    Some(CStr::from_ptr(value).to_string_lossy().into_owned())
+                }
             })
             .collect::<Option<Vec<String>>>()?;
         match values.as_slice() {
@@ -511,8 +524,8 @@ pub(crate) unsafe fn key_if_visible(rel: pg_sys::Relation, tuple: pg_sys::HeapTu
 
 /// Quotes one field the way record output does.
 fn record_field(value: &str) -> String {
-    let needs_quotes = value.is_empty()
-        || value.chars().any(|c| matches!(c, '"' | '\\' | '(' | ')' | ',') || c.is_ascii_whitespace());
+    let needs_quotes =
+        value.is_empty() || value.chars().any(|c| matches!(c, '"' | '\\' | '(' | ')' | ',') || c.is_ascii_whitespace());
     if !needs_quotes {
         return value.into();
     }
@@ -617,7 +630,11 @@ fn simhash_dedup_lookup(tbl: Oid, col: &CStr, k: i32, fcinfo: pg_sys::FunctionCa
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
         let rel = pg_sys::RelationIdGetRelation(tbl);
         if rel.is_null() {
-            raise(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, format!("relation with OID {} does not exist", tbl.to_u32()), None);
+            raise(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+                format!("relation with OID {} does not exist", tbl.to_u32()),
+                None,
+            );
         }
         let text = lookup_statement(rel, &col.to_string_lossy(), k.max(0) as u32, schema);
         pg_sys::RelationClose(rel);
@@ -645,12 +662,16 @@ unsafe fn find_near_duplicate(
                 Some(p) => {
                     // The table changed under the trigger: a new plan (the old one stays allocated:
                     // it may be in use further up the stack).
-                    p.lookup = as_user(owner, || prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID]));
+                    p.lookup = as_user(owner, || {
+                        prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID])
+                    });
                     p.lookup_text = text;
                     p.lookup
                 }
                 None => {
-                    let lookup = as_user(owner, || prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID]));
+                    let lookup = as_user(owner, || {
+                        prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID])
+                    });
                     plans.insert(trigger_oid, TriggerPlans { lookup_text: text, lookup, report: None });
                     lookup
                 }
@@ -696,7 +717,14 @@ unsafe fn report(
             match &entry.report {
                 Some((t, plan)) if *t == text => *plan,
                 _ => {
-                    let types = [pg_sys::REGCLASSOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::INT4OID, crate::planner_support::simhash64_type(schema)];
+                    let types = [
+                        pg_sys::REGCLASSOID,
+                        pg_sys::TEXTOID,
+                        pg_sys::TEXTOID,
+                        pg_sys::TEXTOID,
+                        pg_sys::INT4OID,
+                        crate::planner_support::simhash64_type(schema),
+                    ];
                     let plan = prepare(&text, &types);
                     entry.report = Some((text, plan));
                     plan

@@ -166,7 +166,12 @@ struct Conflict {
 
 /// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate is in
 /// progress; `None` when this transaction no longer stores a row with `fp` or nothing conflicts.
-unsafe fn recheck(rel: pg_sys::Relation, indexes: Option<[SegmentIndex; 4]>, pending: &Pending, fp: u64) -> Option<Conflict> {
+unsafe fn recheck(
+    rel: pg_sys::Relation,
+    indexes: Option<[SegmentIndex; 4]>,
+    pending: &Pending,
+    fp: u64,
+) -> Option<Conflict> {
     unsafe {
         loop {
             let mut dirty = dirty_snapshot();
@@ -266,7 +271,11 @@ unsafe fn for_each_within(
         let mut near = |tuple: pg_sys::HeapTuple, value: Option<u64>| {
             let Some(value) = value else { return ControlFlow::Continue(()) };
             let distance = simhash_core::hamming(value, fp);
-            if distance <= k { visit(tuple, value, distance) } else { ControlFlow::Continue(()) }
+            if distance <= k {
+                visit(tuple, value, distance)
+            } else {
+                ControlFlow::Continue(())
+            }
         };
         let Some(indexes) = indexes else {
             for_each_row(rel, attnum, snapshot, &mut near);
@@ -280,7 +289,9 @@ unsafe fn for_each_within(
                 if !(*scan.scan()).xs_heap_continue && scan.next().is_none() {
                     break;
                 }
-                if pg_sys::index_fetch_heap(scan.scan(), slot) && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
+                if pg_sys::index_fetch_heap(scan.scan(), slot)
+                    && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break()
+                {
                     scan.end();
                     break 'segments;
                 }

@@ -136,7 +136,8 @@ pub(crate) fn utf8_to_server(text: &str) -> Vec<u8> {
         return text.as_bytes().to_vec();
     }
     unsafe {
-        let converted = pg_sys::pg_any_to_server(text.as_ptr().cast(), text.len() as i32, pg_sys::pg_enc::PG_UTF8 as i32);
+        let converted =
+            pg_sys::pg_any_to_server(text.as_ptr().cast(), text.len() as i32, pg_sys::pg_enc::PG_UTF8 as i32);
         CStr::from_ptr(converted).to_bytes().to_vec()
     }
 }

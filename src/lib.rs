@@ -58,12 +58,7 @@ pub extern "C-unwind" fn _PG_init() {
     }
 }
 
-extension_sql_file!(
-    "../sql/simhash.sql",
-    name = "simhash_objects",
-    bootstrap,
-    creates = [Type(SimHash64)]
-);
+extension_sql_file!("../sql/simhash.sql", name = "simhash_objects", bootstrap, creates = [Type(SimHash64)]);
 
 /// Hooks `cargo pgrx test` calls before the `#[pg_test]` functions run.
 #[cfg(test)]

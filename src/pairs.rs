@@ -74,7 +74,11 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
     let union = |parent: &mut Vec<usize>, i: usize, j: usize| {
         let (ri, rj) = (root(parent, i), root(parent, j));
         // The root of each group is its row with the smallest id.
-        if ids[ri] < ids[rj] { parent[rj] = ri } else { parent[ri] = rj }
+        if ids[ri] < ids[rj] {
+            parent[rj] = ri
+        } else {
+            parent[ri] = rj
+        }
     };
     let mut linked = vec![false; ids.len()];
     for rows in groups.repeated() {
@@ -89,10 +93,8 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
         }
         union(&mut parent, groups.holders(u)[0] as usize, groups.holders(v)[0] as usize);
     });
-    let rows: Vec<(i64, i64)> = (0..ids.len())
-        .filter(|&i| linked[i])
-        .map(|i| (ids[i], ids[root(&mut parent, i)]))
-        .collect();
+    let rows: Vec<(i64, i64)> =
+        (0..ids.len()).filter(|&i| linked[i]).map(|i| (ids[i], ids[root(&mut parent, i)])).collect();
     TableIterator::new(rows)
 }
 
@@ -169,7 +171,10 @@ fn wrong_shape() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
         "the query for near-duplicate pairs must return (id, simhash64)".into(),
-        Some("The first column is an integer id (smallint, integer or bigint), the second a simhash64 fingerprint.".into()),
+        Some(
+            "The first column is an integer id (smallint, integer or bigint), the second a simhash64 fingerprint."
+                .into(),
+        ),
     )
 }
 

@@ -20,9 +20,9 @@
 use std::ffi::CStr;
 use std::ptr::null_mut;
 
+use pgrx::datum::Internal;
 use pgrx::pg_sys::{self, Datum, Node, NodeTag, Oid};
 use pgrx::prelude::*;
-use pgrx::datum::Internal;
 use pgrx::PgList;
 
 /// A built-in boolean operator: its OID and its function's (stable catalog OIDs; pg_operator.dat
@@ -55,11 +55,8 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         let fcall = (*request).fcall;
         let test = RadiusTest::of((*fcall).funcid)?;
         let args = PgList::<Node>::from_pg((*fcall).args);
-        let (distance, bound) = if test.commuted {
-            (args.get_ptr(1)?, args.get_ptr(0)?)
-        } else {
-            (args.get_ptr(0)?, args.get_ptr(1)?)
-        };
+        let (distance, bound) =
+            if test.commuted { (args.get_ptr(1)?, args.get_ptr(0)?) } else { (args.get_ptr(0)?, args.get_ptr(1)?) };
 
         // Only a constant, non-NULL bound. (All-constant calls were folded before we are asked.)
         let radius = u32::try_from(test.radius(const_integer(bound)?)?).ok()?;
@@ -158,7 +155,11 @@ impl RadiusTest {
 
     /// The largest distance that passes, for a bound `k`.
     fn radius(&self, k: i64) -> Option<i64> {
-        if self.strict { k.checked_sub(1) } else { Some(k) }
+        if self.strict {
+            k.checked_sub(1)
+        } else {
+            Some(k)
+        }
     }
 }
 
@@ -201,7 +202,8 @@ pub(crate) unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)
             NodeTag::T_OpExpr => {
                 // Read, never write: the tree belongs to the caller.
                 let op = node as *mut pg_sys::OpExpr;
-                let funcid = if (*op).opfuncid == Oid::INVALID { pg_sys::get_opcode((*op).opno) } else { (*op).opfuncid };
+                let funcid =
+                    if (*op).opfuncid == Oid::INVALID { pg_sys::get_opcode((*op).opno) } else { (*op).opfuncid };
                 Some((funcid, (*op).args))
             }
             _ => None,
@@ -381,7 +383,11 @@ pub(crate) struct SegmentIndex {
 
 /// The segment B-trees of column `attno` (by segment number) and whether it has a bands GIN index.
 /// `None` when the relation does not exist.
-unsafe fn lookup_index_oids(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<([Option<SegmentIndex>; 4], bool)> {
+unsafe fn lookup_index_oids(
+    relid: Oid,
+    attno: i16,
+    ours: &ExtensionObjects,
+) -> Option<([Option<SegmentIndex>; 4], bool)> {
     unsafe {
         let rel = pg_sys::RelationIdGetRelation(relid);
         if rel.is_null() {
@@ -624,7 +630,11 @@ pub(crate) fn segment_btree_indexes(schema: Oid, relid: Oid, attno: i16) -> Opti
 }
 
 /// The four segment B-trees of column `attno` of table `relid` if all four INCLUDE the column.
-pub(crate) unsafe fn covering_segment_btrees(ours: &ExtensionObjects, relid: Oid, attno: i16) -> Option<[SegmentIndex; 4]> {
+pub(crate) unsafe fn covering_segment_btrees(
+    ours: &ExtensionObjects,
+    relid: Oid,
+    attno: i16,
+) -> Option<[SegmentIndex; 4]> {
     unsafe {
         let (segments, _) = lookup_index_oids(relid, attno, ours)?;
         let all: [SegmentIndex; 4] = [segments[0]?, segments[1]?, segments[2]?, segments[3]?];

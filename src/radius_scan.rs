@@ -21,7 +21,9 @@ use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgList;
 
-use crate::planner_support::{call_of, const_integer, covering_segment_btrees, strip_relabel, ExtensionObjects, SegmentIndex};
+use crate::planner_support::{
+    call_of, const_integer, covering_segment_btrees, strip_relabel, ExtensionObjects, SegmentIndex,
+};
 use crate::segment_scan::SegmentScan;
 
 const NAME: &CStr = c"SimHash Radius Scan";
@@ -197,9 +199,7 @@ unsafe fn needs_other_system_columns(rel: *mut pg_sys::RelOptInfo) -> bool {
                 return false;
             }
             let attno = member + pg_sys::FirstLowInvalidHeapAttributeNumber;
-            if attno < 0
-                && attno != pg_sys::SelfItemPointerAttributeNumber
-                && attno != pg_sys::TableOidAttributeNumber
+            if attno < 0 && attno != pg_sys::SelfItemPointerAttributeNumber && attno != pg_sys::TableOidAttributeNumber
             {
                 return true;
             }
@@ -218,7 +218,11 @@ struct RadiusTest {
     outer: *mut pg_sys::Bitmapset,
 }
 
-unsafe fn radius_test_of(root: *mut pg_sys::PlannerInfo, clause: *mut Node, relid: pg_sys::Index) -> Option<RadiusTest> {
+unsafe fn radius_test_of(
+    root: *mut pg_sys::PlannerInfo,
+    clause: *mut Node,
+    relid: pg_sys::Index,
+) -> Option<RadiusTest> {
     unsafe {
         if (*clause).type_ != NodeTag::T_OpExpr || (*(clause as *mut pg_sys::OpExpr)).opno != Oid::from(INT4_LE) {
             return None;
@@ -274,12 +278,8 @@ const INT4_LE: u32 = 523;
 unsafe fn cost(rel: *mut pg_sys::RelOptInfo, indexes: [Oid; 4], radius: u32, rows: f64) -> (f64, f64) {
     unsafe {
         let probes = simhash_core::probes::probes_per_segment(radius / 4) as f64;
-        let (cpu_operator, cpu_index_tuple, cpu_tuple, random_page) = (
-            pg_sys::cpu_operator_cost,
-            pg_sys::cpu_index_tuple_cost,
-            pg_sys::cpu_tuple_cost,
-            pg_sys::random_page_cost,
-        );
+        let (cpu_operator, cpu_index_tuple, cpu_tuple, random_page) =
+            (pg_sys::cpu_operator_cost, pg_sys::cpu_index_tuple_cost, pg_sys::cpu_tuple_cost, pg_sys::random_page_cost);
         let mut startup = 0.0;
         for info in PgList::<pg_sys::IndexOptInfo>::from_pg((*rel).indexlist).iter_ptr() {
             if !indexes.contains(&(*info).indexoid) {
@@ -288,8 +288,7 @@ unsafe fn cost(rel: *mut pg_sys::RelOptInfo, indexes: [Oid; 4], radius: u32, row
             let tuples = (*info).tuples.max(1.0);
             let pages = f64::from((*info).pages).max(1.0);
             let candidates = tuples * probes / 65536.0;
-            let descent =
-                (tuples.log2().ceil() + (f64::from((*info).tree_height.max(0)) + 1.0) * 50.0) * cpu_operator;
+            let descent = (tuples.log2().ceil() + (f64::from((*info).tree_height.max(0)) + 1.0) * 50.0) * cpu_operator;
             let leaf_pages = (candidates * pages / tuples).ceil().max(1.0);
             startup += probes * descent + leaf_pages * random_page + candidates * (cpu_index_tuple + cpu_operator);
         }
@@ -457,8 +456,14 @@ unsafe extern "C-unwind" fn next_match(ss: *mut pg_sys::ScanState) -> *mut pg_sy
             let tid = (*state).matches.add((*state).next - 1);
             let mut all_dead = false;
             // Follows the HOT chain from the TID the index holds to the version the snapshot sees.
-            let found =
-                pg_sys::table_index_fetch_tuple((*state).fetch, tid, snapshot, slot, &mut (*state).call_again, &mut all_dead);
+            let found = pg_sys::table_index_fetch_tuple(
+                (*state).fetch,
+                tid,
+                snapshot,
+                slot,
+                &mut (*state).call_again,
+                &mut all_dead,
+            );
             if found {
                 return as_scan_tuple(slot, (*ss).ss_ScanTupleSlot);
             }
@@ -574,7 +579,11 @@ unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+unsafe extern "C-unwind" fn explain(
+    node: *mut pg_sys::CustomScanState,
+    _ancestors: *mut pg_sys::List,
+    es: *mut pg_sys::ExplainState,
+) {
     unsafe {
         let state = node as *mut RadiusScanState;
         pg_sys::ExplainPropertyInteger(c"Radius".as_ptr(), null_mut(), i64::from((*state).radius), es);
@@ -583,13 +592,22 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
             .iter()
             .map(|&oid| {
                 let name = pg_sys::get_rel_name(oid);
-                if name.is_null() { oid.to_u32().to_string() } else { CStr::from_ptr(name).to_string_lossy().into_owned() }
+                if name.is_null() {
+                    oid.to_u32().to_string()
+                } else {
+                    CStr::from_ptr(name).to_string_lossy().into_owned()
+                }
             })
             .collect();
         let names = std::ffi::CString::new(names.join(", ")).expect("relation names have no NUL");
         pg_sys::ExplainPropertyText(c"Segment Indexes".as_ptr(), names.as_ptr(), es);
         if (*es).analyze {
-            pg_sys::ExplainPropertyInteger(c"Index Tuples Checked".as_ptr(), null_mut(), (*state).candidates as i64, es);
+            pg_sys::ExplainPropertyInteger(
+                c"Index Tuples Checked".as_ptr(),
+                null_mut(),
+                (*state).candidates as i64,
+                es,
+            );
             pg_sys::ExplainPropertyInteger(c"Rows Within Radius".as_ptr(), null_mut(), (*state).matched as i64, es);
         }
     }

@@ -93,7 +93,13 @@ impl SegmentScan {
                         (pg_sys::BTLessEqualStrategyNumber, pg_sys::F_INT4LE, high),
                     ];
                     for (key, (strategy, function, value)) in keys.iter_mut().zip(bounds) {
-                        pg_sys::ScanKeyInit(key, 1, strategy as u16, Oid::from(function), Datum::from(i32::from(value)));
+                        pg_sys::ScanKeyInit(
+                            key,
+                            1,
+                            strategy as u16,
+                            Oid::from(function),
+                            Datum::from(i32::from(value)),
+                        );
                     }
                     pg_sys::index_rescan(self.scan, keys.as_mut_ptr(), 2, std::ptr::null_mut(), 0);
                     continue;

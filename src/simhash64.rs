@@ -24,8 +24,7 @@ unsafe impl SqlTranslatable for SimHash64 {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(SimHash64);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::ThisExtension;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("simhash64"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("simhash64")));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("simhash64")));
 }
 
 impl FromDatum for SimHash64 {

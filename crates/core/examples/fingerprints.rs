@@ -19,10 +19,8 @@ fn main() {
     };
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).expect("stdin");
-    let docs: Vec<&str> = input
-        .split(|&b| b == 0)
-        .map(|d| std::str::from_utf8(d).expect("documents are UTF-8"))
-        .collect();
+    let docs: Vec<&str> =
+        input.split(|&b| b == 0).map(|d| std::str::from_utf8(d).expect("documents are UTF-8")).collect();
     let docs = if docs.last() == Some(&"") { &docs[..docs.len() - 1] } else { &docs[..] };
     simhash_core::features::preload();
     let started = Instant::now();
@@ -37,5 +35,10 @@ fn main() {
         .expect("stdout");
     }
     let bytes: usize = docs.iter().map(|d| d.len()).sum();
-    eprintln!("{mode}: {} documents, {:.1} MB in {seconds:.3} s: {:.2} MB/s", docs.len(), bytes as f64 / 1e6, bytes as f64 / 1e6 / seconds);
+    eprintln!(
+        "{mode}: {} documents, {:.1} MB in {seconds:.3} s: {:.2} MB/s",
+        docs.len(),
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / seconds
+    );
 }

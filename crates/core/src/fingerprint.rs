@@ -35,11 +35,7 @@ where
             }
         }
     }
-    totals
-        .iter()
-        .enumerate()
-        .filter(|(_, total)| **total > 0)
-        .fold(0u64, |fp, (bit, _)| fp | 1 << bit)
+    totals.iter().enumerate().filter(|(_, total)| **total > 0).fold(0u64, |fp, (bit, _)| fp | 1 << bit)
 }
 
 /// The vote's 64 running totals, for fingerprints built up feature by feature (an aggregate).
@@ -96,7 +92,11 @@ mod tests {
         let mut halves = (VoteTotals::default(), VoteTotals::default());
         for (i, &(h, w)) in features.iter().enumerate() {
             totals.add(h, w).unwrap();
-            if i % 2 == 0 { halves.0.add(h, w).unwrap() } else { halves.1.add(h, w).unwrap() }
+            if i % 2 == 0 {
+                halves.0.add(h, w).unwrap()
+            } else {
+                halves.1.add(h, w).unwrap()
+            }
         }
         halves.0.merge(&halves.1).unwrap();
         assert_eq!(totals, halves.0);

@@ -32,7 +32,10 @@ struct Converter {
 
 impl Converter {
     /// A converter from explicit phrase and character pairs (the first pair for a key wins).
-    fn from_pairs(phrases: impl IntoIterator<Item = (String, String)>, characters: impl IntoIterator<Item = (char, char)>) -> Self {
+    fn from_pairs(
+        phrases: impl IntoIterator<Item = (String, String)>,
+        characters: impl IntoIterator<Item = (char, char)>,
+    ) -> Self {
         let mut converter = Converter {
             phrases: HashMap::default(),
             bmp: vec![0; 0x10000],
@@ -234,7 +237,7 @@ mod tests {
         assert_eq!(fold("資料庫伺服器"), "数据库服务器");
         assert_eq!(fold("海量网页去重"), "海量网页去重"); // Simplified stays as it is
         assert_eq!(fold("程序设计"), "程序设计"); // not the Taiwan sense of 程序 (进程)
-        // Taiwan vocabulary written in Simplified characters (OpenCC's plain t2s keeps it) folds too.
+                                                  // Taiwan vocabulary written in Simplified characters (OpenCC's plain t2s keeps it) folds too.
         assert_eq!(fold("这个程式读取档案"), "这个程序读取文件");
         // Mainland words stay whole; Simplified characters stay.
         assert_eq!(fold("哈萨克斯坦和尼日利亚"), "哈萨克斯坦和尼日利亚");
@@ -247,9 +250,10 @@ mod tests {
     #[test]
     fn folding_is_idempotent_and_joins_taiwan_and_mainland_words() {
         let mut differ = Vec::new();
-        for (k, v) in [include_str!("../data/opencc/TWPhrasesRev.txt"), include_str!("../data/opencc/TWVariantsRevPhrases.txt")]
-            .into_iter()
-            .flat_map(opencc_pairs)
+        for (k, v) in
+            [include_str!("../data/opencc/TWPhrasesRev.txt"), include_str!("../data/opencc/TWVariantsRevPhrases.txt")]
+                .into_iter()
+                .flat_map(opencc_pairs)
         {
             for t in [k, v] {
                 assert_eq!(fold(&fold(t)), fold(t), "{t}");

@@ -8,8 +8,8 @@
 pub mod dedup;
 pub mod distance;
 pub mod features;
-pub mod fold;
 pub mod fingerprint;
+pub mod fold;
 pub mod modes;
 pub mod pairs;
 pub mod probes;

@@ -137,9 +137,7 @@ fn choose_block_count(n: usize, k: u32) -> usize {
         let matched_bits = 64.0 * (blocks - k as usize) as f64 / blocks as f64;
         tables * (n * n.log2() * 4.0 + n * n / 2.0 / matched_bits.exp2())
     };
-    (k as usize + 1..=(k as usize + 8).min(64))
-        .min_by(|&a, &b| cost(a).total_cmp(&cost(b)))
-        .expect("a non-empty range")
+    (k as usize + 1..=(k as usize + 8).min(64)).min_by(|&a, &b| cost(a).total_cmp(&cost(b))).expect("a non-empty range")
 }
 
 fn binomial(n: usize, r: usize) -> f64 {
@@ -201,7 +199,13 @@ mod tests {
         for count in 1..=24 {
             let masks = block_masks(count);
             assert_eq!(masks.len(), count);
-            assert_eq!(masks.iter().fold(0u64, |acc, m| { assert_eq!(acc & m, 0); acc | m }), !0);
+            assert_eq!(
+                masks.iter().fold(0u64, |acc, m| {
+                    assert_eq!(acc & m, 0);
+                    acc | m
+                }),
+                !0
+            );
         }
         assert_eq!(combinations(5, 3).len(), 10);
         assert_eq!(combinations(4, 4), vec![vec![0, 1, 2, 3]]);

@@ -159,8 +159,7 @@ mod tests {
         };
         for k in 0..=MAX_PROBED_RADIUS {
             let r = segment_radius(k).unwrap();
-            let probe_sets: Vec<Vec<u16>> =
-                (0..4).map(|n| segment_probes(segment(query, n).unwrap(), r)).collect();
+            let probe_sets: Vec<Vec<u16>> = (0..4).map(|n| segment_probes(segment(query, n).unwrap(), r)).collect();
             let found = |other: u64| (0..4).any(|n| probe_sets[n as usize].contains(&segment(other, n).unwrap()));
             // Round-robin over segments: bit 16*s + i for the i-th flip in segment s.
             let spread = (0..k).fold(query, |fp, t| fp ^ 1 << ((t % 4) * 16 + t / 4));

@@ -61,9 +61,20 @@ mod tests {
     #[test]
     fn rejects_everything_else() {
         for bad in [
-            "", "zz", "0x", "123456789abcdef", "0123456789abcdef0", "0x0123456789abcdeg",
-            "+123456789abcdef", "-123456789abcdef", "0x 0123456789abcdef", "0b0101",
-            &"2".repeat(64), &"0".repeat(63), &"1".repeat(65), "0123456789abcdéf",
+            "",
+            "zz",
+            "0x",
+            "123456789abcdef",
+            "0123456789abcdef0",
+            "0x0123456789abcdeg",
+            "+123456789abcdef",
+            "-123456789abcdef",
+            "0x 0123456789abcdef",
+            "0b0101",
+            &"2".repeat(64),
+            &"0".repeat(63),
+            &"1".repeat(65),
+            "0123456789abcdéf",
         ] {
             assert_eq!(parse_fingerprint(bad), Err(ParseError), "{bad:?}");
         }
