@@ -7,7 +7,7 @@
 #            man pages, crate docs: about 930,000 on a build machine), whose segment values are skewed.
 # Latency: pgbench, one client, client round trip with planning, p50/p99. Recall: planted pairs
 # found / planted pairs within k. The cluster is restarted with shared_buffers large enough for the
-# table and every index, and left running that way.
+# table and every index, and left running that way; pg_prewarm loads them before each route.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 N=${1:-1000000}
 DATA=${2:-uniform}
@@ -125,8 +125,11 @@ measure() {   # route
             FROM planted p JOIN found ON found.j = p.j WHERE p.d <= $k")
     done
 }
+# Reads the table and its indexes into shared_buffers, so every route is measured warm.
+prewarm() { psql -q -At -c "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c WHERE c.oid = 'fps'::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'fps'::regclass)" >/dev/null; }
 index_size() { psql -At -c "SELECT round(sum(pg_relation_size(indexrelid)) / 1048576.0) FROM pg_index WHERE indrelid = 'fps'::regclass AND indexrelid::regclass::text LIKE '$1%'"; }
 
+psql -q -c "CREATE EXTENSION pg_prewarm"; prewarm
 log "no segment index: the rewrite must cost nothing (simhash.enable_rewrite on vs off)"
 printf '%s\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n' "$pick_query" "$q" > "$work/noindex.sql"
 declare -A noindex
@@ -139,24 +142,24 @@ for route in seq_bit_count seq_hamming; do log "$route"; measure $route; done
 
 log "btree: four compact segment indexes"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'btree_compact')" >/dev/null; build[btree]=$(elapsed "$t0")
-psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); measure btree
+psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); prewarm; measure btree
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
 
 log "gin: one bands index"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'gin')" >/dev/null; build[gin]=$(elapsed "$t0")
-psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); measure gin
+psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); prewarm; measure gin
 psql -q -c "DROP INDEX fps_fp_bands"
 
 log "radius: four covering segment indexes, SimHash Radius Scan"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[radius]=$(elapsed "$t0")
-psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); measure radius
+psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); prewarm; measure radius
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
 
 log "covering: four B-trees (segment) INCLUDE (fp, id)"
 t0=$(now)
 for n in 0 1 2 3; do psql -q -c "CREATE INDEX fps_covering_$n ON fps (simhash_segment(fp, $n)) INCLUDE (fp, id)"; done
 build[covering]=$(elapsed "$t0")
-psql -q -c "VACUUM ANALYZE fps"; size[covering]=$(index_size fps_covering_); measure covering
+psql -q -c "VACUUM ANALYZE fps"; size[covering]=$(index_size fps_covering_); prewarm; measure covering
 
 log "batch pairs: simhash_pairs('fps', 'fp', k)"
 declare -A pairs_s pairs_n
@@ -168,7 +171,7 @@ done
 
 settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
 echo
-echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, simhash(body)," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB)."
+echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, simhash(body)," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB; table and indexes prewarmed with pg_prewarm)."
 echo
 header="| route | index build s / MB |"; rule="|---|---|"
 for k in $RADII; do header+=" k=$k p50 ms | k=$k p99 ms | k=$k recall |"; rule+="---|---|---|"; done
