@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::fingerprint::{feature_hash, weighted_vote};
-use crate::fold::fold;
+use crate::fold::fold_chars;
 
 /// The shingle length the SQL functions use by default.
 pub const DEFAULT_SHINGLE: usize = 3;
@@ -18,18 +18,19 @@ pub const MAX_SHINGLE: usize = 32;
 
 /// The text shingles are cut from: folded, only letters, digits and single spaces.
 pub fn shingle_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for_each_shingle_char(text, &mut |c| out.push(c));
-    out
+    shingle_chars(text).into_iter().collect()
 }
 
-/// Calls `each` with every character of [`shingle_text`]`(text)`, in order.
-fn for_each_shingle_char(text: &str, each: &mut dyn FnMut(char)) {
-    for_each_shingle_char_of(&fold(text), each)
+/// [`shingle_text`] as characters.
+fn shingle_chars(text: &str) -> Vec<char> {
+    let mut chars = fold_chars(text);
+    keep_shingle_chars(&mut chars);
+    chars
 }
 
-/// [`for_each_shingle_char`] of text already folded.
-fn for_each_shingle_char_of(folded: &str, each: &mut dyn FnMut(char)) {
+/// Keeps the characters of folded text that shingles are cut from, in place (a space is added only
+/// where at least one character was left out, so the text never grows).
+fn keep_shingle_chars(chars: &mut Vec<char>) {
     // Chinese and Japanese have no spaces between words: keep a space only between two other
     // letters or digits, where punctuation or whitespace separated them.
     // Chinese characters, kana and CJK symbols (not Hangul, which spaces its words).
@@ -39,21 +40,30 @@ fn for_each_shingle_char_of(folded: &str, each: &mut dyn FnMut(char)) {
             || (0xF900..=0xFAFF).contains(&c)
             || (0x20000..=0x3FFFF).contains(&c)
     };
+    let mut kept = 0;
     let mut previous: Option<char> = None;
     let mut separated = false;
-    for c in folded.chars() {
+    for i in 0..chars.len() {
+        let c = chars[i];
         // Combining marks (Devanagari vowel signs, Thai tone marks) belong to their word.
-        if c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c) {
+        // (CJK Unified Ideographs first: the common case, without a Unicode table search.)
+        if (0x4E00..=0x9FFF).contains(&(c as u32))
+            || c.is_alphanumeric()
+            || unicode_normalization::char::is_combining_mark(c)
+        {
             if separated && previous.is_some_and(|p| !wide(p)) && !wide(c) {
-                each(' ');
+                chars[kept] = ' ';
+                kept += 1;
             }
             separated = false;
             previous = Some(c);
-            each(c);
+            chars[kept] = c;
+            kept += 1;
         } else {
             separated = true;
         }
     }
+    chars.truncate(kept);
 }
 
 /// Calls `each` with every n-character window of `text` (the whole text if it is shorter).
@@ -90,13 +100,13 @@ fn mix(mut x: u64) -> u64 {
 /// two texts differ in about 32 x (1 - J) bits.
 pub fn minhash64(text: &str, n: usize) -> Option<u64> {
     const EMPTY: u64 = u64::MAX;
-    let mut chars: Vec<u32> = Vec::with_capacity(text.len());
-    for_each_shingle_char(text, &mut |c| chars.push(c as u32));
+    let chars = shingle_chars(text);
     let n = n.clamp(1, chars.len().max(1));
     let mut bins = [EMPTY; 64];
     for window in chars.windows(n) {
         // FNV-1a over the code points (not the UTF-8 bytes: no re-encoding), then mixed.
-        let h = mix(window.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100_0000_01b3)));
+        let h =
+            mix(window.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)));
         let bin = (h >> 58) as usize;
         let value = h & ((1 << 58) - 1);
         if value < bins[bin] {
@@ -135,6 +145,11 @@ pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cjk_unified_ideographs_are_alphanumeric() {
+        assert!((0x4E00..=0x9FFF).filter_map(char::from_u32).all(char::is_alphanumeric));
+    }
     use crate::distance::hamming;
 
     fn jaccard(a: &str, b: &str, n: usize) -> f64 {
