@@ -28,7 +28,7 @@ fn overflow() -> ! {
 /// `simhash(features, weights)`: each feature hashed with FNV-1a-64 and voting with its weight.
 /// NULL for empty arrays.
 #[pg_extern(sql = false)]
-fn simhash_weighted(features: Vec<Option<String>>, weights: Vec<Option<f64>>) -> Option<SimHash64> {
+fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Option<SimHash64> {
     if features.len() != weights.len() {
         raise(
             PgSqlErrorCode::ERRCODE_ARRAY_ELEMENT_ERROR,
@@ -36,11 +36,11 @@ fn simhash_weighted(features: Vec<Option<String>>, weights: Vec<Option<f64>>) ->
             Some("Give one weight per feature.".into()),
         );
     }
-    if features.is_empty() {
+    if features.len() == 0 {
         return None;
     }
     let mut totals = VoteTotals::default();
-    for (feature, weight) in features.into_iter().zip(weights) {
+    for (feature, weight) in features.iter().zip(weights.iter()) {
         let (Some(feature), Some(weight)) = (feature, weight) else {
             raise(
                 PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
@@ -49,8 +49,8 @@ fn simhash_weighted(features: Vec<Option<String>>, weights: Vec<Option<f64>>) ->
             )
         };
         let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
-        // (pgrx reads text[] elements as UTF-8; in a database of another encoding use simhash_agg.)
-        totals.add(simhash_core::feature_hash(&feature), weight).unwrap_or_else(|_| overflow());
+        // The feature's text as UTF-8, whatever the database encoding (as simhash(text) reads text).
+        totals.add(simhash_core::feature_hash(&text_as_utf8(feature)), weight).unwrap_or_else(|_| overflow());
     }
     Some(SimHash64(totals.fingerprint()))
 }

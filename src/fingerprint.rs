@@ -10,7 +10,8 @@ use pgrx::prelude::*;
 use crate::errors::raise;
 use crate::SimHash64;
 
-/// The last text fingerprinted by this backend, by which function, and the result.
+/// The last text one text -> fingerprint function fingerprinted in this backend, with which
+/// parameter, and the result.
 struct Memo {
     mode: Mode,
     text: Vec<u8>,
@@ -25,29 +26,47 @@ enum Mode {
     MinHash64(i32),
 }
 
+impl Mode {
+    /// The memo slot of the function.
+    fn slot(self) -> usize {
+        match self {
+            Mode::SimHash => 0,
+            Mode::SimHashTopN(_) => 1,
+            Mode::SimHashNgrams(_) => 2,
+            Mode::MinHash64(_) => 3,
+        }
+    }
+}
+
 thread_local! {
     /// The planner rewrite may place `simhash($1)` (or another text -> fingerprint function) in
-    /// several spots of one query (index probes, distance check); with this one-entry memo they
-    /// cost one segmentation, not one each. Keyed on the function, its parameter and the exact
-    /// bytes; texts longer than `MEMO_MAX_BYTES` are not kept, so the memo never holds much memory.
-    static LAST_TEXT: RefCell<Memo> = const { RefCell::new(Memo { mode: Mode::SimHash, text: Vec::new(), fp: None }) };
+    /// several spots of one query (index probes, distance check); with this memo they cost one
+    /// segmentation, not one each. One entry per function, so that a query calling two of them
+    /// (`simhash(body), minhash64(body)`) keeps both; keyed on the parameter and the exact bytes;
+    /// texts longer than `MEMO_MAX_BYTES` are not kept, so the memo never holds much memory.
+    static LAST_TEXT: RefCell<[Option<Memo>; 4]> = const { RefCell::new([None, None, None, None]) };
 }
 
 /// `compute(text)` for `mode`, through the memo.
 fn memoized(mode: Mode, text: &[u8], compute: impl Fn(&str) -> Option<u64>) -> Option<SimHash64> {
-    if text.len() > MEMO_MAX_BYTES {
+    if text.len() > MEMO_MAX_BYTES || text.is_empty() {
         return compute(&text_as_utf8(text)).map(SimHash64);
     }
     LAST_TEXT.with(|memo| {
         let mut memo = memo.borrow_mut();
-        if memo.mode != mode || memo.text != text || memo.text.is_empty() {
-            let fp = compute(&text_as_utf8(text));
-            memo.mode = mode;
-            memo.text.clear();
-            memo.text.extend_from_slice(text);
-            memo.fp = fp;
+        let entry = &mut memo[mode.slot()];
+        match entry {
+            Some(m) if m.mode == mode && m.text == text => m.fp.map(SimHash64),
+            _ => {
+                let fp = compute(&text_as_utf8(text));
+                let m = entry.get_or_insert_with(|| Memo { mode, text: Vec::new(), fp });
+                m.mode = mode;
+                m.text.clear();
+                m.text.extend_from_slice(text);
+                m.fp = fp;
+                fp.map(SimHash64)
+            }
         }
-        memo.fp.map(SimHash64)
     })
 }
 

@@ -382,6 +382,28 @@ mod tests {
         assert!(fold_simple_characters("ΟΔΟΣ").is_none() && fold_simple_characters("e\u{301}").is_none());
     }
 
+    /// Fingerprints depend on Unicode tables: Rust's standard library's (lower case, letters and
+    /// digits, whitespace) and unicode-normalization's (NFKC, combining marks), so a toolchain or a
+    /// crate version with other tables could change stored fingerprints. This digest of everything
+    /// folding and shingling read from them fails first; a new value is a fingerprint format change.
+    #[test]
+    fn unicode_tables_are_those_the_format_was_defined_with() {
+        assert_eq!(char::UNICODE_VERSION, (17, 0, 0));
+        assert_eq!(unicode_normalization::UNICODE_VERSION, (18, 0, 0));
+        let mut digest = 0xcbf2_9ce4_8422_2325u64;
+        let mut add = |v: u64| digest = (digest ^ v).wrapping_mul(0x100_0000_01b3);
+        for c in (0..=0x10_FFFFu32).filter_map(char::from_u32) {
+            c.to_lowercase().for_each(|l| add(l as u64));
+            std::iter::once(c).nfkc().for_each(|n| add(n as u64));
+            add(u64::from(c.is_alphanumeric())
+                | u64::from(c.is_whitespace()) << 1
+                | u64::from(unicode_normalization::char::is_combining_mark(c)) << 2
+                | u64::from(unicode_normalization::char::canonical_combining_class(c)) << 3
+                | u64::from(is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes) << 11);
+        }
+        assert_eq!(digest, 352_621_001_077_749_215, "Unicode tables changed: fingerprints of some texts may change");
+    }
+
     /// Folding is a normal form: folding again changes nothing, and both sides of OpenCC's Taiwan
     /// vocabulary fold to the same text (all but a few entries that overlap other phrases).
     #[test]

@@ -2,6 +2,8 @@
 -- server encoding has the same fingerprint; bytes that are not UTF-8 in SQL_ASCII are an error.
 SELECT current_database() AS regress_db \gset
 SELECT simhash('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。') AS utf8_fp \gset
+SELECT simhash(ARRAY['海量', '网页', '去重'], ARRAY[3.0, 2.0, 1.0]) AS utf8_features_fp,
+       (SELECT simhash_agg(f, w) FROM (VALUES ('海量', 3.0), ('网页', 2.0), ('去重', 1.0)) v(f, w)) AS utf8_agg_fp \gset
 
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS simhash_regress_euc_cn;
@@ -15,6 +17,9 @@ SET client_encoding = 'UTF8';
 CREATE EXTENSION simhash;
 SELECT getdatabaseencoding(),
        simhash('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。') = :'utf8_fp' AS same_fingerprint;
+-- Custom features too: the array form and the aggregate read each feature as UTF-8.
+SELECT simhash(ARRAY['海量', '网页', '去重'], ARRAY[3.0, 2.0, 1.0]) = :'utf8_features_fp' AS same_array_fingerprint,
+       (SELECT simhash_agg(f, w) FROM (VALUES ('海量', 3.0), ('网页', 2.0), ('去重', 1.0)) v(f, w)) = :'utf8_agg_fp' AS same_agg_fingerprint;
 
 \c simhash_regress_sql_ascii
 CREATE EXTENSION simhash;
