@@ -46,11 +46,13 @@ fn keep_shingle_chars(chars: &mut Vec<char>) {
     for i in 0..chars.len() {
         let c = chars[i];
         // Combining marks (Devanagari vowel signs, Thai tone marks) belong to their word.
-        // (CJK Unified Ideographs first: the common case, without a Unicode table search.)
-        if (0x4E00..=0x9FFF).contains(&(c as u32))
-            || c.is_alphanumeric()
-            || unicode_normalization::char::is_combining_mark(c)
-        {
+        // (ASCII and CJK Unified Ideographs, the common cases, without a Unicode table search.)
+        let keep = match c as u32 {
+            0..=0x7F => c.is_ascii_alphanumeric(),
+            0x4E00..=0x9FFF => true,
+            _ => c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c),
+        };
+        if keep {
             if separated && previous.is_some_and(|p| !wide(p)) && !wide(c) {
                 chars[kept] = ' ';
                 kept += 1;
