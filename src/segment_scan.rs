@@ -34,8 +34,8 @@ struct Fingerprint {
 
 impl SegmentScan {
     /// Opens segment index `segment` (0..4) of `heap` for the entries that can be within `k` of
-    /// `query` (`k` at most `MAX_PROBED_RADIUS`). `want_fingerprint` false skips the check on the
-    /// index tuple even when the index has the fingerprint.
+    /// `query` (`k` at most `MAX_PROBED_RADIUS`); when the index INCLUDEs the fingerprint
+    /// (`column_in_index`), only entries within `k` are returned.
     pub(crate) unsafe fn begin(
         heap: pg_sys::Relation,
         segment_index: SegmentIndex,
@@ -78,13 +78,18 @@ impl SegmentScan {
     pub(crate) unsafe fn next(&mut self) -> Option<pg_sys::ItemPointer> {
         unsafe {
             loop {
-                let tid = if self.next_range == 0 {
+                let tid = if self.next_range == 0 || self.next_range > self.ranges.len() {
                     std::ptr::null_mut()
                 } else {
                     pg_sys::index_getnext_tid(self.scan, pg_sys::ScanDirection::ForwardScanDirection)
                 };
                 if tid.is_null() {
-                    let &(low, high) = self.ranges.get(self.next_range)?;
+                    // (After the last range, the scan is not touched again: a B-tree scan whose
+                    // position is invalid would start over.)
+                    let Some(&(low, high)) = self.ranges.get(self.next_range) else {
+                        self.next_range = self.ranges.len() + 1;
+                        return None;
+                    };
                     self.next_range += 1;
                     pgrx::check_for_interrupts!();
                     let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
