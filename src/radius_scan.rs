@@ -178,8 +178,52 @@ unsafe fn add_radius_path(
         private.push(pg_sys::copyObjectImpl(test.query.cast()).cast());
         (*path).custom_private = private.into_pg();
         (*path).methods = &PATH_METHODS.0;
+        drop_dominated_bitmap_paths(rel, &indexes.map(|s| s.oid), param_info);
         pg_sys::add_path(rel, path.cast());
         true
+    }
+}
+
+/// Removes from `rel`'s paths the bitmap heap scans with the same parameterization that probe any
+/// of `indexes`. They descend the same B-trees as the radius scan and then read a table page for
+/// every candidate, so the radius scan does strictly less work; but with a query fingerprint that
+/// is not a constant (a join's outer row, a generic plan's parameter) PostgreSQL 15 costs the probe
+/// array `= ANY(simhash_segment_probes(...))` as 10 values instead of 17 or 137, and would prefer
+/// them at k >= 8. (The set_rel_pathlist hook may delete paths, says PostgreSQL.)
+unsafe fn drop_dominated_bitmap_paths(
+    rel: *mut pg_sys::RelOptInfo,
+    indexes: &[Oid; 4],
+    param_info: *mut pg_sys::ParamPathInfo,
+) {
+    unsafe {
+        let required_outer =
+            |info: *mut pg_sys::ParamPathInfo| if info.is_null() { null_mut() } else { (*info).ppi_req_outer };
+        let ours = required_outer(param_info);
+        let mut kept = PgList::<pg_sys::Path>::new();
+        for path in PgList::<pg_sys::Path>::from_pg((*rel).pathlist).iter_ptr() {
+            let dominated = (*path).type_ == NodeTag::T_BitmapHeapPath
+                && pg_sys::bms_equal(required_outer((*path).param_info), ours)
+                && probes_indexes((*(path as *mut pg_sys::BitmapHeapPath)).bitmapqual, indexes);
+            if !dominated {
+                kept.push(path);
+            }
+        }
+        (*rel).pathlist = kept.into_pg();
+    }
+}
+
+/// Whether a bitmap tree (index paths under BitmapAnd/BitmapOr) scans one of `indexes`.
+unsafe fn probes_indexes(path: *mut pg_sys::Path, indexes: &[Oid; 4]) -> bool {
+    unsafe {
+        let any = |quals: *mut pg_sys::List| {
+            PgList::<pg_sys::Path>::from_pg(quals).iter_ptr().any(|p| probes_indexes(p, indexes))
+        };
+        match (*path).type_ {
+            NodeTag::T_IndexPath => indexes.contains(&(*(*(path as *mut pg_sys::IndexPath)).indexinfo).indexoid),
+            NodeTag::T_BitmapAndPath => any((*(path as *mut pg_sys::BitmapAndPath)).bitmapquals),
+            NodeTag::T_BitmapOrPath => any((*(path as *mut pg_sys::BitmapOrPath)).bitmapquals),
+            _ => false,
+        }
     }
 }
 

@@ -71,15 +71,26 @@ FROM (SELECT q.j, (SELECT count(*) FROM eq_docs d WHERE d.fp <~> q.fp <= 7) AS f
              (SELECT count(*) FROM eq_reference r WHERE r.j = q.j AND r.distance <= 7) AS expected
       FROM eq_queries q) c;
 
--- The same as one join: a nested loop probing the segment indexes once per query.
+-- The same as one join: a nested loop whose inner side is a radius scan, once per query.
+-- (k as a literal, as an application would send it: the join is planned for that radius.)
+CREATE FUNCTION eq_join_differences(k int, OUT radius int, OUT differences bigint, OUT inner_scan text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    join_sql text := format('SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= %s', k);
+    line text;
+BEGIN
+    radius := k;
+    EXECUTE format('SELECT count(*) FROM ((%s EXCEPT SELECT j, id FROM eq_reference WHERE distance <= %s)
+                    UNION ALL (SELECT j, id FROM eq_reference WHERE distance <= %s EXCEPT %s)) x',
+                   join_sql, k, k, join_sql) INTO differences;
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || join_sql LOOP
+        IF inner_scan IS NULL AND line ~ '->  .* on eq_docs' THEN
+            inner_scan := substring(line from '->  (.*) on eq_docs');
+        END IF;
+    END LOOP;
+END $$;
 EXPLAIN (COSTS OFF) SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3;
-SELECT count(*) AS differences FROM (
-    (SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 7
-     EXCEPT SELECT j, id FROM eq_reference WHERE distance <= 7)
-    UNION ALL
-    (SELECT j, id FROM eq_reference WHERE distance <= 7
-     EXCEPT SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 7)
-) x;
+SELECT (eq_join_differences(k)).* FROM unnest(ARRAY[3, 7, 9, 11]) k;
 
 -- Radii 13 to 64 (never rewritten): the counts of one query agree with bit_count's histogram.
 SELECT count(*) AS radii_checked,
@@ -96,6 +107,9 @@ ANALYZE eq_docs;
 SET enable_seqscan = off;
 SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
 RESET enable_seqscan;
+-- The join through the BitmapOr: a nested loop probing the segment indexes once per query.
+EXPLAIN (COSTS OFF) SELECT q.j, d.id FROM eq_queries q JOIN eq_docs d ON d.fp <~> q.fp <= 3;
+SELECT (eq_join_differences(k)).* FROM unnest(ARRAY[3, 7, 9, 11]) k;
 
 -- One GIN index instead.
 DROP INDEX eq_docs_fp_segment_0, eq_docs_fp_segment_1, eq_docs_fp_segment_2, eq_docs_fp_segment_3;
@@ -105,5 +119,5 @@ SET enable_seqscan = off;
 SELECT (eq_check(k)).* FROM generate_series(0, 12) k;
 RESET enable_seqscan;
 
-DROP FUNCTION eq_check(int);
+DROP FUNCTION eq_check(int), eq_join_differences(int);
 DROP TABLE eq_docs, eq_queries, eq_reference;
