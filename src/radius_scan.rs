@@ -36,7 +36,7 @@ unsafe impl<T> Sync for Methods<T> {}
 static PATH_METHODS: Methods<pg_sys::CustomPathMethods> = Methods(pg_sys::CustomPathMethods {
     CustomName: NAME.as_ptr(),
     PlanCustomPath: Some(plan_path),
-    ReparameterizeCustomPathByChild: None,
+    ReparameterizeCustomPathByChild: Some(reparameterize_by_child),
 });
 
 static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> =
@@ -390,6 +390,32 @@ unsafe extern "C-unwind" fn plan_path(
         (*scan).custom_private = plan_private.into_pg();
         (*scan).methods = &SCAN_METHODS.0;
         scan.cast()
+    }
+}
+
+/// For a partitionwise join: the path, parameterized by the outer side's (topmost) parent, is
+/// copied for a child join; its query expression must then read the outer child's columns.
+#[pg_guard]
+unsafe extern "C-unwind" fn reparameterize_by_child(
+    root: *mut pg_sys::PlannerInfo,
+    custom_private: *mut pg_sys::List,
+    child_rel: *mut pg_sys::RelOptInfo,
+) -> *mut pg_sys::List {
+    unsafe {
+        let mut private = PgList::<Node>::new();
+        for (i, node) in PgList::<Node>::from_pg(custom_private).iter_ptr().enumerate() {
+            private.push(if i == PRIVATE_CANDIDATE_FUNCTIONS + 2 {
+                pg_sys::adjust_appendrel_attrs_multilevel(
+                    root,
+                    node,
+                    (*child_rel).relids,
+                    (*child_rel).top_parent_relids,
+                )
+            } else {
+                node
+            });
+        }
+        private.into_pg()
     }
 }
 

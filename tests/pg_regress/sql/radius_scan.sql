@@ -93,3 +93,33 @@ SELECT id FROM rs_view WHERE fp <~> :'q' <= 3 ORDER BY id;
 
 DROP MATERIALIZED VIEW rs_view;
 DROP TABLE rs;
+
+-- A partitionwise join: the inner side's path, parameterized by the outer partitioned table, is
+-- copied for each pair of partitions and must read the outer partition's fingerprint.
+CREATE TABLE rs_docs (tenant int, id int, fp simhash64) PARTITION BY LIST (tenant);
+CREATE TABLE rs_docs_1 PARTITION OF rs_docs FOR VALUES IN (1);
+CREATE TABLE rs_docs_2 PARTITION OF rs_docs FOR VALUES IN (2);
+CREATE TABLE rs_asks (tenant int, ask int, fp simhash64) PARTITION BY LIST (tenant);
+CREATE TABLE rs_asks_1 PARTITION OF rs_asks FOR VALUES IN (1);
+CREATE TABLE rs_asks_2 PARTITION OF rs_asks FOR VALUES IN (2);
+INSERT INTO rs_docs SELECT 1 + i % 2, i, ('x' || substr(md5('rs' || i), 1, 16))::bit(64)::bigint::simhash64
+FROM generate_series(1, 20000) i;
+-- Ask i is doc i with i mod 8 bits flipped.
+INSERT INTO rs_asks SELECT tenant, id, (fp::bigint # ((1::bigint << (id % 8)) - 1))::simhash64
+FROM rs_docs WHERE id <= 40;
+SELECT simhash_create_indexes('rs_docs', 'fp') \g /dev/null
+ANALYZE rs_docs, rs_asks;
+SET enable_partitionwise_join = on;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+EXPLAIN (COSTS OFF)
+SELECT a.ask, d.id FROM rs_asks a JOIN rs_docs d ON a.tenant = d.tenant AND d.fp <~> a.fp <= 5;
+SELECT count(*) AS pairs,
+       count(*) FILTER (WHERE bit_count((d.fp::bigint # a.fp::bigint)::bit(64)) > 5) AS too_far
+FROM rs_asks a JOIN rs_docs d ON a.tenant = d.tenant AND d.fp <~> a.fp <= 5;
+SELECT count(*) AS expected FROM rs_asks a JOIN rs_docs d
+ON a.tenant = d.tenant AND bit_count((d.fp::bigint # a.fp::bigint)::bit(64)) <= 5;
+RESET enable_partitionwise_join;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+DROP TABLE rs_docs, rs_asks;
