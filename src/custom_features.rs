@@ -36,7 +36,7 @@ fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Opti
             Some("Give one weight per feature.".into()),
         );
     }
-    if features.len() == 0 {
+    if features.is_empty() {
         return None;
     }
     let mut totals = VoteTotals::default();
