@@ -199,16 +199,24 @@ unsafe fn drop_dominated_bitmap_paths(
         let required_outer =
             |info: *mut pg_sys::ParamPathInfo| if info.is_null() { null_mut() } else { (*info).ppi_req_outer };
         let ours = required_outer(param_info);
-        let mut kept = PgList::<pg_sys::Path>::new();
-        for path in PgList::<pg_sys::Path>::from_pg((*rel).pathlist).iter_ptr() {
-            let dominated = (*path).type_ == NodeTag::T_BitmapHeapPath
-                && pg_sys::bms_equal(required_outer((*path).param_info), ours)
-                && probes_indexes((*(path as *mut pg_sys::BitmapHeapPath)).bitmapqual, indexes);
-            if !dominated {
-                kept.push(path);
+        let keep = |paths: *mut pg_sys::List| {
+            let mut kept = PgList::<pg_sys::Path>::new();
+            for path in PgList::<pg_sys::Path>::from_pg(paths).iter_ptr() {
+                let dominated = (*path).type_ == NodeTag::T_BitmapHeapPath
+                    && pg_sys::bms_equal(required_outer((*path).param_info), ours)
+                    && probes_indexes((*(path as *mut pg_sys::BitmapHeapPath)).bitmapqual, indexes);
+                if !dominated {
+                    kept.push(path);
+                }
             }
+            kept.into_pg()
+        };
+        (*rel).pathlist = keep((*rel).pathlist);
+        // Parallel bitmap scans too (partial paths are never parameterized): two processes do not
+        // make up for reading a table page per candidate.
+        if ours.is_null() {
+            (*rel).partial_pathlist = keep((*rel).partial_pathlist);
         }
-        (*rel).pathlist = kept.into_pg();
     }
 }
 
