@@ -208,7 +208,7 @@ pub fn fold(text: &str) -> String {
 
 /// [`fold`] as characters (what shingles are cut from).
 pub(crate) fn fold_chars(text: &str) -> Vec<char> {
-    let folded = fold_simple_characters(text).unwrap_or_else(|| fold_without_script_general(text).chars().collect());
+    let folded = fold_without_script_chars(text);
     if !folded.iter().any(|&c| c as u32 >= 0x2E80) {
         return folded;
     }
@@ -221,10 +221,12 @@ pub(crate) fn fold_chars(text: &str) -> Vec<char> {
 
 /// NFKC, lower case and whitespace (conversions do not touch whitespace, so it can go first).
 fn fold_without_script(text: &str) -> String {
-    match fold_simple_characters(text) {
-        Some(chars) => chars.into_iter().collect(),
-        None => fold_without_script_general(text),
-    }
+    fold_without_script_chars(text).into_iter().collect()
+}
+
+/// [`fold_without_script`] as characters: one pass for simple characters, else the general path.
+fn fold_without_script_chars(text: &str) -> Vec<char> {
+    fold_simple_characters(text).unwrap_or_else(|| fold_without_script_general(text).chars().collect())
 }
 
 /// The characters [`fold_simple_characters`] handles, with what they fold to: per character of the
@@ -292,19 +294,8 @@ fn fold_simple_characters(text: &str) -> Option<Vec<char>> {
     Some(folded)
 }
 
-/// NFKC, lower case and whitespace, for any text.
+/// NFKC, lower case and whitespace, for any text (ASCII text always takes the one-pass fold).
 fn fold_without_script_general(text: &str) -> String {
-    if text.is_ascii() {
-        // ASCII is already in NFKC and has no Chinese: only case and whitespace.
-        let mut folded = String::with_capacity(text.len());
-        for word in text.split_whitespace() {
-            if !folded.is_empty() {
-                folded.push(' ');
-            }
-            folded.extend(word.bytes().map(|b| b.to_ascii_lowercase() as char));
-        }
-        return folded;
-    }
     // Full-width ASCII (，：（） in Chinese text) is what most often keeps text out of NFKC: map it
     // here, as NFKC would, so that the slow full normalization runs only where something else needs it.
     // The same for no-break spaces (from &nbsp;) and the ellipsis.
