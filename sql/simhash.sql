@@ -473,7 +473,7 @@ END $$;
 COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simhash64 values (0..64)';
 COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (folded; jieba-rs words, the 20 heaviest TF-IDF keywords, FNV-1a-64); NULL when the text has no words';
 COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of the top_n heaviest keywords of the folded text (simhash(text) uses 20)';
-COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the folded text''s character n-grams, weighted by count; for short texts';
+COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the set of the folded text''s character n-grams (each votes once)';
 COMMENT ON FUNCTION minhash64(text, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard)';
 COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
 COMMENT ON FUNCTION simhash(text[], double precision[]) IS 'SimHash of custom features (FNV-1a-64 each), each voting with its weight';
