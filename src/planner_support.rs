@@ -254,9 +254,11 @@ impl ExtensionObjects {
     }
 
     /// Cheap enough to evaluate in several places, and a simhash64: a column, a constant, a
-    /// parameter, or `simhash()`, `simhash_ngrams()` or `minhash64()` of constants or parameters (one text per execution, which the
-    /// backend's memo in `fingerprint.rs` fingerprints once). Anything else, sub-selects included,
-    /// would run once per copy, so those queries keep their original form.
+    /// parameter, or `simhash()`, `simhash_ngrams()` or `minhash64()` whose arguments do not depend
+    /// on the row: constants and parameters, alone or in non-volatile expressions such as
+    /// `simhash($1, greatest(20, char_length($1) / 40))` in a generic plan (one text per execution,
+    /// which the backend's memo in `fingerprint.rs` fingerprints once). Anything else, sub-selects
+    /// included, would run once per copy, so those queries keep their original form.
     unsafe fn is_cheap(&self, node: *mut Node) -> bool {
         unsafe {
             if pg_sys::getBaseType(pg_sys::exprType(node)) != self.simhash64 {
@@ -266,7 +268,7 @@ impl ExtensionObjects {
                 NodeTag::T_FuncExpr => {
                     let f = node as *mut pg_sys::FuncExpr;
                     self.text_fingerprints.contains(&(*f).funcid)
-                        && PgList::<Node>::from_pg((*f).args).iter_ptr().all(|arg| is_param_or_const(arg))
+                        && PgList::<Node>::from_pg((*f).args).iter_ptr().all(|arg| is_row_independent(arg))
                 }
                 _ => is_plain_operand(node),
             }
@@ -277,6 +279,36 @@ impl ExtensionObjects {
 /// A column, a parameter or a non-NULL constant, possibly relabelled (a domain over simhash64).
 unsafe fn is_plain_operand(node: *mut Node) -> bool {
     unsafe { (*strip_relabel(node)).type_ == NodeTag::T_Var || is_param_or_const(node) }
+}
+
+/// The same value for every row of one execution: constants and parameters, alone or combined by
+/// non-volatile functions and operators; no column (of this query or an outer one), sub-select,
+/// aggregate or window function.
+unsafe fn is_row_independent(node: *mut Node) -> bool {
+    unsafe {
+        is_param_or_const(node) || (!refers_to_rows(node, null_mut()) && !pg_sys::contain_volatile_functions(node))
+    }
+}
+
+/// Walker for [`is_row_independent`]: true at the first node whose value can change from row to row.
+unsafe extern "C-unwind" fn refers_to_rows(node: *mut Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        match (*node).type_ {
+            NodeTag::T_Var
+            | NodeTag::T_PlaceHolderVar
+            | NodeTag::T_SubLink
+            | NodeTag::T_SubPlan
+            | NodeTag::T_AlternativeSubPlan
+            | NodeTag::T_Aggref
+            | NodeTag::T_GroupingFunc
+            | NodeTag::T_WindowFunc
+            | NodeTag::T_CurrentOfExpr => true,
+            _ => pg_sys::expression_tree_walker(node, Some(refers_to_rows), context),
+        }
+    }
 }
 
 unsafe fn is_param_or_const(node: *mut Node) -> bool {

@@ -7,6 +7,10 @@ const MODES: &[(&str, Mode)] = &[
     ("simhash", crate::features::simhash_text),
     // simhash(text) with every keyword voting (no top-N cut), for comparison.
     ("simhash_all_keywords", |t| crate::features::simhash_top_n(t, usize::MAX)),
+    // The README's recipe for long texts: simhash(body, greatest(20, char_length(body) / 40)).
+    ("simhash_len40", |t| {
+        crate::features::simhash_top_n(t, (t.chars().count() / 40).max(crate::features::DEFAULT_TOP_N))
+    }),
     ("simhash_ngrams3", |t| crate::shingles::simhash_ngrams(t, 3)),
     ("minhash64", |t| crate::shingles::minhash64(t, 3)),
     ("minhash64_5", |t| crate::shingles::minhash64(t, 5)),

@@ -47,8 +47,16 @@ SET plan_cache_mode = force_generic_plan;
 EXPLAIN (COSTS OFF) EXECUTE near(:'q', 0);
 EXECUTE near(:'q', 1);
 EXECUTE near(NULL, 0);
+-- A query text under an expression of parameters (the README's growing keyword cut) as well.
+INSERT INTO rs VALUES (300000, simhash(repeat('数据库系统的查询优化器选择执行计划。', 50), 23), 'a text');
+PREPARE near_text(text) AS
+    SELECT id FROM rs WHERE fp <~> simhash($1, greatest(20, char_length($1) / 40)) <= 7 ORDER BY id;
+EXPLAIN (COSTS OFF) EXECUTE near_text(repeat('数据库系统的查询优化器选择执行计划。', 50));
+EXECUTE near_text(repeat('数据库系统的查询优化器选择执行计划。', 50));
 RESET plan_cache_mode;
 DEALLOCATE near;
+DEALLOCATE near_text;
+DELETE FROM rs WHERE id = 300000;
 
 -- Rescans: once per outer row, each with its own fingerprint.
 SELECT o.id, (SELECT array_agg(id ORDER BY id) FROM rs WHERE rs.fp <~> o.fp <= 3) AS near
