@@ -243,7 +243,7 @@ CREATE FUNCTION simhash(text, top_n integer) RETURNS simhash64
 CREATE FUNCTION simhash_ngrams(text, n integer DEFAULT 3) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash_ngrams_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 500;
 
-CREATE FUNCTION minhash64(text, n integer DEFAULT 3) RETURNS simhash64
+CREATE FUNCTION minhash64(text, n integer DEFAULT 3, hashes_per_bit integer DEFAULT 1) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'minhash64_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 200;
 
 CREATE FUNCTION simhash_fold(text) RETURNS text
@@ -474,7 +474,7 @@ COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simh
 COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (folded; jieba-rs words, the 20 heaviest TF-IDF keywords, FNV-1a-64); NULL when the text has no words';
 COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of the top_n heaviest keywords of the folded text (simhash(text) uses 20)';
 COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the set of the folded text''s character n-grams (each votes once)';
-COMMENT ON FUNCTION minhash64(text, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard)';
+COMMENT ON FUNCTION minhash64(text, integer, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard^hashes_per_bit)';
 COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
 COMMENT ON FUNCTION simhash(text[], double precision[]) IS 'SimHash of custom features (FNV-1a-64 each), each voting with its weight';
 COMMENT ON AGGREGATE simhash_agg(text, double precision) IS 'SimHash of the (feature, weight) rows of a group; NULL features are left out';

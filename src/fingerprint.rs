@@ -23,7 +23,7 @@ enum Mode {
     SimHash,
     SimHashTopN(i32),
     SimHashNgrams(i32),
-    MinHash64(i32),
+    MinHash64(i32, i32),
 }
 
 impl Mode {
@@ -33,7 +33,7 @@ impl Mode {
             Mode::SimHash => 0,
             Mode::SimHashTopN(_) => 1,
             Mode::SimHashNgrams(_) => 2,
-            Mode::MinHash64(_) => 3,
+            Mode::MinHash64(..) => 3,
         }
     }
 }
@@ -126,18 +126,29 @@ fn shingle_length(n: i32, function: &str) -> usize {
     n as usize
 }
 
-/// SimHash of the text's character n-grams (folded, punctuation left out), weighted by count.
+/// SimHash of the set of the text's character n-grams (folded, punctuation left out), each voting once.
 #[pg_extern(sql = false)]
 fn simhash_ngrams(text: &[u8], n: i32) -> Option<SimHash64> {
     let n = shingle_length(n, "simhash_ngrams");
     memoized(Mode::SimHashNgrams(n as i32), text, |t| simhash_core::shingles::simhash_ngrams(t, n))
 }
 
-/// The 1-bit MinHash of the text's character n-gram set: distance ~ 32 x (1 - Jaccard).
+/// The 1-bit MinHash of the text's character n-gram set, `hashes_per_bit` min-hashes per bit:
+/// distance ~ 32 x (1 - Jaccard^hashes_per_bit).
 #[pg_extern(sql = false)]
-fn minhash64(text: &[u8], n: i32) -> Option<SimHash64> {
+fn minhash64(text: &[u8], n: i32, hashes_per_bit: i32) -> Option<SimHash64> {
     let n = shingle_length(n, "minhash64");
-    memoized(Mode::MinHash64(n as i32), text, |t| simhash_core::shingles::minhash64(t, n))
+    let max = simhash_core::shingles::MAX_HASHES_PER_BIT as i32;
+    if !(1..=max).contains(&hashes_per_bit) {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("minhash64 hashes_per_bit {hashes_per_bit} is out of range"),
+            Some(format!("Each bit combines 1 to {max} min-hashes; the default is 1.")),
+        );
+    }
+    memoized(Mode::MinHash64(n as i32, hashes_per_bit), text, |t| {
+        simhash_core::shingles::minhash64_with(t, n, hashes_per_bit as usize)
+    })
 }
 
 /// The folded text the fingerprints see (NFKC, lower case, Chinese in one script and vocabulary,

@@ -247,7 +247,7 @@ impl ExtensionObjects {
                     function_oid(schema, c"simhash", &[pg_sys::TEXTOID])?,
                     function_oid(schema, c"simhash", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
                     function_oid(schema, c"simhash_ngrams", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
-                    function_oid(schema, c"minhash64", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
+                    function_oid(schema, c"minhash64", &[pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT4OID])?,
                 ],
             })
         }

@@ -14,6 +14,8 @@ const MODES: &[(&str, Mode)] = &[
     ("simhash_ngrams3", |t| crate::shingles::simhash_ngrams(t, 3)),
     ("minhash64", |t| crate::shingles::minhash64(t, 3)),
     ("minhash64_5", |t| crate::shingles::minhash64(t, 5)),
+    // minhash64(text, 4, 2): 4-character shingles, two min-hashes per bit.
+    ("minhash64_4x2", |t| crate::shingles::minhash64_with(t, 4, 2)),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -27,15 +27,21 @@ SELECT simhash_fold('哈萨克斯坦和尼日利亚，这是一位著名作家�
 SELECT id, simhash(body, 5) AS top5, simhash_ngrams(body) AS ngrams3, simhash_ngrams(body, 2) AS ngrams2,
        minhash64(body) AS minhash3, minhash64(body, 5) AS minhash5
 FROM texts ORDER BY id;
+SELECT id, minhash64(body, 4, 2) AS minhash4x2, minhash64(body, 3, 4) AS minhash3x4,
+       minhash64(body, 3, 1) = minhash64(body) AS one_per_bit_is_the_default
+FROM texts ORDER BY id;
 
 -- Folding makes Simplified/Traditional and case/punctuation variants close for the shingle modes.
-SELECT minhash64(a.body) <~> minhash64(b.body) AS minhash, simhash_ngrams(a.body) <~> simhash_ngrams(b.body) AS ngrams,
+SELECT minhash64(a.body) <~> minhash64(b.body) AS minhash,
+       minhash64(a.body, 4, 2) <~> minhash64(b.body, 4, 2) AS minhash4x2, simhash_ngrams(a.body) <~> simhash_ngrams(b.body) AS ngrams,
        simhash(a.body) <~> simhash(b.body) AS simhash
 FROM texts a JOIN texts b ON (a.id, b.id) IN ((1, 2), (3, 4)) ORDER BY a.id;
 
 -- Bad parameters.
 SELECT simhash('text', 0);
 SELECT minhash64('text', 0);
+SELECT minhash64('text', 3, 0);
+SELECT minhash64('text', 3, 5);
 SELECT simhash_ngrams('text', 33);
 
 -- The planner rewrite also takes these functions of a parameter.
