@@ -291,6 +291,8 @@ unsafe fn is_row_independent(node: *mut Node) -> bool {
 }
 
 /// Walker for [`is_row_independent`]: true at the first node whose value can change from row to row.
+/// (Guarded: `expression_tree_walker` may raise an error, e.g. on a too deep expression.)
+#[pg_guard]
 unsafe extern "C-unwind" fn refers_to_rows(node: *mut Node, context: *mut std::ffi::c_void) -> bool {
     unsafe {
         if node.is_null() {

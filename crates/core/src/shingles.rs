@@ -99,8 +99,8 @@ pub const MAX_HASHES_PER_BIT: usize = 4;
 /// One-permutation hashing: each shingle is hashed once (FNV-1a-64 over its code points, then
 /// SplitMix64's finaliser); the hash's top 32 bits pick one of 64 x `hashes_per_bit` bins
 /// (multiply-shift; with one hash per bit that is the top 6 bits), its low 58 bits are its value,
-/// and each bin keeps its least value. An empty bin (a text with fewer than a few hundred shingles
-/// leaves some) takes the value of a non-empty bin chosen by a hash of its number (optimal
+/// and each bin keeps its least value. An empty bin (a text with fewer than about
+/// 4 x 64 x `hashes_per_bit` shingles leaves some) takes the value of a non-empty bin chosen by a hash of its number (optimal
 /// densification, Shrivastava 2017), so that every bin agrees between two texts with the
 /// probability of their Jaccard similarity J. Each bin gives one bit of a hash of its value and
 /// number; bit i is the exclusive or of its `hashes_per_bit` bins' bits. A bit whose bins all agree
@@ -249,6 +249,31 @@ mod tests {
             assert!((16..=48).contains(&fp.count_ones()), "{per_bit}: {fp:016x}");
             assert_ne!(fp >> 32, fp & 0xffff_ffff, "{per_bit}: {fp:016x}");
             assert_ne!(fp >> 48, fp & 0xffff, "{per_bit}: {fp:016x}");
+        }
+    }
+
+    /// With r min-hashes per bit the mean distance tracks 32 x (1 - J^r), for long texts and for
+    /// short ones (filled-in bins), and for r = 3, whose 192 bins are not a power of two.
+    #[test]
+    fn hashes_per_bit_estimate_jaccard_to_the_power_r() {
+        for (per_bit, length, edits) in [(2, 120, 4), (3, 1200, 30), (3, 150, 4), (4, 600, 6)] {
+            let base: Vec<char> = (0..length).map(|i| char::from_u32(0x4e00 + (i * 7919) % 20000).unwrap()).collect();
+            let mut total_error = 0.0;
+            let trials = 300;
+            for t in 0..trials {
+                let mut edited = base.clone();
+                for e in 0..edits {
+                    let at = (t * 131 + e * 977) % edited.len();
+                    edited[at] = char::from_u32(0x4e00 + ((t * 31 + e) % 500) as u32).unwrap();
+                }
+                let (original, edited): (String, String) = (base.iter().collect(), edited.into_iter().collect());
+                let j = jaccard(&original, &edited, 4);
+                let (a, b) =
+                    (minhash64_with(&original, 4, per_bit).unwrap(), minhash64_with(&edited, 4, per_bit).unwrap());
+                total_error += hamming(a, b) as f64 - 32.0 * (1.0 - j.powi(per_bit as i32));
+            }
+            let bias = total_error / trials as f64;
+            assert!(bias.abs() < 1.0, "r = {per_bit}, {length} characters: mean distance - 32(1-J^r) = {bias}");
         }
     }
 

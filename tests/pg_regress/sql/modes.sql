@@ -54,6 +54,11 @@ SET enable_seqscan = off;
 PREPARE near(text) AS SELECT id FROM docs WHERE fp <~> minhash64($1) <= 3 ORDER BY id;
 EXPLAIN (COSTS OFF) EXECUTE near('The quick brown fox jumps over the lazy dog near the river bank.');
 EXECUTE near('The quick brown fox jumps over the lazy dog near the river bank.');
+-- ... the recommended mode included.
+PREPARE near_4x2(text) AS SELECT id FROM docs WHERE fp <~> minhash64($1, 4, 2) <= 11;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE near_4x2('The quick brown fox jumps over the lazy dog near the river bank.');
+RESET plan_cache_mode;
 RESET enable_seqscan;
 DROP TABLE docs, texts;
 
