@@ -113,17 +113,29 @@ fn simhash_top_n(text: &[u8], top_n: i32) -> Option<SimHash64> {
     memoized(Mode::SimHashTopN(top_n), text, |t| simhash_core::features::simhash_top_n(t, top_n as usize))
 }
 
+/// `value` when it is 1 to `max`; otherwise SQLSTATE 22023, "{function} {what} {value} is out of
+/// range", with `detail`.
+fn parameter_in_range(value: i32, max: usize, function: &str, what: &str, detail: String) -> usize {
+    match usize::try_from(value) {
+        Ok(v) if (1..=max).contains(&v) => v,
+        _ => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{function} {what} {value} is out of range"),
+            Some(detail),
+        ),
+    }
+}
+
 /// Checks a shingle length (1 to `MAX_SHINGLE` characters).
 fn shingle_length(n: i32, function: &str) -> usize {
-    let max = simhash_core::shingles::MAX_SHINGLE as i32;
-    if !(1..=max).contains(&n) {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("{function} shingle length {n} is out of range"),
-            Some(format!("Shingles are 1 to {max} characters long; the default is 3.")),
-        );
-    }
-    n as usize
+    let max = simhash_core::shingles::MAX_SHINGLE;
+    parameter_in_range(
+        n,
+        max,
+        function,
+        "shingle length",
+        format!("Shingles are 1 to {max} characters long; the default is 3."),
+    )
 }
 
 /// SimHash of the set of the text's character n-grams (folded, punctuation left out), each voting once.
@@ -138,17 +150,15 @@ fn simhash_ngrams(text: &[u8], n: i32) -> Option<SimHash64> {
 #[pg_extern(sql = false)]
 fn minhash64(text: &[u8], n: i32, hashes_per_bit: i32) -> Option<SimHash64> {
     let n = shingle_length(n, "minhash64");
-    let max = simhash_core::shingles::MAX_HASHES_PER_BIT as i32;
-    if !(1..=max).contains(&hashes_per_bit) {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("minhash64 hashes_per_bit {hashes_per_bit} is out of range"),
-            Some(format!("Each bit combines 1 to {max} min-hashes; the default is 1.")),
-        );
-    }
-    memoized(Mode::MinHash64(n as i32, hashes_per_bit), text, |t| {
-        simhash_core::shingles::minhash64_with(t, n, hashes_per_bit as usize)
-    })
+    let max = simhash_core::shingles::MAX_HASHES_PER_BIT;
+    let per_bit = parameter_in_range(
+        hashes_per_bit,
+        max,
+        "minhash64",
+        "hashes_per_bit",
+        format!("Each bit combines 1 to {max} min-hashes; the default is 1."),
+    );
+    memoized(Mode::MinHash64(n as i32, hashes_per_bit), text, |t| simhash_core::shingles::minhash64_with(t, n, per_bit))
 }
 
 /// The folded text the fingerprints see (NFKC, lower case, Chinese in one script and vocabulary,
