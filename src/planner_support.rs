@@ -285,9 +285,7 @@ unsafe fn is_plain_operand(node: *mut Node) -> bool {
 /// non-volatile functions and operators; no column (of this query or an outer one), sub-select,
 /// aggregate or window function.
 unsafe fn is_row_independent(node: *mut Node) -> bool {
-    unsafe {
-        is_param_or_const(node) || (!refers_to_rows(node, null_mut()) && !pg_sys::contain_volatile_functions(node))
-    }
+    unsafe { !refers_to_rows(node, null_mut()) && !pg_sys::contain_volatile_functions(node) }
 }
 
 /// Walker for [`is_row_independent`]: true at the first node whose value can change from row to row.

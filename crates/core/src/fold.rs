@@ -340,8 +340,9 @@ mod tests {
         assert_eq!(fold("這個程式讀取檔案"), "这个程序读取文件");
         assert_eq!(fold("資料庫伺服器"), "数据库服务器");
         assert_eq!(fold("海量网页去重"), "海量网页去重"); // Simplified stays as it is
-        assert_eq!(fold("程序设计"), "程序设计"); // not the Taiwan sense of 程序 (进程)
-                                                  // Taiwan vocabulary written in Simplified characters (OpenCC's plain t2s keeps it) folds too.
+                                                          // Not the Taiwan sense of 程序 (进程).
+        assert_eq!(fold("程序设计"), "程序设计");
+        // Taiwan vocabulary written in Simplified characters (OpenCC's plain t2s keeps it) folds too.
         assert_eq!(fold("这个程式读取档案"), "这个程序读取文件");
         // Mainland words stay whole; Simplified characters stay.
         assert_eq!(fold("哈萨克斯坦和尼日利亚"), "哈萨克斯坦和尼日利亚");

@@ -100,9 +100,9 @@ pub const MAX_HASHES_PER_BIT: usize = 4;
 /// SplitMix64's finaliser); the hash's top 32 bits pick one of 64 x `hashes_per_bit` bins
 /// (multiply-shift; with one hash per bit that is the top 6 bits), its low 58 bits are its value,
 /// and each bin keeps its least value. An empty bin (a text with fewer than about
-/// 4 x 64 x `hashes_per_bit` shingles leaves some) takes the value of a non-empty bin chosen by a hash of its number (optimal
-/// densification, Shrivastava 2017), so that every bin agrees between two texts with the
-/// probability of their Jaccard similarity J. Each bin gives one bit of a hash of its value and
+/// 4 x 64 x `hashes_per_bit` shingles leaves some) takes the value of a non-empty bin chosen by a
+/// hash of its number (optimal densification, Shrivastava 2017), so that every bin agrees between
+/// two texts with the probability of their Jaccard similarity J. Each bin gives one bit of a hash of its value and
 /// number; bit i is the exclusive or of its `hashes_per_bit` bins' bits. A bit whose bins all agree
 /// agrees; otherwise it agrees by chance, half the time. So two texts differ in about
 /// 32 x (1 - J^r) bits, r = `hashes_per_bit`: with r = 2 the distance grows faster as J falls
@@ -161,12 +161,12 @@ pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distance::hamming;
 
     #[test]
     fn cjk_unified_ideographs_are_alphanumeric() {
         assert!((0x4E00..=0x9FFF).filter_map(char::from_u32).all(char::is_alphanumeric));
     }
-    use crate::distance::hamming;
 
     fn jaccard(a: &str, b: &str, n: usize) -> f64 {
         let set = |t: &str| {
@@ -252,14 +252,21 @@ mod tests {
         }
     }
 
-    /// With r min-hashes per bit the mean distance tracks 32 x (1 - J^r), for long texts and for
-    /// short ones (filled-in bins), and for r = 3, whose 192 bins are not a power of two.
+    /// The mean distance over many pairs tracks 32 x (1 - J^r), r = hashes per bit: one (the
+    /// plain 1-bit MinHash) and more, for long texts and for short ones (filled-in bins), and for
+    /// r = 3, whose 192 bins are not a power of two.
     #[test]
-    fn hashes_per_bit_estimate_jaccard_to_the_power_r() {
-        for (per_bit, length, edits) in [(2, 120, 4), (3, 1200, 30), (3, 150, 4), (4, 600, 6)] {
+    fn distance_estimates_jaccard_to_the_power_r() {
+        for (per_bit, n, length, edits, trials) in [
+            (1, 3, 400, 20, 200),
+            (2, 4, 1200, 30, 200),
+            (2, 4, 120, 4, 300),
+            (3, 4, 1200, 30, 300),
+            (3, 4, 150, 4, 300),
+            (4, 4, 600, 6, 300),
+        ] {
             let base: Vec<char> = (0..length).map(|i| char::from_u32(0x4e00 + (i * 7919) % 20000).unwrap()).collect();
             let mut total_error = 0.0;
-            let trials = 300;
             for t in 0..trials {
                 let mut edited = base.clone();
                 for e in 0..edits {
@@ -267,57 +274,13 @@ mod tests {
                     edited[at] = char::from_u32(0x4e00 + ((t * 31 + e) % 500) as u32).unwrap();
                 }
                 let (original, edited): (String, String) = (base.iter().collect(), edited.into_iter().collect());
-                let j = jaccard(&original, &edited, 4);
+                let j = jaccard(&original, &edited, n);
                 let (a, b) =
-                    (minhash64_with(&original, 4, per_bit).unwrap(), minhash64_with(&edited, 4, per_bit).unwrap());
+                    (minhash64_with(&original, n, per_bit).unwrap(), minhash64_with(&edited, n, per_bit).unwrap());
                 total_error += hamming(a, b) as f64 - 32.0 * (1.0 - j.powi(per_bit as i32));
             }
             let bias = total_error / trials as f64;
             assert!(bias.abs() < 1.0, "r = {per_bit}, {length} characters: mean distance - 32(1-J^r) = {bias}");
         }
-    }
-
-    /// With two min-hashes per bit the mean distance tracks 32 x (1 - J^2).
-    #[test]
-    fn two_hashes_per_bit_estimate_jaccard_squared() {
-        let base: Vec<char> = (0..1200).map(|i| char::from_u32(0x4e00 + (i * 7919) % 20000).unwrap()).collect();
-        let mut total_error = 0.0;
-        let trials = 200;
-        for t in 0..trials {
-            let mut edited = base.clone();
-            for e in 0..30 {
-                let at = (t * 131 + e * 977) % edited.len();
-                edited[at] = char::from_u32(0x4e00 + ((t * 31 + e) % 500) as u32).unwrap();
-            }
-            let (original, edited): (String, String) = (base.iter().collect(), edited.into_iter().collect());
-            let j = jaccard(&original, &edited, 4);
-            let d = hamming(minhash64_with(&original, 4, 2).unwrap(), minhash64_with(&edited, 4, 2).unwrap()) as f64;
-            total_error += d - 32.0 * (1.0 - j * j);
-        }
-        let bias = total_error / trials as f64;
-        assert!(bias.abs() < 1.0, "mean distance - 32(1-J^2) = {bias}");
-    }
-
-    /// The mean distance over many pairs tracks 32 x (1 - J).
-    #[test]
-    fn distance_estimates_jaccard() {
-        let base: String = (0..400).map(|i| char::from_u32(0x4e00 + (i * 7919) % 20000).unwrap()).collect();
-        let mut total_error = 0.0;
-        let trials = 200;
-        for t in 0..trials {
-            let chars: Vec<char> = base.chars().collect();
-            let mut edited = chars.clone();
-            for e in 0..20 {
-                let at = (t * 131 + e * 977) % edited.len();
-                edited[at] = char::from_u32(0x4e00 + ((t * 31 + e) % 500) as u32).unwrap();
-            }
-            let edited: String = edited.into_iter().collect();
-            let original: String = chars.into_iter().collect();
-            let j = jaccard(&original, &edited, 3);
-            let d = hamming(minhash64(&original, 3).unwrap(), minhash64(&edited, 3).unwrap()) as f64;
-            total_error += d - 32.0 * (1.0 - j);
-        }
-        let bias = total_error / trials as f64;
-        assert!(bias.abs() < 1.0, "mean distance - 32(1-J) = {bias}");
     }
 }
