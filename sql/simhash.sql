@@ -249,6 +249,14 @@ CREATE FUNCTION minhash64(text, n integer DEFAULT 3, hashes_per_bit integer DEFA
 CREATE FUNCTION simhash_fold(text) RETURNS text
     AS 'MODULE_PATHNAME', 'simhash_fold_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 100;
 
+-- The exact similarity of two texts, to verify candidates within the radius (src/similarity.rs).
+-- COST: evaluated after the radius test, on the rows within k only.
+CREATE FUNCTION simhash_similarity(a text, b text, n integer DEFAULT 3) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_similarity_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 2000;
+
+CREATE FUNCTION simhash_containment(a text, b text, n integer DEFAULT 3) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_containment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 2000;
+
 -- Custom weighted features, and what went into simhash(text).
 CREATE FUNCTION simhash(features text[], weights double precision[]) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash_weighted_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -304,6 +312,66 @@ CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, id_col
 RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
     SELECT * FROM @extschema@.simhash_clusters(
         pg_catalog.format('SELECT %I, %I FROM %s', id_column, fp_column, tbl), k)
+$$;
+
+-- Verified pairs: the query returns (id, fingerprint, text), ids unique; a pair within k is
+-- returned only if simhash_similarity(text_a, text_b, n) >= min_similarity. The fingerprint pairs
+-- are found as above; their texts are then joined in (the query runs twice: once for the
+-- fingerprints, once, materialized, for the texts) and compared, within work_mem (spilling to disk).
+CREATE FUNCTION simhash_pairs(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    -- On its own lines, without a trailing semicolon, as simhash_pairs(query, k) reads it.
+    q text := pg_catalog.rtrim(query, E' \t\r\n;');
+BEGIN
+    IF NOT (min_similarity BETWEEN 0 AND 1) THEN
+        RAISE EXCEPTION 'min_similarity % is out of range for near-duplicate pairs', min_similarity
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
+    END IF;
+    IF n < 1 OR n > 32 THEN
+        RAISE EXCEPTION 'shingle length % is out of range for near-duplicate pairs', n
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
+    END IF;
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'WITH t AS MATERIALIZED (SELECT q.id::pg_catalog.int8 AS id, q.body::pg_catalog.text AS body FROM (
+%s
+         ) q(id, fp, body))
+         SELECT p.id_a, p.id_b, p.distance, s.similarity
+         FROM @extschema@.simhash_pairs(%L, $1) p
+         JOIN t a ON a.id OPERATOR(pg_catalog.=) p.id_a
+         JOIN t b ON b.id OPERATOR(pg_catalog.=) p.id_b
+         CROSS JOIN LATERAL (SELECT @extschema@.simhash_similarity(a.body, b.body, $3)) s(similarity)
+         WHERE s.similarity OPERATOR(pg_catalog.>=) $2',
+        q, pg_catalog.format(E'SELECT q.id, q.fp FROM (\n%s\n) q(id, fp, body)', q))
+        USING k, min_similarity, n;
+END $$;
+
+CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, text_column name,
+                              min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
+LANGUAGE sql VOLATILE STRICT AS $$
+    SELECT * FROM @extschema@.simhash_pairs(
+        pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n)
+$$;
+
+-- The groups of any (id_a, id_b) pairs: each id with the smallest id of its group.
+CREATE FUNCTION simhash_clusters_from_pairs(query text)
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_clusters_from_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION simhash_clusters(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
+    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L, %s, %s::pg_catalog.float8, %s)',
+        query, k, min_similarity, n))
+$$;
+
+CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, text_column name,
+                                 min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
+    SELECT * FROM @extschema@.simhash_clusters(
+        pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n)
 $$;
 
 -- ---------------------------------------------------------------------------------------------
@@ -381,8 +449,9 @@ END $$;
 CREATE FUNCTION simhash_indexed(tbl regclass, col name) RETURNS boolean
 STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_indexed_wrapper';
 
-CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer) RETURNS text
-STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
+CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer, verify name DEFAULT NULL,
+                                     min_similarity double precision DEFAULT 0.8, n integer DEFAULT 3) RETURNS text
+STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
 
 CREATE FUNCTION simhash_dedup_trigger() RETURNS trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_trigger';
@@ -394,8 +463,11 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
 -- reports skipped rows (action 'skip'), and the report table (action 'report'; default name
 -- <table>_near_duplicates, created if missing). Calling it again replaces the triggers. Returns the
 -- row trigger's name.
+-- With verify (a text column), a row within k is a near-duplicate only if
+-- simhash_similarity(its text, the stored row's text, n) >= min_similarity.
 CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
-                                  report_table text DEFAULT NULL)
+                                  report_table text DEFAULT NULL, verify name DEFAULT NULL,
+                                  min_similarity double precision DEFAULT 0.8, n integer DEFAULT 3)
 RETURNS name LANGUAGE plpgsql AS $$
 DECLARE
     rel_name name;
@@ -405,6 +477,7 @@ DECLARE
     report_name text;
     statements text;
     update_of text;
+    verify_args text;
 BEGIN
     IF k IS NULL OR k < 0 OR k > 11 THEN
         RAISE EXCEPTION 'radius % is out of range for simhash_add_dedup', coalesce(k::text, 'NULL')
@@ -416,6 +489,20 @@ BEGIN
     END IF;
     IF report_table IS NOT NULL AND action <> 'report' THEN
         RAISE EXCEPTION 'only action "report" takes a report table' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF verify IS NOT NULL THEN
+        IF min_similarity IS NULL OR NOT (min_similarity BETWEEN 0 AND 1) THEN
+            RAISE EXCEPTION 'min_similarity % is out of range for simhash_add_dedup', coalesce(min_similarity::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
+        END IF;
+        IF n IS NULL OR n < 1 OR n > 32 THEN
+            RAISE EXCEPTION 'shingle length % is out of range for simhash_add_dedup', coalesce(n::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
+        END IF;
+        verify_args := pg_catalog.format(', %L, %L, %L', 'verify=' || verify, 'min_similarity=' || min_similarity,
+                                         'n=' || n);
+    ELSE
+        verify_args := '';
     END IF;
     SELECT c.relname, n.nspname INTO rel_name, rel_schema
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
@@ -442,16 +529,22 @@ BEGIN
                 existing_key text,
                 distance integer NOT NULL,
                 new_fingerprint @extschema@.simhash64 NOT NULL,
-                reported_at timestamptz NOT NULL DEFAULT pg_catalog.now())', report_name);
+                reported_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+                similarity double precision)', report_name);
+        IF verify IS NOT NULL THEN
+            -- A report table made before for a trigger without verification gets the column.
+            EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS similarity double precision',
+                                      report_name);
+        END IF;
     END IF;
     -- Fire on every UPDATE, not UPDATE OF col: the fingerprint may be set by another BEFORE trigger
     -- or be a generated column; the trigger skips rows whose fingerprint did not change.
     update_of := '';
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE TRIGGER %I BEFORE INSERT OR UPDATE%s ON %s FOR EACH ROW
-         EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s)',
+         EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s%s)',
         row_trigger, update_of, tbl, col, k, action,
-        CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END);
+        CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END, verify_args);
     IF action = 'skip' THEN
         EXECUTE pg_catalog.format(
             'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE%s ON %s FOR EACH STATEMENT
@@ -475,6 +568,8 @@ COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (folded; jie
 COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of the top_n heaviest keywords of the folded text (simhash(text) uses 20)';
 COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the set of the folded text''s character n-grams (each votes once)';
 COMMENT ON FUNCTION minhash64(text, integer, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard^hashes_per_bit)';
+COMMENT ON FUNCTION simhash_similarity(text, text, integer) IS 'Jaccard similarity of the two folded texts'' sets of character n-grams (the set minhash64(text, n) fingerprints); NULL when either has no letter or digit';
+COMMENT ON FUNCTION simhash_containment(text, text, integer) IS 'share of the smaller of the two folded texts'' character n-gram sets found in the larger (1 for a text inside the other); NULL when either has no letter or digit';
 COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
 COMMENT ON FUNCTION simhash(text[], double precision[]) IS 'SimHash of custom features (FNV-1a-64 each), each voting with its weight';
 COMMENT ON AGGREGATE simhash_agg(text, double precision) IS 'SimHash of the (feature, weight) rows of a group; NULL features are left out';
@@ -489,6 +584,11 @@ COMMENT ON FUNCTION simhash_pairs(text, integer) IS 'all pairs within Hamming di
 COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column';
 COMMENT ON FUNCTION simhash_clusters(text, integer) IS 'each row that has a near-duplicate, with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group';
+COMMENT ON FUNCTION simhash_pairs(text, integer, double precision, integer) IS 'pairs within k among the (id, fingerprint, text) rows of a query whose texts have simhash_similarity >= min_similarity';
+COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name, double precision, name, integer) IS 'pairs within k in a table column whose texts have simhash_similarity >= min_similarity';
+COMMENT ON FUNCTION simhash_clusters_from_pairs(text) IS 'the groups (connected components) of the (id_a, id_b) pairs of a query: each id with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(text, integer, double precision, integer) IS 'each row with a verified near-duplicate (see simhash_pairs with min_similarity), with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name, double precision, name, integer) IS 'each row of a table with a verified near-duplicate, with the smallest id of its group';
 COMMENT ON FUNCTION simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
 COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree or gin)';
 COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
@@ -501,5 +601,5 @@ COMMENT ON FUNCTION simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
 COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups on a simhash64 column can use an index (segment B-trees or bands GIN)';
 COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
-COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column';
-COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out), to EXPLAIN it';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column';
+COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';

@@ -36,6 +36,29 @@ struct Config {
     k: u32,
     action: Action,
     report_table: Option<Oid>,
+    verify: Option<Verify>,
+}
+
+/// `verify=<column>`, `min_similarity=<x>`, `n=<shingle length>`: a row within k is a
+/// near-duplicate only if its text is at least that similar (`simhash_similarity`).
+#[derive(Clone, Debug)]
+pub(crate) struct Verify {
+    pub column: String,
+    pub attnum: i32,
+    pub min_similarity: f64,
+    pub n: usize,
+}
+
+impl Verify {
+    /// The default threshold and shingle length of `simhash_add_dedup`.
+    pub const DEFAULT_MIN_SIMILARITY: f64 = 0.8;
+    pub const DEFAULT_N: usize = 3;
+
+    /// Whether an overlap of two texts' shingle sets passes the threshold (as the SQL test
+    /// `simhash_similarity(a, b, n) >= min_similarity` decides: NULL never passes).
+    pub fn passes(&self, overlap: simhash_core::shingles::Overlap) -> Option<f64> {
+        overlap.jaccard().filter(|&j| j >= self.min_similarity)
+    }
 }
 
 /// Plans kept for the life of the backend, per trigger. The statement text is rebuilt on each call
@@ -147,14 +170,22 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 return Datum::from(row); // the fingerprint did not change
             }
         }
+        // With verification, the text decides; a row without text is never a near-duplicate.
+        let text = match &config.verify {
+            None => None,
+            Some(verify) => match new_datum(rel, row, verify.attnum) {
+                None => return Datum::from(row),
+                text => text,
+            },
+        };
         let relid = (*rel).rd_id;
         let trigger_oid = (*trigger).tgoid;
         warn_once_without_indexes(trigger_oid, rel, &config, schema);
 
         connect();
         let exclude = old_row.map(|t| (*t).t_self).unwrap_or_default();
-        let found = find_near_duplicate(trigger_oid, rel, &config, schema, fp, exclude);
-        let Some((existing_key, distance)) = found else {
+        let found = find_near_duplicate(trigger_oid, rel, &config, schema, fp, exclude, text);
+        let Some((existing_key, distance, similarity)) = found else {
             finish();
             if config.action != Action::Report {
                 crate::dedup_recheck::remember(relid, trigger_oid, fp, || crate::dedup_recheck::Pending {
@@ -164,6 +195,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     k: config.k,
                     skip: config.action == Action::Skip,
                     trigger_name: trigger_name(trigger),
+                    verify: config.verify.clone(),
                     fingerprints: Vec::new(),
                 });
             }
@@ -182,7 +214,8 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             }
             Action::Report => {
                 let new_key = row_key(rel, row);
-                report(trigger_oid, trigger, relid, &config, schema, fp, new_key, existing_key.as_deref(), distance);
+                let found = Found { existing_key: existing_key.as_deref(), distance, similarity };
+                report(trigger_oid, trigger, relid, &config, schema, fp, new_key, found);
                 Some(Datum::from(row))
             }
         };
@@ -197,6 +230,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 fp,
                 distance as u32,
                 existing_key.as_deref(),
+                config.verify.as_ref().zip(similarity),
                 "",
             ),
         }
@@ -214,6 +248,7 @@ pub(crate) unsafe fn raise_near_duplicate(
     fp: u64,
     distance: u32,
     existing_key: Option<&str>,
+    verified: Option<(&Verify, f64)>,
     note: &str,
 ) -> ! {
     unsafe {
@@ -221,7 +256,16 @@ pub(crate) unsafe fn raise_near_duplicate(
             Some(key) => format!("Existing row {}", key_columns(rel).describe(key)),
             None => "A stored row".into(),
         };
-        let note = if note.is_empty() { String::new() } else { format!(" {note}") };
+        let mut note = if note.is_empty() { String::new() } else { format!(" {note}") };
+        if let Some((verify, similarity)) = verified {
+            note = format!(
+                " Their {} texts have similarity {} (n = {}); the threshold is {}.{note}",
+                verify.column,
+                format_similarity(similarity, verify.min_similarity),
+                verify.n,
+                verify.min_similarity
+            );
+        }
         raise(
             PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
             format!(
@@ -280,11 +324,18 @@ fn bad_argument(message: String, hint: &str) -> ! {
 /// Parses and checks `(column [, k [, action [, report_table]]])` against the table.
 unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, schema: Oid) -> Config {
     unsafe {
-        let args: Vec<String> = (0..(*trigger).tgnargs as usize)
+        let all: Vec<String> = (0..(*trigger).tgnargs as usize)
             .map(|i| CStr::from_ptr(*(*trigger).tgargs.add(i)).to_string_lossy().into_owned())
             .collect();
-        let usage = "Use simhash_dedup_trigger(column [, k [, action [, report_table]]]), for example \
-                     simhash_dedup_trigger('fp', '3', 'error').";
+        let usage = "Use simhash_dedup_trigger(column [, k [, action [, report_table]]] [, 'verify=text_column' \
+                     [, 'min_similarity=0.8' [, 'n=3']]]), for example simhash_dedup_trigger('fp', '3', 'error').";
+        // Options are `name=value` arguments after the column; the rest are positional.
+        let is_option = |(i, a): &(usize, &String)| {
+            *i > 0 && ["verify=", "min_similarity=", "n="].iter().any(|p| a.starts_with(p))
+        };
+        let options: Vec<&String> = all.iter().enumerate().filter(is_option).map(|(_, a)| a).collect();
+        let args: Vec<String> =
+            all.iter().enumerate().filter(|x| !is_option(x)).map(|(_, a)| a.clone()).collect();
         if args.is_empty() || args.len() > 4 {
             bad_argument(format!("simhash_dedup_trigger takes 1 to 4 arguments, not {}", args.len()), usage);
         }
@@ -342,7 +393,70 @@ unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, sc
             ),
             (_, None) => None,
         };
-        Config { column, attnum, k, action, report_table }
+        let verify = read_verify(rel, &options, usage);
+        Config { column, attnum, k, action, report_table, verify }
+    }
+}
+
+/// The verification options of a trigger (`verify=`, `min_similarity=`, `n=`), checked against
+/// the table; `None` without `verify=`.
+unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usage: &str) -> Option<Verify> {
+    unsafe {
+        let mut column = None;
+        let mut min_similarity = Verify::DEFAULT_MIN_SIMILARITY;
+        let mut n = Verify::DEFAULT_N;
+        for option in options {
+            let (name, value) = option.split_once('=').expect("options have a =");
+            match name {
+                "verify" => column = Some(value.to_string()),
+                "min_similarity" => match value.trim().parse::<f64>() {
+                    Ok(x) if (0.0..=1.0).contains(&x) => min_similarity = x,
+                    _ => bad_argument(
+                        format!("invalid min_similarity \"{value}\" for simhash_dedup_trigger"),
+                        "The threshold is a number from 0 to 1.",
+                    ),
+                },
+                _ => {
+                    let max = simhash_core::shingles::MAX_SHINGLE;
+                    match value.trim().parse::<usize>() {
+                        Ok(x) if (1..=max).contains(&x) => n = x,
+                        _ => bad_argument(
+                            format!("invalid shingle length \"{value}\" for simhash_dedup_trigger"),
+                            &format!("The shingle length n is an integer from 1 to {max}."),
+                        ),
+                    }
+                }
+            }
+        }
+        let Some(column) = column else {
+            if options.is_empty() {
+                return None;
+            }
+            bad_argument("min_similarity and n need verify=<text column>".into(), usage);
+        };
+        let name = CString::new(column.as_str()).unwrap_or_default();
+        let tupdesc = (*rel).rd_att;
+        let attnum = pg_sys::SPI_fnumber(tupdesc, name.as_ptr());
+        if attnum <= 0 {
+            raise(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{column}\" of relation \"{}\" does not exist", relation_name(rel)),
+                None,
+            );
+        }
+        let column_type = pg_sys::getBaseType(pg_sys::SPI_gettypeid(tupdesc, attnum));
+        if column_type != pg_sys::TEXTOID && column_type != pg_sys::VARCHAROID {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "column \"{column}\" of relation \"{}\" is of type {}, not text",
+                    relation_name(rel),
+                    type_name(pg_sys::SPI_gettypeid(tupdesc, attnum))
+                ),
+                Some("verify names the text the fingerprint was computed from (text or varchar).".into()),
+            );
+        }
+        Some(Verify { column, attnum, min_similarity, n })
     }
 }
 
@@ -399,11 +513,19 @@ unsafe fn column_value(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, att
 /// (`GENERATED ALWAYS AS (simhash(body)) STORED`) is computed here from its expression; `simhash()`
 /// keeps its last result, so PostgreSQL's own computation right after costs nothing more.
 unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<u64> {
+    unsafe { new_datum(rel, row, attnum).map(|d| d.value() as u64) }
+}
+
+/// The column's datum in the row being written (computed from its expression for a stored
+/// generated column, see `new_value`); `None` if NULL.
+unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<Datum> {
     unsafe {
         let tupdesc = (*rel).rd_att;
         let attr = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize)[attnum as usize - 1];
         if attr.attgenerated as u8 != pg_sys::ATTRIBUTE_GENERATED_STORED {
-            return column_value(row, tupdesc, attnum);
+            let mut is_null = false;
+            let datum = pg_sys::heap_getattr(row, attnum as _, tupdesc, &mut is_null);
+            return (!is_null).then_some(datum);
         }
         let expression = pg_sys::build_column_default(rel, attnum);
         if expression.is_null() {
@@ -416,10 +538,21 @@ unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
         pg_sys::ExecStoreHeapTuple(row, slot, false);
         (*econtext).ecxt_scantuple = slot;
         let mut is_null = false;
-        let value = pg_sys::ExecEvalExpr(state, econtext, &mut is_null);
+        let mut value = pg_sys::ExecEvalExpr(state, econtext, &mut is_null);
+        if !is_null && !attr.attbyval {
+            // The value lives in the executor state's memory: copy it out before that is freed.
+            value = if attr.attlen == -1 {
+                Datum::from(pg_sys::pg_detoast_datum_copy(value.cast_mut_ptr()))
+            } else {
+                let len = attr.attlen as usize;
+                let copy = pg_sys::palloc(len);
+                std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), copy.cast::<u8>(), len);
+                Datum::from(copy)
+            };
+        }
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::FreeExecutorState(estate);
-        (!is_null).then(|| value.value() as u64)
+        (!is_null).then_some(value)
     }
 }
 
@@ -608,26 +741,70 @@ unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[bool], limi
 }
 
 /// The statement that finds the nearest row within `k` of `$1` (a simhash64) other than the row at
-/// `$2` (a tid), returning its key as text and its distance.
-unsafe fn lookup_statement(rel: pg_sys::Relation, column: &str, k: u32, schema: Oid) -> String {
+/// `$2` (a tid), returning its key as text and its distance; with `verify`, only rows whose text
+/// is at least `min_similarity` similar to `$3` (a text), the most similar first, and the similarity.
+unsafe fn lookup_statement(rel: pg_sys::Relation, column: &str, k: u32, schema: Oid, verify: Option<&Verify>) -> String {
     unsafe {
         let s = quote_identifier(&CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy());
         let column = format!("t.{}", quote_identifier(column));
+        let key = key_columns(rel).expression();
+        let table = qualified_name((*rel).rd_id);
+        let within = format!(
+            "{column} OPERATOR({s}.<~>) $1 OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2"
+        );
+        let Some(verify) = verify else {
+            return format!(
+                "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4 FROM ONLY {table} t \
+                 WHERE {within} ORDER BY 2, 1 LIMIT 1"
+            );
+        };
+        let similarity =
+            format!("{s}.simhash_similarity(t.{}::pg_catalog.text, $3, {})", quote_identifier(&verify.column), verify.n);
         format!(
-            "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4 FROM ONLY {table} t \
-             WHERE {column} OPERATOR({s}.<~>) $1 OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2 \
-             ORDER BY 2, 1 LIMIT 1",
-            key = key_columns(rel).expression(),
-            table = qualified_name((*rel).rd_id),
+            "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4, {similarity} FROM ONLY {table} t \
+             WHERE {within} AND {similarity} OPERATOR(pg_catalog.>=) {:?}::pg_catalog.float8 \
+             ORDER BY 3 DESC, 2, 1 LIMIT 1",
+            verify.min_similarity
         )
     }
 }
 
-/// `simhash_dedup_lookup(tbl, col, k)`: the statement the trigger runs for each row, to EXPLAIN it.
+/// A similarity as the DETAIL gives it: rounded down to three decimals, or every digit where
+/// that would read as below the threshold.
+pub(crate) fn format_similarity(similarity: f64, threshold: f64) -> String {
+    let floor = (similarity * 1000.0).floor() / 1000.0;
+    if floor >= threshold || floor == similarity {
+        let text = format!("{floor:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        format!("{similarity}")
+    }
+}
+
+/// `simhash_dedup_lookup(tbl, col, k [, verify, min_similarity, n])`: the statement the trigger
+/// runs for each row, to EXPLAIN it.
 #[pg_extern(sql = false)]
-fn simhash_dedup_lookup(tbl: Oid, col: &CStr, k: i32, fcinfo: pg_sys::FunctionCallInfo) -> String {
+fn simhash_dedup_lookup(
+    tbl: Option<Oid>,
+    col: Option<&CStr>,
+    k: Option<i32>,
+    verify: Option<&CStr>,
+    min_similarity: Option<f64>,
+    n: Option<i32>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<String> {
+    // NULL in, NULL out, but for the verification arguments, which are NULL without verification.
+    let (tbl, col, k) = (tbl?, col?, k?);
+    let (min_similarity, n) = (min_similarity.unwrap_or(f64::NAN), n.unwrap_or(0));
     unsafe {
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
+        let max = simhash_core::dedup::MAX_DEDUP_RADIUS;
+        if !(0..=max as i32).contains(&k) {
+            bad_argument(
+                format!("radius {k} is out of range for simhash_dedup_lookup"),
+                &format!("The radius is an integer from 0 to {max}."),
+            );
+        }
         let rel = pg_sys::RelationIdGetRelation(tbl);
         if rel.is_null() {
             raise(
@@ -636,9 +813,14 @@ fn simhash_dedup_lookup(tbl: Oid, col: &CStr, k: i32, fcinfo: pg_sys::FunctionCa
                 None,
             );
         }
-        let text = lookup_statement(rel, &col.to_string_lossy(), k.max(0) as u32, schema);
+        let options = verify.map(|column| {
+            [format!("verify={}", column.to_string_lossy()), format!("min_similarity={min_similarity}"), format!("n={n}")]
+        });
+        let options: Vec<&String> = options.iter().flatten().collect();
+        let verify = read_verify(rel, &options, "");
+        let text = lookup_statement(rel, &col.to_string_lossy(), k as u32, schema, verify.as_ref());
         pg_sys::RelationClose(rel);
-        text
+        Some(text)
     }
 }
 
@@ -651,9 +833,14 @@ unsafe fn find_near_duplicate(
     schema: Oid,
     fp: u64,
     exclude: pg_sys::ItemPointerData,
-) -> Option<(String, i32)> {
+    new_text: Option<Datum>,
+) -> Option<(String, i32, Option<f64>)> {
     unsafe {
-        let text = lookup_statement(rel, &config.column, config.k, schema);
+        let text = lookup_statement(rel, &config.column, config.k, schema, config.verify.as_ref());
+        let mut types = vec![crate::planner_support::simhash64_type(schema), pg_sys::TIDOID];
+        if config.verify.is_some() {
+            types.push(pg_sys::TEXTOID);
+        }
         let owner = (*(*rel).rd_rel).relowner;
         let plan = PLANS.with(|plans| {
             let mut plans = plans.borrow_mut();
@@ -662,24 +849,22 @@ unsafe fn find_near_duplicate(
                 Some(p) => {
                     // The table changed under the trigger: a new plan (the old one stays allocated:
                     // it may be in use further up the stack).
-                    p.lookup = as_user(owner, || {
-                        prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID])
-                    });
+                    p.lookup = as_user(owner, || prepare(&text, &types));
                     p.lookup_text = text;
                     p.lookup
                 }
                 None => {
-                    let lookup = as_user(owner, || {
-                        prepare(&text, &[crate::planner_support::simhash64_type(schema), pg_sys::TIDOID])
-                    });
+                    let lookup = as_user(owner, || prepare(&text, &types));
                     plans.insert(trigger_oid, TriggerPlans { lookup_text: text, lookup, report: None });
                     lookup
                 }
             }
         });
         let mut tid = exclude;
-        let args = [Datum::from(fp), Datum::from(&mut tid as *mut pg_sys::ItemPointerData)];
-        let status = with_index_lookups(|| as_user(owner, || execute(plan, &args, &[false, false], 1)));
+        let mut args = vec![Datum::from(fp), Datum::from(&mut tid as *mut pg_sys::ItemPointerData)];
+        args.extend(new_text);
+        let nulls = vec![false; args.len()];
+        let status = with_index_lookups(|| as_user(owner, || execute(plan, &args, &nulls, 1)));
         if status != pg_sys::SPI_OK_SELECT as i32 || pg_sys::SPI_processed == 0 {
             return None;
         }
@@ -688,8 +873,18 @@ unsafe fn find_near_duplicate(
         let key = CStr::from_ptr(pg_sys::SPI_getvalue(tuple, (*table).tupdesc, 1)).to_string_lossy().into_owned();
         let mut is_null = false;
         let distance = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 2, &mut is_null).value() as i32;
-        Some((key, distance))
+        let similarity = config.verify.as_ref().map(|_| {
+            f64::from_bits(pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 3, &mut is_null).value() as u64)
+        });
+        Some((key, distance, similarity))
     }
+}
+
+/// The stored row the lookup found: its key (if the role may see it), distance and similarity.
+struct Found<'a> {
+    existing_key: Option<&'a str>,
+    distance: i32,
+    similarity: Option<f64>,
 }
 
 /// Records a near-duplicate in the report table, as the current user.
@@ -702,15 +897,22 @@ unsafe fn report(
     schema: Oid,
     fp: u64,
     new_key: Option<String>,
-    existing_key: Option<&str>,
-    distance: i32,
+    found: Found<'_>,
 ) {
     unsafe {
         let table = qualified_name(config.report_table.expect("report has a table"));
-        let text = format!(
-            "INSERT INTO {table} (relation, trigger_name, new_key, existing_key, distance, new_fingerprint) \
-             VALUES ($1, $2, $3, $4, $5, $6)"
-        );
+        // The similarity column only with verification (report tables made before it lack it).
+        let text = if config.verify.is_some() {
+            format!(
+                "INSERT INTO {table} (relation, trigger_name, new_key, existing_key, distance, new_fingerprint, \
+                 similarity) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            )
+        } else {
+            format!(
+                "INSERT INTO {table} (relation, trigger_name, new_key, existing_key, distance, new_fingerprint) \
+                 VALUES ($1, $2, $3, $4, $5, $6)"
+            )
+        };
         let plan = PLANS.with(|plans| {
             let mut plans = plans.borrow_mut();
             let entry = plans.get_mut(&trigger_oid).expect("the lookup ran first");
@@ -724,14 +926,17 @@ unsafe fn report(
                         pg_sys::TEXTOID,
                         pg_sys::INT4OID,
                         crate::planner_support::simhash64_type(schema),
+                        pg_sys::FLOAT8OID,
                     ];
+                    let types = &types[..if config.verify.is_some() { 7 } else { 6 }];
                     let plan = prepare(&text, &types);
                     entry.report = Some((text, plan));
                     plan
                 }
             }
         });
-        let args = [
+        let Found { existing_key, distance, similarity } = found;
+        let mut args = vec![
             Datum::from(relid.to_u32()),
             trigger_name(trigger).into_datum().expect("text"),
             new_key.clone().into_datum().unwrap_or(Datum::from(0usize)),
@@ -739,7 +944,11 @@ unsafe fn report(
             Datum::from(distance),
             Datum::from(fp),
         ];
-        let nulls = [false, false, new_key.is_none(), existing_key.is_none(), false, false];
+        let mut nulls = vec![false, false, new_key.is_none(), existing_key.is_none(), false, false];
+        if config.verify.is_some() {
+            args.push(Datum::from(similarity.unwrap_or_default().to_bits()));
+            nulls.push(similarity.is_none());
+        }
         execute(plan, &args, &nulls, 0);
     }
 }

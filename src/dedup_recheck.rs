@@ -30,6 +30,9 @@ use std::ops::ControlFlow;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use simhash_core::shingles::{Overlap, ShingleSet};
+
+use crate::dedup::Verify;
 use crate::errors::raise;
 use crate::planner_support::SegmentIndex;
 use crate::segment_scan::SegmentScan;
@@ -43,6 +46,8 @@ pub(crate) struct Pending {
     /// `skip` (delete the row) rather than `error`.
     pub skip: bool,
     pub trigger_name: String,
+    /// With verification, a row within k is a conflict only if its text is similar enough.
+    pub verify: Option<Verify>,
     pub fingerprints: Vec<u64>,
 }
 
@@ -79,9 +84,13 @@ pub(crate) unsafe fn recheck_all() {
                 pending.fingerprints.clone()
             };
             let mut skipped = 0u64;
+            // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
+            if pending.verify.is_some() {
+                pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+            }
             for &fp in &suspects {
                 pg_sys::check_for_interrupts!();
-                if let Some(conflict) = recheck(rel, indexes, &pending, fp) {
+                for conflict in recheck(rel, indexes, &pending, fp) {
                     if pending.skip && !quiet_delete_allowed(rel) {
                         raise(
                             PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -108,6 +117,9 @@ pub(crate) unsafe fn recheck_all() {
                         raise_violation(rel, &pending, fp, &conflict);
                     }
                 }
+            }
+            if pending.verify.is_some() {
+                pg_sys::PopActiveSnapshot();
             }
             if skipped > 0 {
                 let rows = if skipped == 1 { "row" } else { "rows" };
@@ -162,48 +174,83 @@ struct Conflict {
     distance: u32,
     /// A copy of the other row.
     existing: pg_sys::HeapTuple,
+    /// The similarity of the two texts, with verification.
+    similarity: Option<f64>,
+}
+
+/// A row of this transaction with the fingerprint being rechecked, and its text's shingle set
+/// (with verification).
+struct OwnRow {
+    tid: pg_sys::ItemPointerData,
+    text: Option<ShingleSet>,
 }
 
 /// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate is in
-/// progress; `None` when this transaction no longer stores a row with `fp` or nothing conflicts.
+/// progress; returns the rows of this transaction with `fp` that have a committed near-duplicate
+/// (none when this transaction no longer stores a row with `fp` or nothing conflicts).
+///
+/// Without verification there is at most one such row (the row trigger refused or skipped a second
+/// row at distance 0); with it, rows with the same fingerprint but dissimilar texts are each
+/// checked, and only writers of rows whose text is similar to one of them are waited for.
 unsafe fn recheck(
     rel: pg_sys::Relation,
     indexes: Option<[SegmentIndex; 4]>,
     pending: &Pending,
     fp: u64,
-) -> Option<Conflict> {
+) -> Vec<Conflict> {
     unsafe {
+        let verify = pending.verify.as_ref();
+        // The similarity when `other` is a near-duplicate of `own` (always, without verification).
+        let similar = |own: &OwnRow, other: &Option<ShingleSet>| -> Option<Option<f64>> {
+            match (verify, &own.text, other) {
+                (Some(v), Some(a), Some(b)) => v.passes(Overlap::of(a, b)).map(Some),
+                _ => Some(None),
+            }
+        };
         loop {
             let mut dirty = dirty_snapshot();
             let dirty_ptr: pg_sys::Snapshot = &mut dirty;
-            let mut own_row = None;
-            let mut nearest: Option<(u32, pg_sys::HeapTuple)> = None;
-            let mut wait = None;
+            let mut own: Vec<OwnRow> = Vec::new();
+            let mut others: Vec<(u32, pg_sys::HeapTuple, Option<ShingleSet>)> = Vec::new();
+            let mut writers: Vec<(pg_sys::TransactionId, pg_sys::ItemPointerData, Option<ShingleSet>)> = Vec::new();
             for_each_within(rel, indexes, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
+                let text = || verify.map(|v| text_set(rel, tuple, v));
                 if xwait != pg_sys::InvalidTransactionId {
-                    wait.get_or_insert((xwait, (*tuple).t_self));
+                    if verify.is_some() || writers.is_empty() {
+                        writers.push((xwait, (*tuple).t_self, text()));
+                    }
                 } else if is_own_row(tuple) {
                     // Our own rows were checked against each other by the row trigger.
-                    if value == fp && own_row.is_none() {
-                        own_row = Some((*tuple).t_self);
+                    if value == fp && (verify.is_some() || own.is_empty()) {
+                        own.push(OwnRow { tid: (*tuple).t_self, text: text() });
                     }
-                } else if nearest.is_none_or(|(d, _)| distance < d) {
-                    if let Some((_, previous)) = nearest {
+                } else if verify.is_some() {
+                    others.push((distance, pg_sys::heap_copytuple(tuple), text()));
+                } else if others.first().is_none_or(|&(d, _, _)| distance < d) {
+                    if let Some((_, previous, _)) = others.pop() {
                         pg_sys::heap_freetuple(previous);
                     }
-                    nearest = Some((distance, pg_sys::heap_copytuple(tuple)));
+                    others.push((distance, pg_sys::heap_copytuple(tuple), None));
                 }
                 ControlFlow::Continue(())
             });
             // The row may be gone (a rolled-back savepoint, a later trigger or statement): then
             // there is nothing to wait for.
-            own_row?;
-            if let Some((xid, mut tid)) = wait {
-                if let Some((_, previous)) = nearest {
-                    pg_sys::heap_freetuple(previous);
+            let wait = writers
+                .iter()
+                .find(|(_, _, text)| own.iter().any(|o| similar(o, text).is_some()))
+                .map(|&(xid, tid, _)| (xid, tid));
+            if own.is_empty() || wait.is_some() {
+                for (_, tuple, _) in others.drain(..) {
+                    pg_sys::heap_freetuple(tuple);
                 }
+            }
+            if own.is_empty() {
+                return Vec::new();
+            }
+            if let Some((xid, mut tid)) = wait {
                 let other = pg_sys::SubTransGetTopmostTransaction(xid);
                 if pg_sys::TransactionIdPrecedes(other, pg_sys::GetTopTransactionId()) {
                     raise(
@@ -211,21 +258,61 @@ unsafe fn recheck(
                         "could not serialize the near-duplicate check with an older concurrent transaction".into(),
                         Some(format!(
                             "An older transaction that is still in progress wrote a row within {} bits of {} = {} \
-                             in relation \"{}\". Retry the transaction.",
+                             in relation \"{}\"{}. Retry the transaction.",
                             pending.k,
                             pending.column,
                             simhash_core::format_hex(fp),
-                            crate::dedup::relation_name(rel)
+                            crate::dedup::relation_name(rel),
+                            verify.map_or(String::new(), |v| format!(
+                                " with a {} text at least {} similar",
+                                v.column, v.min_similarity
+                            )),
                         )),
                     );
                 }
                 pg_sys::XactLockTableWait(xid, rel, &mut tid, pg_sys::XLTW_Oper::XLTW_RecheckExclusionConstr);
                 continue;
             }
-            let own_row = own_row?;
-            let (distance, existing) = nearest?;
-            return Some(Conflict { own_row, distance, existing });
+            // For each own row, the most similar other row (then the nearest).
+            let mut conflicts = Vec::new();
+            let mut kept = vec![false; others.len()];
+            for o in &own {
+                let best = others
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (d, _, text))| similar(o, text).map(|s| (i, *d, s)))
+                    .min_by(|a, b| {
+                        b.2.unwrap_or(0.0).total_cmp(&a.2.unwrap_or(0.0)).then(a.1.cmp(&b.1))
+                    });
+                if let Some((i, distance, similarity)) = best {
+                    kept[i] = true;
+                    conflicts.push(Conflict { own_row: o.tid, distance, existing: others[i].1, similarity });
+                }
+            }
+            for (i, (_, tuple, _)) in others.into_iter().enumerate() {
+                if !kept[i] {
+                    pg_sys::heap_freetuple(tuple);
+                }
+            }
+            return conflicts;
         }
+    }
+}
+
+/// The shingle set of the row's text column (empty when NULL: never similar).
+unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Verify) -> ShingleSet {
+    unsafe {
+        let mut is_null = false;
+        let datum = pg_sys::heap_getattr(tuple, verify.attnum as _, (*rel).rd_att, &mut is_null);
+        if is_null {
+            return ShingleSet::default();
+        }
+        let text = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+        let set = ShingleSet::of(&crate::fingerprint::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)), verify.n);
+        if text != datum.cast_mut_ptr() {
+            pg_sys::pfree(text.cast());
+        }
+        set
     }
 }
 
@@ -370,6 +457,7 @@ unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, con
             fp,
             conflict.distance,
             existing_key.as_deref(),
+            pending.verify.as_ref().zip(conflict.similarity),
             "A concurrent transaction committed it after this row was checked.",
         )
     }

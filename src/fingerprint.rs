@@ -127,7 +127,7 @@ fn parameter_in_range(value: i32, max: usize, function: &str, what: &str, detail
 }
 
 /// Checks a shingle length (1 to `MAX_SHINGLE` characters).
-fn shingle_length(n: i32, function: &str) -> usize {
+pub(crate) fn shingle_length(n: i32, function: &str) -> usize {
     let max = simhash_core::shingles::MAX_SHINGLE;
     parameter_in_range(
         n,

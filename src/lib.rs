@@ -18,6 +18,7 @@ mod planner_support;
 mod probes;
 mod radius_scan;
 mod segment_scan;
+mod similarity;
 mod simhash64;
 
 pub use simhash64::SimHash64;

@@ -98,6 +98,74 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
     TableIterator::new(rows)
 }
 
+/// `simhash_clusters_from_pairs(query)`: the groups (connected components) of the pairs a query
+/// returns as (id_a, id_b): every id in a pair, with the smallest id of its group. For pairs that
+/// were verified (`simhash_pairs(..., text_column, min_similarity)`), so that groups do not chain
+/// through pairs whose texts differ. Memory: about 50 bytes per distinct id.
+#[pg_extern(sql = false)]
+fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
+    let query = query.trim_end().trim_end_matches(';');
+    let mut index: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    let mut ids: Vec<i64> = Vec::new();
+    let mut parent: Vec<usize> = Vec::new();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let wrong = || -> ! {
+        raise(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            "the query for near-duplicate clusters must return (id_a, id_b)".into(),
+            Some("Both columns are integer ids (smallint, integer or bigint), as simhash_pairs returns them.".into()),
+        )
+    };
+    Spi::connect(|client| {
+        let source = format!("(\n{query}\n) AS q(id_a, id_b)");
+        let shape = client.select(&format!("SELECT q.id_a, q.id_b FROM {source} LIMIT 0"), None, &[]);
+        let shape = shape.unwrap_or_else(|_| wrong());
+        for column in 1..=2 {
+            let t = shape.column_type_oid(column).map(|t| t.value()).unwrap_or_else(|_| wrong());
+            if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&unsafe { pg_sys::getBaseType(t) }) {
+                wrong();
+            }
+        }
+        let mut cursor =
+            client.open_cursor(format!("SELECT q.id_a::bigint, q.id_b::bigint FROM {source}").as_str(), &[]);
+        loop {
+            let batch = cursor.fetch(10_000).unwrap_or_else(|_| wrong());
+            if batch.is_empty() {
+                break;
+            }
+            for row in batch {
+                let pair = (row.get::<i64>(1).unwrap_or_else(|_| wrong()), row.get::<i64>(2).unwrap_or_else(|_| wrong()));
+                let (Some(a), Some(b)) = pair else { continue };
+                let mut node = |id: i64| {
+                    *index.entry(id).or_insert_with(|| {
+                        ids.push(id);
+                        parent.push(parent.len());
+                        parent.len() - 1
+                    })
+                };
+                let (i, j) = (node(a), node(b));
+                let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
+                // The root of each group is its row with the smallest id.
+                if ids[ri] < ids[rj] {
+                    parent[rj] = ri
+                } else {
+                    parent[ri] = rj
+                }
+            }
+            unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
+            pg_sys::check_for_interrupts!();
+        }
+    });
+    let rows: Vec<(i64, i64)> = (0..ids.len()).map(|i| (ids[i], ids[root(&mut parent, i)])).collect();
+    TableIterator::new(rows)
+}
+
 fn check_radius(k: i32) -> u32 {
     let max = simhash_core::pairs::MAX_PAIRS_RADIUS as i32;
     if !(0..=max).contains(&k) {

@@ -158,6 +158,130 @@ pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
     Some(weighted_vote(hashes.into_iter().map(|h| (h, 1))))
 }
 
+/// The set of n-character shingles of a text, as their 64-bit hashes: the set [`minhash64`] and
+/// [`simhash_ngrams`] fingerprint (empty for a text with no letter or digit). Two different
+/// shingles share a hash with probability 2^-64, so set operations on the hashes are those of the
+/// shingles themselves barring a collision (about 1e-12 for two texts of 4,000 shingles).
+///
+/// An open-addressing hash table (the hashes are already well mixed: their low bits pick the slot),
+/// at most half full: building one from a 2,000-character text costs a few microseconds, and
+/// [`Overlap::of`] looks each shingle of the smaller set up once.
+#[derive(Clone, Debug, Default)]
+pub struct ShingleSet {
+    /// Power-of-two table; `EMPTY` marks a free slot (a shingle hashing to `EMPTY` is kept in
+    /// `has_empty_value` instead).
+    slots: Vec<u64>,
+    len: usize,
+    has_empty_value: bool,
+}
+
+const EMPTY: u64 = 0;
+
+impl ShingleSet {
+    /// The shingle set of `text` (n-character shingles of its folded letters and digits).
+    pub fn of(text: &str, n: usize) -> ShingleSet {
+        let chars = shingle_chars(text);
+        let windows = chars.len().saturating_sub(n.max(1) - 1).max(usize::from(!chars.is_empty()));
+        let mut set = ShingleSet { slots: vec![EMPTY; (2 * windows).next_power_of_two().max(8)], ..Default::default() };
+        for h in shingle_hashes(&chars, n) {
+            set.insert(h);
+        }
+        set
+    }
+
+    /// The number of distinct shingles.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn insert(&mut self, h: u64) {
+        if h == EMPTY {
+            self.len += usize::from(!self.has_empty_value);
+            self.has_empty_value = true;
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            match self.slots[i] {
+                EMPTY => {
+                    self.slots[i] = h;
+                    self.len += 1;
+                    return;
+                }
+                v if v == h => return,
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    pub fn contains(&self, h: u64) -> bool {
+        if h == EMPTY || self.slots.is_empty() {
+            return h == EMPTY && self.has_empty_value;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            match self.slots[i] {
+                EMPTY => return false,
+                v if v == h => return true,
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    /// The hashes in the set, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let empty = self.has_empty_value.then_some(EMPTY);
+        self.slots.iter().copied().filter(|&h| h != EMPTY).chain(empty)
+    }
+}
+
+/// How two shingle sets overlap: the sizes of both and of their intersection. The exact
+/// similarity that the fingerprints estimate ([`Overlap::jaccard`]: `E[minhash64(a) <~> minhash64(b)]
+/// = 32 x (1 - J^r)` for the same n), and the containment of the smaller set in the larger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overlap {
+    pub common: usize,
+    pub a: usize,
+    pub b: usize,
+}
+
+impl Overlap {
+    /// The overlap of two sets: each shingle of the smaller one looked up in the larger.
+    pub fn of(a: &ShingleSet, b: &ShingleSet) -> Overlap {
+        let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+        let common = small.iter().filter(|&h| large.contains(h)).count();
+        Overlap { common, a: a.len(), b: b.len() }
+    }
+
+    /// Jaccard similarity |A ∩ B| / |A ∪ B|, 0 to 1; `None` when either set is empty (a text with
+    /// no letter or digit has no fingerprint either).
+    pub fn jaccard(&self) -> Option<f64> {
+        (self.a > 0 && self.b > 0).then(|| self.common as f64 / (self.a + self.b - self.common) as f64)
+    }
+
+    /// Containment |A ∩ B| / min(|A|, |B|): 1 when every shingle of the smaller set is in the
+    /// larger one (a text and the same text with boilerplate added); `None` when either is empty.
+    pub fn containment(&self) -> Option<f64> {
+        (self.a > 0 && self.b > 0).then(|| self.common as f64 / self.a.min(self.b) as f64)
+    }
+}
+
+/// [`Overlap`] of the n-character shingle sets of two texts.
+pub fn overlap(a: &str, b: &str, n: usize) -> Overlap {
+    Overlap::of(&ShingleSet::of(a, n), &ShingleSet::of(b, n))
+}
+
+/// [`Overlap::jaccard`] of the n-character shingle sets of two texts.
+pub fn jaccard(a: &str, b: &str, n: usize) -> Option<f64> {
+    overlap(a, b, n).jaccard()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,7 +292,8 @@ mod tests {
         assert!((0x4E00..=0x9FFF).filter_map(char::from_u32).all(char::is_alphanumeric));
     }
 
-    fn jaccard(a: &str, b: &str, n: usize) -> f64 {
+    /// The oracle: Jaccard of the sets of character windows themselves (no hashing).
+    fn jaccard_of_windows(a: &str, b: &str, n: usize) -> f64 {
         let set = |t: &str| {
             let chars = shingle_chars(t);
             chars.windows(n.min(chars.len())).map(|w| w.to_vec()).collect::<std::collections::HashSet<_>>()
@@ -274,7 +399,7 @@ mod tests {
                     edited[at] = char::from_u32(0x4e00 + ((t * 31 + e) % 500) as u32).unwrap();
                 }
                 let (original, edited): (String, String) = (base.iter().collect(), edited.into_iter().collect());
-                let j = jaccard(&original, &edited, n);
+                let j = jaccard_of_windows(&original, &edited, n);
                 let (a, b) =
                     (minhash64_with(&original, n, per_bit).unwrap(), minhash64_with(&edited, n, per_bit).unwrap());
                 total_error += hamming(a, b) as f64 - 32.0 * (1.0 - j.powi(per_bit as i32));
@@ -282,5 +407,55 @@ mod tests {
             let bias = total_error / trials as f64;
             assert!(bias.abs() < 1.0, "r = {per_bit}, {length} characters: mean distance - 32(1-J^r) = {bias}");
         }
+    }
+
+    /// The hashed sets give the Jaccard of the windows themselves, for every shingle length and
+    /// for texts shorter than n (one shingle, the whole text).
+    #[test]
+    fn jaccard_equals_the_windows_oracle() {
+        let texts = [
+            "海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。",
+            "海量網頁去重是搜尋引擎的基礎工作，相似的文章只應該保留一份，以節省儲存與頻寬。",
+            "The quick brown fox jumps over the lazy dog near the river bank.",
+            "the quick brown fox jumped over a lazy dog near the river bank",
+            "ab",
+            "abc",
+        ];
+        for n in [1, 2, 3, 4, 5, 8] {
+            for a in texts {
+                for b in texts {
+                    let expected = jaccard_of_windows(a, b, n);
+                    let got = jaccard(a, b, n).unwrap();
+                    assert!((got - expected).abs() < 1e-12, "n = {n}: {a} / {b}: {got} != {expected}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn overlap_counts_and_limits() {
+        assert_eq!(jaccard("PostgreSQL 資料庫", "postgresql，数据库！", 3), Some(1.0));
+        assert_eq!(jaccard("abcd", "wxyz", 2), Some(0.0));
+        assert_eq!(jaccard("，。！", "abc", 3), None);
+        assert_eq!(jaccard("", "", 3), None);
+        // Repeated shingles count once: a repeated sentence does not lower the similarity.
+        assert_eq!(jaccard("abcabcabc", "abcabc", 3), Some(1.0));
+        assert_eq!(jaccard("abcabcabc", "abc", 3), Some(1.0 / 3.0));
+        let (a, b) = (ShingleSet::of("abcdefgh", 3), ShingleSet::of("abcdefghijklmnop", 3));
+        let overlap = Overlap::of(&a, &b);
+        assert_eq!(overlap, Overlap { common: 6, a: 6, b: 14 });
+        assert_eq!(overlap.containment(), Some(1.0));
+        assert_eq!(overlap.jaccard(), Some(6.0 / 14.0));
+        assert_eq!(Overlap::of(&b, &a).jaccard(), overlap.jaccard());
+        // The hash value that marks a free slot is a member like any other.
+        let mut set = ShingleSet::of("ab", 3);
+        assert!(!set.contains(EMPTY));
+        set.insert(EMPTY);
+        set.insert(EMPTY);
+        assert_eq!((set.len(), set.contains(EMPTY), set.iter().count()), (2, true, 2));
+        // The empty set (of a NULL text) answers too.
+        let none = ShingleSet::default();
+        assert!(!none.contains(1) && !none.contains(EMPTY));
+        assert_eq!(Overlap::of(&none, &set).jaccard(), None);
     }
 }

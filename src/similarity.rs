@@ -1,0 +1,67 @@
+//! The exact similarity of two texts, which verifies what the fingerprints only estimate:
+//! `simhash_similarity(a, b, n)`, the Jaccard similarity of the two texts' sets of folded character
+//! n-grams (the very set `minhash64(text, n)` fingerprints), and `simhash_containment(a, b, n)`,
+//! the share of the smaller set found in the larger.
+//!
+//! In a lookup (`WHERE fp <~> minhash64($1) <= k AND simhash_similarity(body, $1) >= 0.8`) one
+//! argument is the same text for every candidate row: the last text of each argument position is
+//! kept with its shingle set, so that only the row's text is folded and cut per call.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use pgrx::prelude::*;
+use simhash_core::shingles::{Overlap, ShingleSet};
+
+use crate::fingerprint::{shingle_length, text_as_utf8};
+
+/// The last text seen in one argument position, with its shingle length and set.
+struct Memo {
+    n: usize,
+    text: Vec<u8>,
+    set: Rc<ShingleSet>,
+}
+
+/// Texts longer than this are not kept (their sets are rebuilt at each call).
+const MEMO_MAX_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static LAST: RefCell<[Option<Memo>; 2]> = const { RefCell::new([None, None]) };
+}
+
+/// The shingle set of `text`, through the memo of argument position `slot`.
+fn shingle_set(slot: usize, text: &[u8], n: usize) -> Rc<ShingleSet> {
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some(m) = &last[slot] {
+            if m.n == n && m.text == text {
+                return m.set.clone();
+            }
+        }
+        let set = Rc::new(ShingleSet::of(&text_as_utf8(text), n));
+        if text.len() <= MEMO_MAX_BYTES {
+            last[slot] = Some(Memo { n, text: text.to_vec(), set: set.clone() });
+        }
+        set
+    })
+}
+
+/// The overlap of the n-gram sets of `a` and `b` (n checked: 1 to 32).
+pub(crate) fn overlap(a: &[u8], b: &[u8], n: i32, function: &str) -> Overlap {
+    let n = shingle_length(n, function);
+    Overlap::of(&shingle_set(0, a, n), &shingle_set(1, b, n))
+}
+
+/// Jaccard similarity of the folded character n-gram sets; NULL when either text has no letter
+/// or digit.
+#[pg_extern(sql = false)]
+fn simhash_similarity(a: &[u8], b: &[u8], n: i32) -> Option<f64> {
+    overlap(a, b, n, "simhash_similarity").jaccard()
+}
+
+/// The share of the smaller n-gram set found in the larger; NULL when either text has no letter
+/// or digit.
+#[pg_extern(sql = false)]
+fn simhash_containment(a: &[u8], b: &[u8], n: i32) -> Option<f64> {
+    overlap(a, b, n, "simhash_containment").containment()
+}
