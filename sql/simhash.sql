@@ -499,6 +499,19 @@ BEGIN
             RAISE EXCEPTION 'shingle length % is out of range for simhash_add_dedup', coalesce(n::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
         END IF;
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
+                       WHERE attrelid = tbl AND attname = verify AND attnum > 0 AND NOT attisdropped) THEN
+            RAISE EXCEPTION 'column "%" of relation "%" does not exist', verify, tbl::text
+                USING ERRCODE = 'undefined_column';
+        END IF;
+        IF (SELECT COALESCE(NULLIF(t.typbasetype, 0), a.atttypid)
+            FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+            WHERE a.attrelid = tbl AND a.attname = verify) NOT IN ('pg_catalog.text'::pg_catalog.regtype,
+                                                                  'pg_catalog.varchar'::pg_catalog.regtype) THEN
+            RAISE EXCEPTION 'column "%" of relation "%" is not of type text', verify, tbl::text
+                USING ERRCODE = 'datatype_mismatch',
+                      HINT = 'verify names the text the fingerprint was computed from (text or varchar).';
+        END IF;
         verify_args := pg_catalog.format(', %L, %L, %L', 'verify=' || verify, 'min_similarity=' || min_similarity,
                                          'n=' || n);
     ELSE
@@ -531,10 +544,11 @@ BEGIN
                 new_fingerprint @extschema@.simhash64 NOT NULL,
                 reported_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
                 similarity double precision)', report_name);
-        IF verify IS NOT NULL THEN
+        IF verify IS NOT NULL AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
+                                              WHERE attrelid = report_name::pg_catalog.regclass
+                                                AND attname = 'similarity' AND NOT attisdropped) THEN
             -- A report table made before for a trigger without verification gets the column.
-            EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS similarity double precision',
-                                      report_name);
+            EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN similarity double precision', report_name);
         END IF;
     END IF;
     -- Fire on every UPDATE, not UPDATE OF col: the fingerprint may be set by another BEFORE trigger

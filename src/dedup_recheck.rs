@@ -217,17 +217,21 @@ unsafe fn recheck(
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
                 let text = || verify.map(|v| text_set(rel, tuple, v));
+                // A row can be reached through several segment indexes: each is taken once.
+                let tid = (*tuple).t_self;
                 if xwait != pg_sys::InvalidTransactionId {
-                    if verify.is_some() || writers.is_empty() {
-                        writers.push((xwait, (*tuple).t_self, text()));
+                    if verify.is_some() && !writers.iter().any(|w| same_tid(&w.1, &tid)) || writers.is_empty() {
+                        writers.push((xwait, tid, text()));
                     }
                 } else if is_own_row(tuple) {
                     // Our own rows were checked against each other by the row trigger.
-                    if value == fp && (verify.is_some() || own.is_empty()) {
-                        own.push(OwnRow { tid: (*tuple).t_self, text: text() });
+                    if value == fp && (verify.is_some() && !own.iter().any(|o| same_tid(&o.tid, &tid)) || own.is_empty()) {
+                        own.push(OwnRow { tid, text: text() });
                     }
                 } else if verify.is_some() {
-                    others.push((distance, pg_sys::heap_copytuple(tuple), text()));
+                    if !others.iter().any(|(_, t, _)| same_tid(&(**t).t_self, &tid)) {
+                        others.push((distance, pg_sys::heap_copytuple(tuple), text()));
+                    }
                 } else if others.first().is_none_or(|&(d, _, _)| distance < d) {
                     if let Some((_, previous, _)) = others.pop() {
                         pg_sys::heap_freetuple(previous);
@@ -297,6 +301,10 @@ unsafe fn recheck(
             return conflicts;
         }
     }
+}
+
+fn same_tid(a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData) -> bool {
+    (a.ip_blkid.bi_hi, a.ip_blkid.bi_lo, a.ip_posid) == (b.ip_blkid.bi_hi, b.ip_blkid.bi_lo, b.ip_posid)
 }
 
 /// The shingle set of the row's text column (empty when NULL: never similar).

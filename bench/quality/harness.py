@@ -6,6 +6,7 @@ positives and speed. Run it through run.sh, which installs what it needs."""
 import argparse
 import csv
 import datetime
+import math
 import os
 import re
 import subprocess
@@ -33,6 +34,18 @@ RECOMMEND_RADII = range(0, 12)
 MAX_FP_HARD = 0.005
 MINHASH_THRESHOLD = 0.8
 LABEL_TOLERANCE = 0.02  # the issue's "within 0.02 of MinHash-128" on label precision and recall
+
+# The verified recipe: a pair is a near-duplicate when its fingerprint distance is <= k and the exact
+# similarity of its shingle sets (simhash_similarity(a, b, 3) in SQL) is >= t.
+SIMILARITY_FIELDS = ("j3", "j4", "j5", "c3")  # the pair_similarity example's columns
+SIMILARITY_NAMES = {"j3": "J3", "j4": "J4", "j5": "J5", "c3": "C3"}
+CORE_KINDS = ["edit1", "boiler10", "repeat_sentence", "swap_paragraphs", "punct", "width", "case", "s2t", "s2twp",
+              "t2s"]
+INFO_KINDS = ["edit3", "edit5", "boiler30", "drop_sentence", "st_real"]  # shown, not required
+RECIPES = [("minhash64", 9), ("minhash64", 10), ("minhash64", 11), ("minhash64_4x2", 11), ("minhash64_5", 9),
+           ("minhash64_5", 11), ("simhash", 3), ("simhash", 7), ("simhash_ngrams3", 9)]
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
+MIN_RECALL = 0.95  # on every core kind in every size class
 
 
 def die(msg):
@@ -76,6 +89,32 @@ def run_binary(binary, mode, docs_path, n):
     if not m:
         raise RuntimeError(f"{binary} {mode}: no MB/s on stderr: {r.stderr.decode()!r}")
     return fps, float(m.group(1))
+
+
+def run_pair_binary(binary, texts, pairs):
+    """The exact similarities of every pair from the pair_similarity example: {field: [value or
+    None per pair]} for SIMILARITY_FIELDS, and its MB/s."""
+    with tempfile.TemporaryFile(prefix="simhash-quality-", suffix=".pairs") as f:
+        for p in pairs:
+            f.write(texts[p.a].encode() + b"\0" + texts[p.b].encode() + b"\0")
+        f.seek(0)
+        r = subprocess.run([binary], stdin=f, capture_output=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{binary} exited {r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
+    lines = r.stdout.decode().split("\n")
+    if lines[-1] != "" or len(lines) - 1 != len(pairs):
+        raise RuntimeError(f"{binary}: {len(lines) - 1} output lines for {len(pairs)} pairs")
+    out = {f: [] for f in SIMILARITY_FIELDS}
+    for line in lines[:-1]:
+        fields = line.split(" ")
+        if len(fields) != len(SIMILARITY_FIELDS) or not all(re.fullmatch(r"|[01]\.[0-9]+", x) for x in fields):
+            raise RuntimeError(f"{binary}: not a line of {len(SIMILARITY_FIELDS)} similarities: {line!r}")
+        for f, x in zip(SIMILARITY_FIELDS, fields):
+            out[f].append(float(x) if x else None)
+    m = re.search(r"([0-9.]+|inf|NaN) MB/s", r.stderr.decode())
+    if not m:
+        raise RuntimeError(f"{binary}: no MB/s on stderr: {r.stderr.decode()!r}")
+    return out, float(m.group(1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +369,195 @@ def cross_table(all_scores, pairs, recs, speeds, lang=None):
     return table(["kind"] + names, head + rows)
 
 
+# ---------------------------------------------------------------------------------------------
+# Verified recipe
+
+
+def nearest_rank(sorted_values, p):
+    """The p-th percentile (nearest rank) of an ascending list."""
+    return sorted_values[max(0, math.ceil(p / 100 * len(sorted_values)) - 1)]
+
+
+def similarity_spread(values, negative):
+    """'min / p1 / p5' of a kind's similarities (for negatives the upper tail: 'max / p99 / p95'),
+    two decimals; a pair with no similarity (a text without letters or digits) counts as 0."""
+    v = sorted(0.0 if x is None else x for x in values)
+    if negative:
+        return f"{v[-1]:.2f} / {nearest_rank(v, 99):.2f} / {nearest_rank(v, 95):.2f}"
+    return f"{v[0]:.2f} / {nearest_rank(v, 1):.2f} / {nearest_rank(v, 5):.2f}"
+
+
+def verified_rate(scores, sim, idx, k, t):
+    """Share of the pairs `idx` with distance <= k (any distance when scores is None) and
+    similarity >= t (any when t is None)."""
+    if not idx:
+        return float("nan")
+    hits = 0
+    for i in idx:
+        if scores is not None and not scores.match(i, k):
+            continue
+        if t is not None and (sim[i] is None or sim[i] < t):
+            continue
+        hits += 1
+    return hits / len(idx)
+
+
+def verified_kinds(pairs):
+    present = {p.kind for p in pairs}
+    return [k for k in CORE_KINDS if k in present], [k for k in INFO_KINDS if k in present]
+
+
+def similarity_tables(sims, pairs):
+    """The spread of the exact similarities per kind and size class: J3 in full, J4/J5/C3 compact."""
+    core, info = verified_kinds(pairs)
+    by = group(pairs, lambda p: (p.kind, p.size))
+    present = {p.kind for p in pairs}
+    kinds = [(k, "") for k in core] + [(k, " (info)") for k in info] + [(k, "") for k in NEGATIVE_KINDS
+                                                                          if k in present]
+    def j3_cell(kind, idx):
+        return f"{similarity_spread([sims['j3'][i] for i in idx], kind in NEGATIVE_KINDS)} (n={len(idx)})"
+    rows = [[kind + note + (" (max / p99 / p95)" if kind in NEGATIVE_KINDS else "")]
+            + [j3_cell(kind, by[(kind, size)]) if by.get((kind, size)) else "–" for size, _, _ in SIZES]
+            for kind, note in kinds]
+    j3 = table(["kind", *(s for s, _, _ in SIZES)], rows)
+    rows = []
+    for kind, note in kinds:
+        neg = kind in NEGATIVE_KINDS
+        row = [kind + note]
+        for f in ("j4", "j5", "c3"):
+            for size, _, _ in SIZES:
+                idx = by.get((kind, size))
+                row.append(similarity_spread([sims[f][i] for i in idx], neg).replace(" ", "") if idx else "–")
+        rows.append(row)
+    compact = table(["kind"] + [f"{SIMILARITY_NAMES[f]} {size}" for f in ("j4", "j5", "c3") for size, _, _ in SIZES],
+                    rows)
+    return j3, compact
+
+
+def recipe_summary(recipe_scores, sims, pairs, field, thresholds):
+    """Per recipe (fingerprint radius, or None: the similarity alone) and threshold (None: the
+    fingerprint alone): the least recall over core kinds x size classes and where, whether every
+    one reaches MIN_RECALL, and the false positives on both kinds of negatives (all sizes)."""
+    core, info = verified_kinds(pairs)
+    by = group(pairs, lambda p: (p.kind, p.size))
+    by_kind = group(pairs, lambda p: p.kind)
+    rows, results = [], []
+    for name, scores, k in recipe_scores:
+        for t in thresholds:
+            if scores is None and t is None:
+                continue
+            cells = [(verified_rate(scores, sims[field], by[(kind, size)], k, t), kind, size)
+                     for kind in core for size, _, _ in SIZES if by.get((kind, size))]
+            least, kind, size = min(cells)
+            hard = verified_rate(scores, sims[field], by_kind["neg_hard"], k, t)
+            rand = verified_rate(scores, sims[field], by_kind["neg_random"], k, t)
+            ok = least >= MIN_RECALL
+            info_rates = [verified_rate(scores, sims[field], by_kind[x], k, t) for x in info]
+            info_mean = sum(info_rates) / len(info_rates) if info_rates else 0.0
+            results.append((name, k, t, least, ok, hard, rand, info_mean))
+            rows.append([name, "–" if k is None else k,
+                         "none" if t is None else f"{SIMILARITY_NAMES[field]} ≥ {t}", f"{100 * least:.1f}",
+                         f"{kind} {size}" if least < 1 else "–", "**yes**" if ok else "no", pct(hard, neg=True),
+                         pct(rand, neg=True)] + [pct(x) for x in info_rates])
+    head = ["mode", "k", "verification", "least recall % (core kinds × sizes)", "where",
+            f"all ≥ {100 * MIN_RECALL:.0f} %", "neg_hard FP %", "neg_random FP %"] + [f"{x} (info) %" for x in info]
+    return table(head, rows), results
+
+
+def recipe_detail(recipe_scores, sims, pairs, field, thresholds):
+    """Recall per core (and information) kind and size class, and false positives per size class,
+    for each recipe and threshold."""
+    core, info = verified_kinds(pairs)
+    by = group(pairs, lambda p: (p.kind, p.size))
+    rows = []
+    for name, scores, k in recipe_scores:
+        for t in thresholds:
+            for size, _, _ in SIZES:
+                cells = []
+                for kind in core + info:
+                    idx = by.get((kind, size))
+                    cells.append(pct(verified_rate(scores, sims[field], idx, k, t)) if idx else "–")
+                neg = [pct(verified_rate(scores, sims[field], by.get((n, size), []), k, t), neg=True)
+                       for n in ("neg_hard", "neg_random")]
+                rows.append([name, k, f"{t}", size] + cells + neg)
+    return table(["mode", "k", f"{SIMILARITY_NAMES[field]} ≥", "size"] + core + [f"{x} (info)" for x in info]
+                 + ["neg_hard FP %", "neg_random FP %"], rows)
+
+
+def best_recipe(results):
+    """The best fingerprint recipe from recipe_summary's results (J3): the one that keeps every core
+    kind at MIN_RECALL with the highest threshold (the fewest false positives the corpus can show),
+    then the larger least recall there, then the larger mean recall of the information kinds (the
+    looser copies it still finds), then fewer hard-negative false positives; None if no recipe
+    keeps the recall."""
+    passing = [r for r in results if r[1] is not None and r[2] is not None and r[4]]
+    if not passing:
+        return None
+    return max(passing, key=lambda r: (r[2], r[3], r[7], -r[5]))
+
+
+def verified_section(all_scores, sims, pairs, pair_speed):
+    named = {s.name: s for s in all_scores}
+    recipes = [(m, named[m], k) for m, k in RECIPES if m in named]
+    skipped = sorted({m for m, _ in RECIPES if m not in named})
+    j3_table, compact = similarity_tables(sims, pairs)
+    summary, results = recipe_summary(recipes + [("(J3 alone)", None, None)], sims, pairs, "j3",
+                                      (None,) + THRESHOLDS)
+    detail = recipe_detail(recipes, sims, pairs, "j3", THRESHOLDS)
+    best = best_recipe(results)
+    md = ["## Verified recipe\n",
+          "A pair is a near-duplicate when its fingerprint distance is ≤ k **and** the exact similarity of "
+          "its texts is ≥ t: J3 = `simhash_similarity(a, b, 3)`, the Jaccard similarity of the sets of "
+          "character 3-shingles of the folded texts (the set `minhash64(text, 3)` estimates), J4/J5 the same "
+          "for 4 and 5 characters, C3 = `simhash_containment(a, b, 3)`, |A∩B| / min(|A|, |B|). Computed by "
+          f"the `pair_similarity` example for every pair ({pair_speed:.2f} MB/s for the four similarities of "
+          f"a pair, both texts counted). Core kinds: {', '.join(CORE_KINDS)}; the others are shown for "
+          "information. All languages pooled.\n",
+          "### Exact similarity per kind and size class\n",
+          "J3: min / 1st percentile / 5th percentile (nearest rank) per kind and size class; for negatives "
+          "the upper tail, max / 99th / 95th percentile. A threshold below a kind's minimum keeps all of "
+          "it; one above the negatives' maximum rejects all of them.\n",
+          j3_table, "",
+          "J4, J5 and C3, the same min/p1/p5 (negatives max/p99/p95):\n",
+          compact, "",
+          "### Recall of the candidate recipes\n",
+          f"Per recipe (mode at radius k, then J3 ≥ t): the least recall over the core kinds in the three size "
+          f"classes (a recipe qualifies when it is ≥ {100 * MIN_RECALL:.0f} % everywhere: the least recall is "
+          "its margin), and the false-positive rate over all sizes after verification. `none`: the "
+          "fingerprint alone; `(J3 alone)`: every pair compared exactly (no fingerprint filter), the ceiling "
+          "of each threshold.\n",
+          summary, ""]
+    if skipped:
+        md += [f"Modes not run (`--modes`), so their recipes are left out: {', '.join(skipped)}.\n"]
+    qualified = [r for r in results if r[1] is not None and r[2] is not None and r[4]]
+    if qualified:
+        md += ["Recipes that keep recall ≥ " f"{100 * MIN_RECALL:.0f} % on every core kind in every size class "
+               "(least recall, verified false positives on hard / random negatives): "
+               + "; ".join(f"{m} k = {k} J3 ≥ {t} ({100 * least:.1f} %, {pct(h, neg=True)} / {pct(r, neg=True)} %)"
+                           for m, k, t, least, _, h, r in qualified) + ".\n"]
+    else:
+        md += [f"No recipe keeps recall ≥ {100 * MIN_RECALL:.0f} % on every core kind in every size class.\n"]
+    md += ["Recall in % per kind and size class (negatives: false positives in %, one decimal):\n", detail, ""]
+    # Containment instead of Jaccard, for the best recipe (or the first one when none qualifies).
+    if best is not None:
+        chosen = next(r for r in recipes if (r[0], r[2]) == (best[0], best[1]))
+        why = (f"the recipe that keeps every core kind ≥ {100 * MIN_RECALL:.0f} % at the highest J3 threshold "
+               f"(J3 ≥ {best[2]}, least recall {100 * best[3]:.1f} %), with the most information-kind recall "
+               "among those")
+    elif recipes:
+        chosen, why = recipes[0], "no recipe qualifies; the first candidate"
+    else:
+        chosen = None
+    if chosen is not None:
+        c_summary, _ = recipe_summary([chosen, ("(C3 alone)", None, None)], sims, pairs, "c3",
+                                      (None,) + THRESHOLDS)
+        c_detail = recipe_detail([chosen], sims, pairs, "c3", THRESHOLDS)
+        md += ["### Containment instead of Jaccard\n",
+               f"{chosen[0]} at k = {chosen[2]} ({why}), verified with C3 ≥ t instead of J3 ≥ t:\n",
+               c_summary, "", c_detail, ""]
+    return md, best
+
+
 def corpus_tables(docs, available, pairs, st_stats, dropped):
     rows = []
     for lang in LANGS:
@@ -379,6 +607,8 @@ def package_versions(names):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True, help="the fingerprints example binary")
+    ap.add_argument("--pair-bin", help="the pair_similarity example binary (the verified recipe section; "
+                                       "left out without it)")
     ap.add_argument("--out", required=True, help="markdown report to write")
     ap.add_argument("--details", help="CSV with every rate per mode, language, size, kind and radius")
     ap.add_argument("--pairs", help="CSV with every pair: kind, label Jaccard, each mode's distance, both texts")
@@ -392,6 +622,9 @@ def main():
     load_before = loadavg()
     if not os.access(args.bin, os.X_OK):
         die(f"{args.bin} is not an executable; build it with cargo build --release -p simhash-core --example fingerprints")
+    if args.pair_bin and not os.access(args.pair_bin, os.X_OK):
+        die(f"{args.pair_bin} is not an executable; build it with cargo build --release -p simhash-core "
+            "--example pair_similarity")
     modes = binary_modes(args.bin)
     if args.modes:
         unknown = set(args.modes.split(",")) - set(modes)
@@ -427,7 +660,7 @@ def main():
         f"({time.time() - started:.0f} s)")
 
     # Our modes run in a subprocess while the outside ones run here: two cores, two jobs.
-    fps, speeds, errors = {}, {}, []
+    fps, speeds, errors, sims = {}, {}, [], {}
     with tempfile.NamedTemporaryFile(prefix="simhash-quality-", suffix=".docs") as f:
         f.write(b"\0".join(t.encode() for t in texts.texts))
         f.flush()
@@ -439,6 +672,13 @@ def main():
                     fps[m], speeds[m] = run_binary(args.bin, m, f.name, len(texts.texts))
                     log(f"{m}: {speeds[m]:.2f} MB/s ({time.time() - t0:.0f} s wall)")
                 except Exception as e:  # reported after the join, as a failure of the run
+                    errors.append(str(e))
+            if args.pair_bin:
+                try:
+                    t0 = time.time()
+                    sims["pairs"], speeds["pair_similarity"] = run_pair_binary(args.pair_bin, texts.texts, pairs)
+                    log(f"pair_similarity: {speeds['pair_similarity']:.2f} MB/s ({time.time() - t0:.0f} s wall)")
+                except Exception as e:
                     errors.append(str(e))
         th = threading.Thread(target=ours)
         th.start()
@@ -515,6 +755,9 @@ def main():
         if per_size:
             md += ["Match rate in % per size class at that radius, for the modes within "
                    f"{LABEL_TOLERANCE} of MinHash-128 on both:\n", per_size, ""]
+    if args.pair_bin:
+        section, _ = verified_section(all_scores, sims["pairs"], pairs, speeds["pair_similarity"])
+        md += section
     md.append("## Per mode\n")
     md.append("Cells: d = mean distance over the pairs whose two sides have a fingerprint (MinHash-128: J = mean estimated Jaccard) · match rate in % at k = 3/5/7/9 "
               "(negatives: false-positive rate, one decimal) · number of pairs. All languages pooled.\n")
@@ -548,11 +791,14 @@ def main():
         os.makedirs(os.path.dirname(os.path.abspath(args.pairs)), exist_ok=True)
         with open(args.pairs, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["kind", "lang", "size", "jaccard"] + [s.name for s in all_scores] + ["a", "b"])
+            exact = list(SIMILARITY_FIELDS) if args.pair_bin else []
+            w.writerow(["kind", "lang", "size", "jaccard"] + exact + [s.name for s in all_scores] + ["a", "b"])
             for i, p in enumerate(pairs):
                 vals = ["" if s.values[i] is None else (f"{s.values[i]:.3f}" if s.minhash else s.values[i])
                         for s in all_scores]
-                w.writerow([p.kind, p.lang, p.size, f"{p.jaccard:.3f}"] + vals + [texts.texts[p.a], texts.texts[p.b]])
+                ex = ["" if sims["pairs"][f][i] is None else f"{sims['pairs'][f][i]:.4f}" for f in exact]
+                w.writerow([p.kind, p.lang, p.size, f"{p.jaccard:.3f}"] + ex + vals
+                           + [texts.texts[p.a], texts.texts[p.b]])
     log(f"done in {time.time() - started:.0f} s; report in {args.out}")
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fingerprint quality harness, one command: installs the Debian documentation packages that give the
-# corpus and a Python venv with the outside implementations, builds the `fingerprints` example, then
-# evaluates every mode it lists. Report: stdout and bench/quality/results.md.
+# corpus and a Python venv with the outside implementations, builds the `fingerprints` and
+# `pair_similarity` examples, then evaluates every mode the first lists, and the verified recipe
+# (fingerprint distance <= k and exact shingle similarity >= t) with the second. Report: stdout and
+# bench/quality/results.md.
 #
 #   bench/quality/run.sh [harness.py options, e.g. --short 100 --medium 80 --long 40 --modes simhash]
 #
@@ -49,9 +51,10 @@ if [[ ! -x $venv/bin/python || $(cat "$venv/.requirements" 2>/dev/null) != "$req
 fi
 "$venv/bin/python" -c 'import jieba, simhash, datasketch, opencc' || die "the venv $venv lacks a package; delete it and rerun"
 
-echo "building the fingerprints example (target dir $target)" >&2
-(cd "$repo" && CARGO_TARGET_DIR=$target cargo build --release --quiet -p simhash-core --example fingerprints) \
-  || die "cargo build of the fingerprints example failed"
+echo "building the fingerprints and pair_similarity examples (target dir $target)" >&2
+(cd "$repo" && CARGO_TARGET_DIR=$target cargo build --release --quiet -p simhash-core --example fingerprints \
+  --example pair_similarity) || die "cargo build of the fingerprints and pair_similarity examples failed"
 
 exec "$venv/bin/python" "$here/harness.py" --bin "$target/release/examples/fingerprints" \
+  --pair-bin "$target/release/examples/pair_similarity" \
   --out "$here/results.md" --details "$here/out/details.csv" --pairs "$here/out/pairs.csv" "$@"
