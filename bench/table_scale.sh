@@ -138,10 +138,10 @@ FROM (SELECT id, body, hashint8extended(id, $SEED) AS h,
              1 + (abs(hashint8extended(id, $SEED + 1)) % char_length(body))::int AS p FROM docs) d
 ORDER BY h LIMIT $LOOKUPS;
 CREATE TABLE lookup_times (seq bigserial, label text, k int, j int, variant text, us float8, nrows bigint);
-CREATE TABLE lookup_plans (label text, k int, j int, node text, within bigint, checked bigint, returned bigint);
--- Times each lookup's two variants, alternating which runs first; the first pass is not recorded.
+CREATE TABLE lookup_plans (label text, k int, j int, variant text, node text, within bigint, checked bigint,
+                           returned bigint, planning_ms float8, execution_ms float8, found_source boolean);
 CREATE FUNCTION time_lookups(label text, k int, plain text, verified text) RETURNS void LANGUAGE plpgsql AS \$f\$
-DECLARE r record; t0 timestamptz; n bigint; pass int; v text; sql text;
+DECLARE r record; t0 timestamptz; n bigint; pass int; v text; sql text; found boolean;
 BEGIN
     FOR pass IN 1..2 LOOP
         FOR r IN SELECT * FROM lookups ORDER BY j LOOP
@@ -157,12 +157,19 @@ BEGIN
             END LOOP;
         END LOOP;
     END LOOP;
+    -- Untimed: the plan of each variant (EXPLAIN ANALYZE) and whether it returns the edited row.
     FOR r IN SELECT * FROM lookups ORDER BY j LOOP
-        EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || verified USING r.q INTO sql;
-        INSERT INTO lookup_plans
-        SELECT label, k, r.j, coalesce(p->>'Custom Plan Provider', p->>'Node Type'),
-               (p->>'Rows Within Radius')::bigint, (p->>'Index Tuples Checked')::bigint, (p->>'Actual Rows')::bigint
-        FROM (SELECT sql::json->0->'Plan' AS p) x;
+        FOREACH v IN ARRAY ARRAY['plain', 'verified'] LOOP
+            sql := CASE v WHEN 'plain' THEN plain ELSE verified END;
+            EXECUTE 'SELECT count(*) > 0 FROM (' || sql || ') s WHERE id = \$2' USING r.q, r.source_id INTO found;
+            EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || sql USING r.q INTO sql;
+            INSERT INTO lookup_plans
+            SELECT label, k, r.j, v, coalesce(p->'Plan'->>'Custom Plan Provider', p->'Plan'->>'Node Type'),
+                   (p->'Plan'->>'Rows Within Radius')::bigint, (p->'Plan'->>'Index Tuples Checked')::bigint,
+                   (p->'Plan'->>'Actual Rows')::bigint, (p->>'Planning Time')::float8,
+                   (p->>'Execution Time')::float8, found
+            FROM (SELECT sql::json->0 AS p) x;
+        END LOOP;
     END LOOP;
 END
 \$f\$;
@@ -187,14 +194,18 @@ done
 settings=$(qa -c "SELECT 'PostgreSQL ' || current_setting('server_version') || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
 qa -F $'\t' -c "SELECT mode, col, k, set, rows, pairs, seconds, sample, hi, mid, lo, nolabel FROM results" >"$work/results.tsv"
 qa -F $'\t' -c "
-    SELECT t.label, t.k, t.variant, percentile_cont(0.5) WITHIN GROUP (ORDER BY us), avg(us), avg(nrows),
-           (SELECT string_agg(DISTINCT node, ', ') FROM lookup_plans p WHERE p.label = t.label AND p.k = t.k),
-           (SELECT avg(within) FROM lookup_plans p WHERE p.label = t.label AND p.k = t.k),
-           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY within) FROM lookup_plans p WHERE p.label = t.label AND p.k = t.k),
-           (SELECT max(within) FROM lookup_plans p WHERE p.label = t.label AND p.k = t.k),
-           (SELECT avg(checked) FROM lookup_plans p WHERE p.label = t.label AND p.k = t.k),
-           count(*)
-    FROM lookup_times t GROUP BY t.label, t.k, t.variant ORDER BY min(t.seq), t.variant" >"$work/lookups.tsv"
+    WITH t AS (SELECT label, k, variant, min(seq) AS seq, percentile_cont(0.5) WITHIN GROUP (ORDER BY us) AS p50,
+                      avg(us) AS mean, avg(nrows) AS nrows
+               FROM lookup_times GROUP BY 1, 2, 3),
+         p AS (SELECT label, k, variant, string_agg(DISTINCT node, ', ') AS node, avg(within) AS w_mean,
+                      percentile_cont(0.5) WITHIN GROUP (ORDER BY within) AS w_p50, max(within) AS w_max,
+                      avg(checked) AS checked, percentile_cont(0.5) WITHIN GROUP (ORDER BY planning_ms) AS plan_p50,
+                      percentile_cont(0.5) WITHIN GROUP (ORDER BY execution_ms) AS exec_p50, avg(execution_ms) AS exec_mean,
+                      avg(found_source::int) AS found
+               FROM lookup_plans GROUP BY 1, 2, 3)
+    SELECT t.label, t.k, t.variant, t.p50, t.mean, t.nrows, p.node, p.w_mean, p.w_p50, p.w_max, p.checked,
+           p.plan_p50, p.exec_p50, p.exec_mean, p.found
+    FROM t JOIN p USING (label, k, variant) ORDER BY t.seq, t.variant" >"$work/lookups.tsv"
 total_s=$(elapsed "$start_all")
 
 python3 - "$work/results.tsv" "$work/lookups.tsv" "$N" "$SAMPLE" "$LOOKUPS" "$settings, $(nproc) cores" \
@@ -304,22 +315,25 @@ print(f"**What verification costs a lookup** ({int(lookups)} stored texts with o
       f"second of two passes, variants alternated; four covering segment B-trees, prewarmed; "
       f"candidates = EXPLAIN ANALYZE \"Rows Within Radius\"):")
 print()
-print("| mode | k | plan | candidates per lookup mean / p50 / max | index tuples checked | rows returned plain / verified | plain p50 µs | plain mean µs | verified p50 µs | verified mean µs | verification cost (mean µs) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| mode | k | plan | candidates per lookup mean / p50 / max | index tuples checked | rows returned plain / verified | edited row found plain / verified % | plain p50 / mean µs | verified p50 / mean µs | verification cost, mean µs | EXPLAIN ANALYZE planning p50 ms | execution p50 / mean ms plain | verified |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 lkd = {}
 lorder = []
-for label, k, variant, p50, mean, nrows, node, w_mean, w_p50, w_max, checked, cnt in lk:
+for label, k, variant, p50, mean, nrows, node, w_mean, w_p50, w_max, checked, plan_p50, exec_p50, exec_mean, found in lk:
     key = (label, int(k))
     if key not in lkd:
         lorder.append(key)
     lkd.setdefault(key, {})[variant] = dict(p50=float(p50), mean=float(mean), nrows=float(nrows), node=node,
                                             w_mean=float(w_mean), w_p50=float(w_p50), w_max=float(w_max),
-                                            checked=float(checked))
+                                            checked=float(checked), plan_p50=float(plan_p50),
+                                            exec_p50=float(exec_p50), exec_mean=float(exec_mean), found=float(found))
 for key in lorder:
     p, v = lkd[key]["plain"], lkd[key]["verified"]
-    print(f"| `{key[0]}` | {key[1]} | {p['node']} | {p['w_mean']:.1f} / {p['w_p50']:.0f} / {p['w_max']:.0f} | {p['checked']:,.0f} | "
-          f"{p['nrows']:.1f} / {v['nrows']:.1f} | {p['p50']:.0f} | {p['mean']:.0f} | {v['p50']:.0f} | {v['mean']:.0f} | "
-          f"{v['mean'] - p['mean']:+.0f} |")
+    node = p["node"] if p["node"] == v["node"] else f"{p['node']} / {v['node']}"
+    print(f"| `{key[0]}` | {key[1]} | {node} | {p['w_mean']:.1f} / {p['w_p50']:.0f} / {p['w_max']:.0f} | {p['checked']:,.0f} | "
+          f"{p['nrows']:.2f} / {v['nrows']:.2f} | {100 * p['found']:.1f} / {100 * v['found']:.1f} | "
+          f"{p['p50']:.0f} / {p['mean']:.0f} | {v['p50']:.0f} / {v['mean']:.0f} | {v['mean'] - p['mean']:+.0f} | "
+          f"{p['plan_p50']:.2f} | {p['exec_p50']:.3f} / {p['exec_mean']:.3f} | {v['exec_p50']:.3f} / {v['exec_mean']:.3f} |")
 print()
 print(f"Whole run: {float(total_s) / 60:.1f} minutes.")
 PY

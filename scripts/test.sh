@@ -14,5 +14,5 @@ start_cluster
 log "pg_regress suite"
 "$REPO_ROOT/scripts/regress.sh"
 log "concurrency test of the near-duplicate constraint"
-"$REPO_ROOT/tests/concurrency/dedup.sh" 3 7
+"$REPO_ROOT/tests/concurrency/dedup.sh" 3 7 7:verify
 log "all tests passed"

@@ -9,7 +9,11 @@
 #   - a self-join finds no pair within k among the stored rows;
 #   - stored + skipped (from the loaders' NOTICEs) = attempted, every row was stored at most once;
 #   - every attempted row that is not stored has a stored row within k (nothing lost).
-# Usage: tests/concurrency/dedup.sh [k ...]   (against the cluster of scripts/common.sh)
+# A radius written K:verify runs the same with verification (simhash_add_dedup(..., verify => 'body')):
+# rows carry texts; planted variants of a seed have similar texts, and a tenth of the planted
+# rows are decoys, within k of a seed but with an unrelated text, which must be stored. "Within k"
+# above then means within k and simhash_similarity >= 0.8.
+# Usage: tests/concurrency/dedup.sh [k[:verify] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
 
@@ -24,11 +28,13 @@ trap 'rm -rf "$work"' EXIT
 db=simhash_concurrency
 q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 
-for k in "${radii[@]}"; do
-    log "concurrency: 8 loaders, k = $k (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
+for radius in "${radii[@]}"; do
+    k=${radius%%:*}
+    verify=false; [ "$radius" = "$k:verify" ] && verify=true
+    log "concurrency: 8 loaders, k = $k$($verify && echo ', verified by text similarity') (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
     fresh_database "$db"
-    q <<SQL
-CREATE TABLE attempts (id bigint PRIMARY KEY, loader int, batch int, fp simhash64);
+    q -v verify="$verify" <<SQL
+CREATE TABLE attempts (id bigint PRIMARY KEY, loader int, batch int, fp simhash64, body text);
 SELECT setseed(0.5) \g /dev/null
 -- 4,000 seed fingerprints; every loader writes variants of some of them, within k/2 bits (so any
 -- two variants of one seed conflict) or within k bits (so some do, some do not).
@@ -40,26 +46,37 @@ CREATE TEMP TABLE plan AS
     SELECT l, b, $COPY_ROWS + ((l - 2) * $BATCHES + b) * $BATCH_ROWS + r
     FROM generate_series(2, 8) l, generate_series(0, $BATCHES - 1) b, generate_series(1, $BATCH_ROWS) r;
 INSERT INTO attempts
-SELECT n, loader, batch,
-       CASE WHEN random() < 0.2 THEN
-           (SELECT (s.fp # coalesce(bit_or(1::bigint << (random() * 63)::int), 0))::simhash64
-            FROM generate_series(1, (random() * CASE WHEN random() < 0.7 THEN $k / 2 ELSE $k END)::int)
-            WHERE n > 0)
-       ELSE ('x' || md5('row' || n))::bit(64)::bigint::simhash64 END
-FROM plan JOIN seeds s ON s.s = 1 + (hashint8(n) & 2147483647) % 4000;
-CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64 NOT NULL);
+SELECT n, loader, batch, fp,
+       CASE WHEN NOT planted THEN 'row ' || n || ' ' || md5('row' || n) || md5('text' || n)
+            WHEN decoy THEN 'decoy ' || n || ' ' || md5('decoy' || n) || md5('other' || n)
+            -- one character of the seed's text replaced: similarity about 0.9 to the seed, 0.85 to
+            -- other variants
+            ELSE overlay('seed ' || s || ' ' || md5('t' || s) || md5('u' || s) placing 'Z' from 1 + n % 70 for 1) END
+FROM (SELECT n, loader, batch, s, planted, random() < 0.1 AS decoy,
+             CASE WHEN planted THEN
+                 (SELECT (s.fp # coalesce(bit_or(1::bigint << (random() * 63)::int), 0))::simhash64
+                  FROM generate_series(1, (random() * CASE WHEN random() < 0.7 THEN $k / 2 ELSE $k END)::int)
+                  WHERE n > 0)
+             ELSE ('x' || md5('row' || n))::bit(64)::bigint::simhash64 END AS fp
+      FROM (SELECT *, random() < 0.2 AS planted FROM plan) p
+      JOIN seeds s ON s.s = 1 + (hashint8(n) & 2147483647) % 4000) a;
+CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64 NOT NULL, body text NOT NULL);
 SELECT simhash_create_indexes('docs', 'fp') \g /dev/null
+\if :verify
+SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body') \g /dev/null
+\else
 SELECT simhash_add_dedup('docs', 'fp', $k, 'skip') \g /dev/null
-\copy (SELECT id, fp FROM attempts WHERE loader = 1 ORDER BY id) TO '$work/copy.tsv'
+\endif
+\copy (SELECT id, fp, body FROM attempts WHERE loader = 1 ORDER BY id) TO '$work/copy.tsv'
 SQL
     started=$(date +%s.%N)
-    (load_with_retry "$db" "$work/copy" "\\copy docs (id, fp) FROM '$work/copy.tsv'" >"$work/skipped.1") &
+    (load_with_retry "$db" "$work/copy" "\\copy docs (id, fp, body) FROM '$work/copy.tsv'" >"$work/skipped.1") &
     pids=($!)
     for l in 2 3 4 5 6 7 8; do
         (
             total=0
             for b in $(seq 0 $((BATCHES - 1))); do
-                n=$(load_with_retry "$db" "$work/l$l" "INSERT INTO docs (id, fp) SELECT id, fp FROM attempts WHERE loader = $l AND batch = $b ORDER BY id")
+                n=$(load_with_retry "$db" "$work/l$l" "INSERT INTO docs (id, fp, body) SELECT id, fp, body FROM attempts WHERE loader = $l AND batch = $b ORDER BY id")
                 total=$((total + n))
             done
             echo "$total" >"$work/skipped.$l"
@@ -70,21 +87,28 @@ SQL
     elapsed=$(echo "$(date +%s.%N) - $started" | bc)
     skipped=$(cat "$work"/skipped.* | awk '{s += $1} END {print s}')
     retries=$( (cat "$work"/*.retries 2>/dev/null || true) | wc -l)
-    q -v k="$k" -v skipped="$skipped" <<'SQL'
+    q -v k="$k" -v skipped="$skipped" -v verify="$verify" <<'SQL'
 \pset footer off
 ANALYZE docs;
 SET enable_seqscan = off;
 SET jit = off;
+-- "Near": within k, and with verification also at least 0.8 similar.
+SELECT CASE WHEN :verify THEN 0.8 ELSE 0 END AS t \gset
 SELECT (SELECT count(*) FROM attempts) AS attempted, (SELECT count(*) FROM docs) AS stored, :skipped AS skipped \gset
-SELECT count(*) AS pairs_within_k FROM docs a JOIN docs b ON a.id < b.id AND a.fp <~> b.fp <= :k \gset
+SELECT count(*) AS near_pairs FROM docs a JOIN docs b ON a.id < b.id AND a.fp <~> b.fp <= :k
+WHERE NOT :verify OR simhash_similarity(a.body, b.body) >= :t \gset
 SELECT count(*) AS lost FROM attempts a
 WHERE NOT EXISTS (SELECT FROM docs d WHERE d.id = a.id)
-  AND NOT EXISTS (SELECT FROM docs d WHERE d.fp <~> a.fp <= :k) \gset
-SELECT count(*) AS altered FROM docs d JOIN attempts a USING (id) WHERE a.fp <> d.fp \gset
-SELECT :attempted AS attempted, :stored AS stored, :skipped AS skipped, :pairs_within_k AS pairs_within_k,
-       :lost AS lost, :altered AS altered;
-SELECT CASE WHEN :stored + :skipped = :attempted AND :pairs_within_k = 0 AND :lost = 0 AND :altered = 0
-            AND :stored < :attempted
+  AND NOT EXISTS (SELECT FROM docs d WHERE d.fp <~> a.fp <= :k AND (NOT :verify OR simhash_similarity(d.body, a.body) >= :t)) \gset
+SELECT count(*) AS altered FROM docs d JOIN attempts a USING (id) WHERE a.fp <> d.fp OR a.body <> d.body \gset
+-- With verification, decoys (within k of a seed's variants, unrelated text) are stored.
+SELECT count(*) AS decoys_stored, count(*) FILTER (WHERE EXISTS (
+           SELECT FROM docs o WHERE o.id <> d.id AND o.fp <~> d.fp <= :k)) AS decoys_within_k
+FROM docs d WHERE body LIKE 'decoy%' \gset
+SELECT :attempted AS attempted, :stored AS stored, :skipped AS skipped, :near_pairs AS near_pairs,
+       :lost AS lost, :altered AS altered, :decoys_stored AS decoys_stored, :decoys_within_k AS decoys_within_k;
+SELECT CASE WHEN :stored + :skipped = :attempted AND :near_pairs = 0 AND :lost = 0 AND :altered = 0
+            AND :stored < :attempted AND (NOT :verify OR :decoys_within_k > 0)
        THEN 'ok' ELSE 'FAILED' END AS result \gset
 \echo result: :result
 \if :{?result}
