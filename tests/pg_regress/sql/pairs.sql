@@ -78,3 +78,35 @@ RESET statement_timeout;
 
 DROP FUNCTION pairs_check(int);
 DROP TABLE pair_docs, pair_reference, dedup;
+
+-- Verified pairs and clusters: a pair within k counts only if its texts are similar enough, so
+-- groups do not chain through fingerprints that are near by chance.
+CREATE TABLE vtexts (id integer PRIMARY KEY, body text, fp simhash64);
+INSERT INTO vtexts VALUES
+ (1, 'The quick brown fox jumps over the lazy dog.', '0000000000000000'),
+ (2, 'The quick brown fox jumps over the lazy dog!', '0000000000000001'),
+ (3, 'An unrelated sentence about databases.', '0000000000000003'),
+ (4, 'An unrelated sentence about the databases.', '0000000000000007'),
+ (5, 'The quick brown fox jumped over the lazy dog.', 'f000000000000000'),
+ (6, NULL, '0000000000000000');
+SELECT * FROM simhash_pairs('vtexts', 'fp', 3) ORDER BY 1, 2;
+SELECT id_a, id_b, distance, round(similarity::numeric, 3) AS similarity
+FROM simhash_pairs('vtexts', 'fp', 3, 'body', 0.8) ORDER BY 1, 2;
+SELECT id_a, id_b, distance, round(similarity::numeric, 3) AS similarity
+FROM simhash_pairs('SELECT id, fp, body FROM vtexts WHERE id <> 2;', 3, 0.5) ORDER BY 1, 2;
+SELECT * FROM simhash_clusters('vtexts', 'fp', 3) ORDER BY 1;
+SELECT * FROM simhash_clusters('vtexts', 'fp', 3, 'body', 0.8) ORDER BY 1;
+SELECT * FROM simhash_clusters('SELECT id, fp, body FROM vtexts', 3, 0.8, 4) ORDER BY 1;
+SELECT * FROM simhash_clusters_from_pairs('SELECT a, b FROM (VALUES (5, 7), (7, 9), (1, 2), (2, NULL)) v(a, b)') ORDER BY 1;
+-- The threshold is applied exactly.
+SELECT simhash_similarity('An unrelated sentence about databases.', 'An unrelated sentence about the databases.') AS s \gset
+SELECT count(*) FROM simhash_pairs('vtexts', 'fp', 3, 'body', :s) WHERE id_a = 3;
+SELECT count(*) FROM simhash_pairs('vtexts', 'fp', 3, 'body', :s + 1e-12) WHERE id_a = 3;
+-- Misuse: 22023, 42804.
+\set VERBOSITY sqlstate
+SELECT * FROM simhash_pairs('vtexts', 'fp', 3, 'body', 1.5);
+SELECT * FROM simhash_pairs('vtexts', 'fp', 3, 'body', 0.8, n => 0);
+SELECT * FROM simhash_pairs('vtexts', 'fp', 17, 'body', 0.8);
+SELECT * FROM simhash_clusters_from_pairs('SELECT body, id FROM vtexts');
+\set VERBOSITY default
+DROP TABLE vtexts;
