@@ -5,6 +5,9 @@
 #   uniform: N uniformly random 64-bit fingerprints (md5); default N 1000000, 10000000 works too.
 #   real:    simhash(body) of up to N real paragraphs from bench/real_texts.py (Debian documentation,
 #            man pages, crate docs: about 930,000 on a build machine), whose segment values are skewed.
+#            REAL_MODE picks another fingerprint of body (e.g. REAL_MODE='minhash64(body)'). With real
+#            texts a verified route runs too: the radius scan plus simhash_similarity(body, text) >=
+#            MIN_SIMILARITY (default 0.8); planted near-duplicates carry their query point's text.
 # Latency: pgbench, one client, client round trip with planning, p50/p99. Recall: planted pairs
 # found / planted pairs within k. The cluster is restarted with shared_buffers large enough for the
 # table and every index, and left running that way; pg_prewarm loads them before each route.
@@ -14,6 +17,8 @@ DATA=${2:-uniform}
 FAST_RUNS=${FAST_RUNS:-$(( N > 2000000 ? 200 : 1000 ))}   # lookups per indexed route and radius
 SLOW_RUNS=${SLOW_RUNS:-20}        # lookups per sequential-scan route and radius
 RADII=${RADII:-"3 7 9"}
+REAL_MODE=${REAL_MODE:-simhash(body)}
+MIN_SIMILARITY=${MIN_SIMILARITY:-0.8}
 QUERIES=200                        # planted query points
 SB_MB=$(( N / 1000000 * 600 + 512 ))
 restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off"
@@ -48,11 +53,11 @@ real)
     psql -q -v ON_ERROR_STOP=1 -c "CREATE TABLE texts (body text NOT NULL)"
     python3 "$REPO_ROOT/bench/real_texts.py" "$N" | PGCLIENTENCODING=UTF8 psql -q -v ON_ERROR_STOP=1 -c "COPY texts FROM STDIN"
     psql -q -v ON_ERROR_STOP=1 <<SQL
-CREATE TABLE fps (id int PRIMARY KEY, fp simhash64 NOT NULL);
-INSERT INTO fps SELECT row_number() OVER (), fp FROM (SELECT simhash(body) AS fp FROM texts) t WHERE fp IS NOT NULL;
+CREATE TABLE fps (id int PRIMARY KEY, fp simhash64 NOT NULL, body text NOT NULL);
+INSERT INTO fps SELECT row_number() OVER (), fp, body FROM (SELECT $REAL_MODE AS fp, body FROM texts) t WHERE fp IS NOT NULL;
 DROP TABLE texts;
 -- 200 query points, rows picked at random (repeatably).
-CREATE TABLE queries AS SELECT (row_number() OVER (ORDER BY md5(id::text)))::int AS j, fp
+CREATE TABLE queries AS SELECT (row_number() OVER (ORDER BY md5(id::text)))::int AS j, fp, body
 FROM fps ORDER BY md5(id::text) LIMIT $QUERIES;
 SQL
     N=$(psql -At -c "SELECT count(*) FROM fps")
@@ -66,8 +71,9 @@ psql -q -v ON_ERROR_STOP=1 <<SQL
 CREATE TABLE planted AS
 SELECT q.j, d, $N + q.j * 11 + d AS id,
        (q.fp::bigint # (SELECT bit_or(1::bigint << ((q.j * 7 + t * 13) % 64)) FROM generate_series(0, d - 1) t))::simhash64 AS fp
+       $( [[ $DATA == real ]] && echo ", q.body" )
 FROM queries q, generate_series(1, 11) d;
-INSERT INTO fps SELECT id, fp FROM planted;
+INSERT INTO fps SELECT id, fp$( [[ $DATA == real ]] && echo ", body" ) FROM planted;
 VACUUM ANALYZE fps;
 SQL
 table_mb=$(psql -At -c "SELECT round(pg_table_size('fps') / 1048576.0)")
@@ -97,6 +103,11 @@ covering_arm() { echo "SELECT id FROM fps WHERE simhash_segment(fp, $1) = ANY(si
 query[covering]="SELECT count(DISTINCT id) FROM ($(covering_arm 0) UNION ALL $(covering_arm 1) UNION ALL $(covering_arm 2) UNION ALL $(covering_arm 3)) s"
 label[covering]='stock: four covering B-trees `(segment) INCLUDE (fp, id)`, UNION ALL of index-only scans'
 routes="seq_bit_count seq_hamming btree gin covering radius"
+# The verified lookup (real texts): the query point's text, looked up once per lookup.
+QTEXT="(SELECT qt.body FROM queries qt WHERE qt.j = :j)"
+query[verified]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k AND simhash_similarity(body, QTEXT) >= $MIN_SIMILARITY"
+label[verified]="four covering segment B-trees, \\`fp <~> q <= k AND simhash_similarity(body, text) >= $MIN_SIMILARITY\\` (SimHash Radius Scan, verified)"
+[[ $DATA == real ]] && routes+=" verified"
 
 declare -A p50 p99 recall plan
 measure() {   # route
@@ -104,6 +115,7 @@ measure() {   # route
     case $route in seq_*) runs=$SLOW_RUNS;; esac
     for k in $RADII; do
         local r=$((k / 4)) sql=${query[$route]//QFP/$q}
+        sql=${sql//QTEXT/$QTEXT}
         printf '%s\n\\set k %d\n\\set r %d\n%s;\n' "$pick_query" "$k" "$r" "$sql" > "$work/q.sql"
         local example=${sql//:j/42}; example=${example//:q/$(psql -At -c "SELECT fp::bigint FROM queries WHERE j = 42")}
         example=${example//:k/$k}; example=${example//:r/$r}
@@ -115,6 +127,7 @@ measure() {   # route
         # Recall over the planted pairs: run the route once per query point (a subquery with the
         # point's fingerprint as a parameter), count the planted near-duplicates within k it found.
         local recall_sql=${query[$route]//QFP/qf.fp}
+        recall_sql=${recall_sql//QTEXT/qf.body}
         recall_sql=${recall_sql//count(DISTINCT id)/array_agg(DISTINCT id)}
         recall_sql=${recall_sql//count(\*)/array_agg(id)}
         recall_sql=${recall_sql//:k/$k}; recall_sql=${recall_sql//:r/$r}
@@ -130,6 +143,12 @@ prewarm() { psql -q -At -c "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c WHERE 
 index_size() { psql -At -c "SELECT round(sum(pg_relation_size(indexrelid)) / 1048576.0) FROM pg_index WHERE indrelid = 'fps'::regclass AND indexrelid::regclass::text LIKE '$1%'"; }
 
 psql -q -c "CREATE EXTENSION pg_prewarm"; prewarm
+# The lines of EXPLAIN ANALYZE of a statement, to read the radius scan's counters.
+psql -q -c "CREATE FUNCTION simhash_bench_explain(q text) RETURNS SETOF text LANGUAGE plpgsql AS \$\$
+DECLARE line text;
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP RETURN NEXT line; END LOOP;
+END \$\$"
 log "no segment index: the rewrite must cost nothing (simhash.enable_rewrite on vs off)"
 printf '%s\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n' "$pick_query" "$q" > "$work/noindex.sql"
 declare -A noindex
@@ -153,6 +172,20 @@ psql -q -c "DROP INDEX fps_fp_bands"
 log "radius: four covering segment indexes, SimHash Radius Scan"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[radius]=$(elapsed "$t0")
 psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); prewarm; measure radius
+if [[ $DATA == real ]]; then
+    log "verified: the same, and simhash_similarity(body, text) >= $MIN_SIMILARITY"
+    measure verified
+    # Candidates per lookup (rows within k) and verified rows, from EXPLAIN ANALYZE of every query point.
+    declare -A candidates verified_rows
+    for k in $RADII; do
+        read -r candidates[$k] verified_rows[$k] <<<"$(psql -At -c "
+            CREATE TEMP TABLE plans AS SELECT j, (SELECT string_agg(line, E'\n') FROM (SELECT * FROM simhash_bench_explain(
+                format('SELECT count(*) FROM fps WHERE fp <~> %L::simhash64 <= $k AND simhash_similarity(body, %L) >= $MIN_SIMILARITY', fp, body))) e(line)) AS plan
+            FROM queries;
+            SELECT round(avg(substring(plan from 'Rows Within Radius: ([0-9]+)')::int), 1),
+                   round(avg(substring(plan from 'Radius Scan on fps \(actual rows=([0-9]+)')::int), 1) FROM plans;" | tail -1 | tr '|' ' ')"
+    done
+fi
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
 
 log "covering: four B-trees (segment) INCLUDE (fp, id)"
@@ -171,7 +204,7 @@ done
 
 settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
 echo
-echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, simhash(body)," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB; table and indexes prewarmed with pg_prewarm)."
+echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, $REAL_MODE," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB; table and indexes prewarmed with pg_prewarm)."
 echo
 header="| route | index build s / MB |"; rule="|---|---|"
 for k in $RADII; do header+=" k=$k p50 ms | k=$k p99 ms | k=$k recall |"; rule+="---|---|---|"; done
@@ -181,6 +214,12 @@ for route in $routes; do
     for k in $RADII; do row+=" ${p50[$route,$k]} (${plan[$route,$k]}) | ${p99[$route,$k]} | ${recall[$route,$k]} |"; done
     echo "$row"
 done
+if [[ $DATA == real ]]; then
+    echo
+    for k in $RADII; do
+        echo "k=$k: ${candidates[$k]} candidate rows within the radius per lookup, ${verified_rows[$k]} of them verified (similarity >= $MIN_SIMILARITY), averaged over the $QUERIES query points."
+    done
+fi
 echo
 echo "All pairs, \`simhash_pairs('fps', 'fp', k)\` over the $((N + QUERIES * 11)) rows, end to end: k=3 ${pairs_s[3]} s (${pairs_n[3]} pairs), k=7 ${pairs_s[7]} s (${pairs_n[7]} pairs)."
 echo

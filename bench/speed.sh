@@ -30,11 +30,13 @@ with open(f"{work}/docs.tsv", "w") as out:
         out.write(d.replace("\\", "\\\\").replace("\t", " ") + "\n")
 PY
 
-cargo build --release --quiet -p simhash-core --example fingerprints
+cargo build --release --quiet -p simhash-core --example fingerprints --example similarity
 start_cluster >/dev/null
 fresh_database "$db"
 q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 q -c "CREATE TABLE docs (body text)" -c "\\copy docs FROM '$work/docs.tsv'"
+# Pairs of neighbouring texts for the similarity (each text with the next one).
+q -c "CREATE TABLE pairs AS SELECT body AS a, lead(body) OVER (ORDER BY ctid) AS b FROM docs" -c "DELETE FROM pairs WHERE b IS NULL"
 bytes=$(q -At -c "SELECT sum(octet_length(body)) FROM docs")
 first_call=$(psql -X -d "$db" -At -c '\timing on' -c "SELECT simhash('数据库') IS NOT NULL" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')
 rss_of_session() {  # the backend's VmRSS in kB after running $1, read while the session is open
@@ -60,6 +62,17 @@ for pair in "simhash:simhash(body)" "minhash64:minhash64(body)" "minhash64_4x2:m
     ms=$(q -At -c "SELECT $call FROM docs LIMIT 1" -c '\timing on' -c "SELECT count($call) FROM docs" -c "SELECT count($call) FROM docs" -c "SELECT count($call) FROM docs" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | sort -g | head -1)
     python3 -c "import sys; b=int(sys.argv[1]); s=float(sys.argv[2]); ms=float(sys.argv[3]); e=b/1e6/(ms/1e3); print(f'| {sys.argv[4]} | {s:.1f} | {e:.1f} | {e/s:.0%} |')" "$bytes" "$standalone" "$ms" "$call"
 done
+echo
+echo "Exact similarity of two texts (simhash_similarity(a, b), n = 3: both texts folded and cut into shingle sets, then compared), each text with the next one:"
+echo
+echo "| call | standalone binary µs per pair | SQL µs per call |"
+echo "|---|---|---|"
+standalone=$(for i in 1 2 3; do target/release/examples/similarity 3 <"$work/docs.bin" | sed -n 's/.*, \([0-9.]*\) µs per pair.*/\1/p'; done | sort -g | head -1)
+npairs=$(q -At -c "SELECT count(*) FROM pairs")
+sql_ms() { q -At -c "SELECT count(*) FROM pairs WHERE $1 IS NOT NULL" -c '\timing on' -c "SELECT count($1) FROM pairs" -c "SELECT count($1) FROM pairs" -c "SELECT count($1) FROM pairs" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | sort -g | head -1; }
+both=$(sql_ms "simhash_similarity(a, b)")
+fixed=$(sql_ms "simhash_similarity(b, (SELECT a FROM pairs LIMIT 1))")
+python3 -c "import sys; n=int(sys.argv[1]); print(f'| simhash_similarity(a, b), two new texts per call | {float(sys.argv[2]):.1f} | {float(sys.argv[3])*1e3/n:.1f} |'); print(f'| simhash_similarity(body, \$1), one side the same text (a verified lookup) | - | {float(sys.argv[4])*1e3/n:.1f} |')" "$npairs" "$standalone" "$both" "$fixed"
 echo
 echo "First simhash() call in a new connection (loads jieba-rs' dictionary and IDF table, the folding tables): ${first_call} ms."
 echo "Backend resident memory: ${rss_idle} kB idle, ${rss} kB after simhash() and minhash64()."

@@ -534,7 +534,7 @@ def verified_section(all_scores, sims, pairs, pair_speed):
         md += ["Recipes that keep recall ≥ " f"{100 * MIN_RECALL:.0f} % on every core kind in every size class "
                "(least recall, verified false positives on hard / random negatives): "
                + "; ".join(f"{m} k = {k} J3 ≥ {t} ({100 * least:.1f} %, {pct(h, neg=True)} / {pct(r, neg=True)} %)"
-                           for m, k, t, least, _, h, r in qualified) + ".\n"]
+                           for m, k, t, least, _, h, r, _ in qualified) + ".\n"]
     else:
         md += [f"No recipe keeps recall ≥ {100 * MIN_RECALL:.0f} % on every core kind in every size class.\n"]
     md += ["Recall in % per kind and size class (negatives: false positives in %, one decimal):\n", detail, ""]
