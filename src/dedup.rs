@@ -330,12 +330,10 @@ unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, sc
         let usage = "Use simhash_dedup_trigger(column [, k [, action [, report_table]]] [, 'verify=text_column' \
                      [, 'min_similarity=0.8' [, 'n=3']]]), for example simhash_dedup_trigger('fp', '3', 'error').";
         // Options are `name=value` arguments after the column; the rest are positional.
-        let is_option = |(i, a): &(usize, &String)| {
-            *i > 0 && ["verify=", "min_similarity=", "n="].iter().any(|p| a.starts_with(p))
-        };
+        let is_option =
+            |(i, a): &(usize, &String)| *i > 0 && ["verify=", "min_similarity=", "n="].iter().any(|p| a.starts_with(p));
         let options: Vec<&String> = all.iter().enumerate().filter(is_option).map(|(_, a)| a).collect();
-        let args: Vec<String> =
-            all.iter().enumerate().filter(|x| !is_option(x)).map(|(_, a)| a.clone()).collect();
+        let args: Vec<String> = all.iter().enumerate().filter(|x| !is_option(x)).map(|(_, a)| a.clone()).collect();
         if args.is_empty() || args.len() > 4 {
             bad_argument(format!("simhash_dedup_trigger takes 1 to 4 arguments, not {}", args.len()), usage);
         }
@@ -743,23 +741,31 @@ unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[bool], limi
 /// The statement that finds the nearest row within `k` of `$1` (a simhash64) other than the row at
 /// `$2` (a tid), returning its key as text and its distance; with `verify`, only rows whose text
 /// is at least `min_similarity` similar to `$3` (a text), the most similar first, and the similarity.
-unsafe fn lookup_statement(rel: pg_sys::Relation, column: &str, k: u32, schema: Oid, verify: Option<&Verify>) -> String {
+unsafe fn lookup_statement(
+    rel: pg_sys::Relation,
+    column: &str,
+    k: u32,
+    schema: Oid,
+    verify: Option<&Verify>,
+) -> String {
     unsafe {
         let s = quote_identifier(&CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy());
         let column = format!("t.{}", quote_identifier(column));
         let key = key_columns(rel).expression();
         let table = qualified_name((*rel).rd_id);
-        let within = format!(
-            "{column} OPERATOR({s}.<~>) $1 OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2"
-        );
+        let within =
+            format!("{column} OPERATOR({s}.<~>) $1 OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2");
         let Some(verify) = verify else {
             return format!(
                 "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4 FROM ONLY {table} t \
                  WHERE {within} ORDER BY 2, 1 LIMIT 1"
             );
         };
-        let similarity =
-            format!("{s}.simhash_similarity(t.{}::pg_catalog.text, $3, {})", quote_identifier(&verify.column), verify.n);
+        let similarity = format!(
+            "{s}.simhash_similarity(t.{}::pg_catalog.text, $3, {})",
+            quote_identifier(&verify.column),
+            verify.n
+        );
         format!(
             "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4, {similarity} FROM ONLY {table} t \
              WHERE {within} AND {similarity} OPERATOR(pg_catalog.>=) {:?}::pg_catalog.float8 \
@@ -814,7 +820,11 @@ fn simhash_dedup_lookup(
             );
         }
         let options = verify.map(|column| {
-            [format!("verify={}", column.to_string_lossy()), format!("min_similarity={min_similarity}"), format!("n={n}")]
+            [
+                format!("verify={}", column.to_string_lossy()),
+                format!("min_similarity={min_similarity}"),
+                format!("n={n}"),
+            ]
         });
         let options: Vec<&String> = options.iter().flatten().collect();
         let verify = read_verify(rel, &options, "");
@@ -873,9 +883,10 @@ unsafe fn find_near_duplicate(
         let key = CStr::from_ptr(pg_sys::SPI_getvalue(tuple, (*table).tupdesc, 1)).to_string_lossy().into_owned();
         let mut is_null = false;
         let distance = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 2, &mut is_null).value() as i32;
-        let similarity = config.verify.as_ref().map(|_| {
-            f64::from_bits(pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 3, &mut is_null).value() as u64)
-        });
+        let similarity = config
+            .verify
+            .as_ref()
+            .map(|_| f64::from_bits(pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 3, &mut is_null).value() as u64));
         Some((key, distance, similarity))
     }
 }
@@ -929,7 +940,7 @@ unsafe fn report(
                         pg_sys::FLOAT8OID,
                     ];
                     let types = &types[..if config.verify.is_some() { 7 } else { 6 }];
-                    let plan = prepare(&text, &types);
+                    let plan = prepare(&text, types);
                     entry.report = Some((text, plan));
                     plan
                 }

@@ -225,7 +225,9 @@ unsafe fn recheck(
                     }
                 } else if is_own_row(tuple) {
                     // Our own rows were checked against each other by the row trigger.
-                    if value == fp && (verify.is_some() && !own.iter().any(|o| same_tid(&o.tid, &tid)) || own.is_empty()) {
+                    if value == fp
+                        && (verify.is_some() && !own.iter().any(|o| same_tid(&o.tid, &tid)) || own.is_empty())
+                    {
                         own.push(OwnRow { tid, text: text() });
                     }
                 } else if verify.is_some() {
@@ -285,9 +287,7 @@ unsafe fn recheck(
                     .iter()
                     .enumerate()
                     .filter_map(|(i, (d, _, text))| similar(o, text).map(|s| (i, *d, s)))
-                    .min_by(|a, b| {
-                        b.2.unwrap_or(0.0).total_cmp(&a.2.unwrap_or(0.0)).then(a.1.cmp(&b.1))
-                    });
+                    .min_by(|a, b| b.2.unwrap_or(0.0).total_cmp(&a.2.unwrap_or(0.0)).then(a.1.cmp(&b.1)));
                 if let Some((i, distance, similarity)) = best {
                     kept[i] = true;
                     conflicts.push(Conflict { own_row: o.tid, distance, existing: others[i].1, similarity });
@@ -316,7 +316,8 @@ unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Ver
             return ShingleSet::default();
         }
         let text = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-        let set = ShingleSet::of(&crate::fingerprint::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)), verify.n);
+        let set =
+            ShingleSet::of(&crate::fingerprint::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)), verify.n);
         if text != datum.cast_mut_ptr() {
             pg_sys::pfree(text.cast());
         }

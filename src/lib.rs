@@ -18,8 +18,8 @@ mod planner_support;
 mod probes;
 mod radius_scan;
 mod segment_scan;
-mod similarity;
 mod simhash64;
+mod similarity;
 
 pub use simhash64::SimHash64;
 

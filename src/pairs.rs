@@ -140,7 +140,8 @@ fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id,
                 break;
             }
             for row in batch {
-                let pair = (row.get::<i64>(1).unwrap_or_else(|_| wrong()), row.get::<i64>(2).unwrap_or_else(|_| wrong()));
+                let pair =
+                    (row.get::<i64>(1).unwrap_or_else(|_| wrong()), row.get::<i64>(2).unwrap_or_else(|_| wrong()));
                 let (Some(a), Some(b)) = pair else { continue };
                 let mut node = |id: i64| {
                     *index.entry(id).or_insert_with(|| {

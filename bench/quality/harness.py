@@ -457,10 +457,13 @@ def recipe_summary(recipe_scores, sims, pairs, field, thresholds):
             results.append((name, k, t, least, ok, hard, rand, info_mean))
             rows.append([name, "–" if k is None else k,
                          "none" if t is None else f"{SIMILARITY_NAMES[field]} ≥ {t}", f"{100 * least:.1f}",
-                         f"{kind} {size}" if least < 1 else "–", "**yes**" if ok else "no", pct(hard, neg=True),
-                         pct(rand, neg=True)] + [pct(x) for x in info_rates])
+                         f"{kind} {size}" if least < 1 else "–", "**yes**" if ok else "no",
+                         f"{pct(hard, neg=True)} ({round(hard * len(by_kind['neg_hard']))})",
+                         f"{pct(rand, neg=True)} ({round(rand * len(by_kind['neg_random']))})"]
+                        + [pct(x) for x in info_rates])
     head = ["mode", "k", "verification", "least recall % (core kinds × sizes)", "where",
-            f"all ≥ {100 * MIN_RECALL:.0f} %", "neg_hard FP %", "neg_random FP %"] + [f"{x} (info) %" for x in info]
+            f"all ≥ {100 * MIN_RECALL:.0f} %", f"neg_hard FP % (pairs of {len(by_kind['neg_hard'])})",
+            f"neg_random FP % (pairs of {len(by_kind['neg_random'])})"] + [f"{x} (info) %" for x in info]
     return table(head, rows), results
 
 
