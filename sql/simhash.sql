@@ -361,9 +361,9 @@ RETURNS TABLE (id bigint, representative bigint)
     AS 'MODULE_PATHNAME', 'simhash_clusters_from_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE FUNCTION simhash_clusters(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
     SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L, %s, %s::pg_catalog.float8, %s)',
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L, %s, %L::pg_catalog.float8, %s)',
         query, k, min_similarity, n))
 $$;
 
@@ -468,7 +468,8 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
 CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
                                   report_table text DEFAULT NULL, verify name DEFAULT NULL,
                                   min_similarity double precision DEFAULT 0.8, n integer DEFAULT 3)
-RETURNS name LANGUAGE plpgsql AS $$
+-- (extra_float_digits: min_similarity goes into the trigger arguments as text, every digit kept)
+RETURNS name LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
 DECLARE
     rel_name name;
     rel_schema name;

@@ -22,7 +22,7 @@ use pgrx::IntoDatum;
 
 use crate::errors::raise;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Action {
     Error,
     Skip,
@@ -165,11 +165,6 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         let Some(fp) = new_value(rel, row, config.attnum) else {
             return Datum::from(row); // a NULL fingerprint is never a near-duplicate
         };
-        if let Some(old_row) = old_row {
-            if column_value(old_row, tupdesc, config.attnum) == Some(fp) {
-                return Datum::from(row); // the fingerprint did not change
-            }
-        }
         // With verification, the text decides; a row without text is never a near-duplicate.
         let text = match &config.verify {
             None => None,
@@ -178,6 +173,16 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 text => text,
             },
         };
+        if let Some(old_row) = old_row {
+            // Neither the fingerprint nor (with verification) the text changed: nothing to check.
+            let same_text = match (&config.verify, text) {
+                (Some(verify), Some(new)) => same_text(old_row, tupdesc, verify.attnum, new),
+                _ => true,
+            };
+            if column_value(old_row, tupdesc, config.attnum) == Some(fp) && same_text {
+                return Datum::from(row);
+            }
+        }
         let relid = (*rel).rd_id;
         let trigger_oid = (*trigger).tgoid;
         warn_once_without_indexes(trigger_oid, rel, &config, schema);
@@ -188,7 +193,10 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         let Some((existing_key, distance, similarity)) = found else {
             finish();
             if config.action != Action::Report {
-                crate::dedup_recheck::remember(relid, trigger_oid, fp, || crate::dedup_recheck::Pending {
+                // Keyed by the configuration too: a trigger replaced in the transaction (same OID)
+                // rechecks each row under the settings that let it through.
+                let key = format!("{}/{}/{:?}/{:?}", config.attnum, config.k, config.action, config.verify);
+                crate::dedup_recheck::remember(relid, trigger_oid, key, fp, || crate::dedup_recheck::Pending {
                     schema,
                     attnum: config.attnum,
                     column: config.column.clone(),
@@ -554,6 +562,23 @@ unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
     }
 }
 
+/// Whether the stored row's text column holds the same bytes as `new` (a text datum).
+unsafe fn same_text(old_row: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32, new: Datum) -> bool {
+    unsafe {
+        let mut is_null = false;
+        let old = pg_sys::heap_getattr(old_row, attnum as _, tupdesc, &mut is_null);
+        if is_null {
+            return false;
+        }
+        if old.value() == new.value() {
+            return true;
+        }
+        let (a, b) =
+            (pg_sys::pg_detoast_datum_packed(old.cast_mut_ptr()), pg_sys::pg_detoast_datum_packed(new.cast_mut_ptr()));
+        pgrx::varlena::varlena_to_byte_slice(a) == pgrx::varlena::varlena_to_byte_slice(b)
+    }
+}
+
 /// How rows of the table are named in messages: its primary key columns, or ctid without one.
 pub(crate) struct KeyColumns {
     attnums: Vec<i32>,
@@ -801,7 +826,8 @@ fn simhash_dedup_lookup(
 ) -> Option<String> {
     // NULL in, NULL out, but for the verification arguments, which are NULL without verification.
     let (tbl, col, k) = (tbl?, col?, k?);
-    let (min_similarity, n) = (min_similarity.unwrap_or(f64::NAN), n.unwrap_or(0));
+    let min_similarity = min_similarity.unwrap_or(Verify::DEFAULT_MIN_SIMILARITY);
+    let n = n.unwrap_or(Verify::DEFAULT_N as i32);
     unsafe {
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
         let max = simhash_core::dedup::MAX_DEDUP_RADIUS;

@@ -24,7 +24,7 @@
 //! one on a table without the segment B-trees.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use pgrx::pg_sys::{self, Oid};
@@ -53,12 +53,13 @@ pub(crate) struct Pending {
 
 thread_local! {
     /// Per (table, trigger); emptied when the transaction ends.
-    static PENDING: RefCell<HashMap<(Oid, Oid), Pending>> = RefCell::new(HashMap::new());
+    static PENDING: RefCell<HashMap<(Oid, Oid, String), Pending>> = RefCell::new(HashMap::new());
 }
 
 /// Remembers that `fp` was written into `relid` under `trigger_oid`, to be rechecked at commit.
-pub(crate) fn remember(relid: Oid, trigger_oid: Oid, fp: u64, make: impl FnOnce() -> Pending) {
-    PENDING.with(|p| p.borrow_mut().entry((relid, trigger_oid)).or_insert_with(make).fingerprints.push(fp));
+/// `config` names the trigger's settings: one entry per (table, trigger, settings).
+pub(crate) fn remember(relid: Oid, trigger_oid: Oid, config: String, fp: u64, make: impl FnOnce() -> Pending) {
+    PENDING.with(|p| p.borrow_mut().entry((relid, trigger_oid, config)).or_insert_with(make).fingerprints.push(fp));
 }
 
 pub(crate) fn forget_all() {
@@ -67,8 +68,8 @@ pub(crate) fn forget_all() {
 
 /// Rechecks every remembered fingerprint; called just before the transaction commits or prepares.
 pub(crate) unsafe fn recheck_all() {
-    let pending: Vec<((Oid, Oid), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
-    for ((relid, _), mut pending) in pending {
+    let pending: Vec<((Oid, Oid, String), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
+    for ((relid, _, _), mut pending) in pending {
         unsafe {
             // The transaction may have dropped the table since; then there is nothing to check.
             let rel = pg_sys::try_relation_open(relid, pg_sys::RowExclusiveLock as i32);
@@ -213,27 +214,37 @@ unsafe fn recheck(
             let mut own: Vec<OwnRow> = Vec::new();
             let mut others: Vec<(u32, pg_sys::HeapTuple, Option<ShingleSet>)> = Vec::new();
             let mut writers: Vec<(pg_sys::TransactionId, pg_sys::ItemPointerData, Option<ShingleSet>)> = Vec::new();
+            // With verification, a row can be reached through several segment indexes: each is
+            // taken once (without it, only the first or nearest row of each kind is kept anyway).
+            let mut seen: HashSet<(u32, u16)> = HashSet::new();
             for_each_within(rel, indexes, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
-                let text = || verify.map(|v| text_set(rel, tuple, v));
-                // A row can be reached through several segment indexes: each is taken once.
                 let tid = (*tuple).t_self;
+                if verify.is_some() {
+                    pg_sys::check_for_interrupts!();
+                    if !seen.insert(tid_key(&tid)) {
+                        return ControlFlow::Continue(());
+                    }
+                }
+                let text = || verify.map(|v| text_set(rel, tuple, v));
                 if xwait != pg_sys::InvalidTransactionId {
-                    if verify.is_some() && !writers.iter().any(|w| same_tid(&w.1, &tid)) || writers.is_empty() {
-                        writers.push((xwait, tid, text()));
+                    if verify.is_some() {
+                        // A writer in progress may still abort and its TOAST rows vanish before we
+                        // read them: a text stored out of line is not read, and the writer is waited
+                        // for as if its text were similar (the loop looks again after the wait).
+                        let text = if text_is_out_of_line(rel, tuple, verify) { None } else { text() };
+                        writers.push((xwait, tid, text));
+                    } else if writers.is_empty() {
+                        writers.push((xwait, tid, None));
                     }
                 } else if is_own_row(tuple) {
                     // Our own rows were checked against each other by the row trigger.
-                    if value == fp
-                        && (verify.is_some() && !own.iter().any(|o| same_tid(&o.tid, &tid)) || own.is_empty())
-                    {
+                    if value == fp && (verify.is_some() || own.is_empty()) {
                         own.push(OwnRow { tid, text: text() });
                     }
                 } else if verify.is_some() {
-                    if !others.iter().any(|(_, t, _)| same_tid(&(**t).t_self, &tid)) {
-                        others.push((distance, pg_sys::heap_copytuple(tuple), text()));
-                    }
+                    others.push((distance, pg_sys::heap_copytuple(tuple), text()));
                 } else if others.first().is_none_or(|&(d, _, _)| distance < d) {
                     if let Some((_, previous, _)) = others.pop() {
                         pg_sys::heap_freetuple(previous);
@@ -303,8 +314,18 @@ unsafe fn recheck(
     }
 }
 
-fn same_tid(a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData) -> bool {
-    (a.ip_blkid.bi_hi, a.ip_blkid.bi_lo, a.ip_posid) == (b.ip_blkid.bi_hi, b.ip_blkid.bi_lo, b.ip_posid)
+fn tid_key(tid: &pg_sys::ItemPointerData) -> (u32, u16) {
+    ((tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32, tid.ip_posid)
+}
+
+/// Whether the row's text column is stored out of line (in the TOAST table).
+unsafe fn text_is_out_of_line(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: Option<&Verify>) -> bool {
+    unsafe {
+        let Some(verify) = verify else { return false };
+        let mut is_null = false;
+        let datum = pg_sys::heap_getattr(tuple, verify.attnum as _, (*rel).rd_att, &mut is_null);
+        !is_null && pgrx::varlena::varatt_is_1b_e(datum.cast_mut_ptr())
+    }
 }
 
 /// The shingle set of the row's text column (empty when NULL: never similar).

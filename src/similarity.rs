@@ -65,3 +65,40 @@ fn simhash_similarity(a: &[u8], b: &[u8], n: i32) -> Option<f64> {
 fn simhash_containment(a: &[u8], b: &[u8], n: i32) -> Option<f64> {
     overlap(a, b, n, "simhash_containment").containment()
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// SQL gives the core's values, row after row, whichever argument repeats (the memo keeps the
+    /// last text of each argument position and must never answer for another text).
+    #[pg_test]
+    fn similarity_agrees_with_the_core_across_rows() {
+        let texts = [
+            "海量网页去重是搜索引擎的基础工作",
+            "海量網頁去重是搜尋引擎的基礎",
+            "the quick brown fox",
+            "The quick brown fox!",
+        ];
+        let mut expected = Vec::new();
+        let mut rows = Vec::new();
+        for (i, a) in texts.iter().enumerate() {
+            for (j, b) in texts.iter().enumerate() {
+                for n in [2, 3] {
+                    rows.push(format!("({}, {i}, {j}, {n})", expected.len()));
+                    expected.push(simhash_core::shingles::jaccard(a, b, n));
+                }
+            }
+        }
+        let array = texts.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        let got = Spi::get_one::<Vec<Option<f64>>>(&format!(
+            "SELECT array_agg(simhash_similarity(t[i + 1], t[j + 1], n) ORDER BY r) \
+             FROM (VALUES {}) v(r, i, j, n), (SELECT ARRAY[{array}] AS t) s",
+            rows.join(", ")
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(got, expected);
+    }
+}

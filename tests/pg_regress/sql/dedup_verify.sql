@@ -72,6 +72,17 @@ SELECT count(*) FILTER (WHERE body LIKE 'new document%') AS new_kept,
        count(*) FILTER (WHERE body LIKE '%x%') AS edited_kept
 FROM templated;
 
+-- UPDATE: with verification a new text is checked even when the fingerprint stays the same.
+SELECT simhash_add_dedup('vd', 'fp', 3, 'error', verify => 'body');
+UPDATE vd SET body = 'The quick brown fox jumps over the lazy dog.' WHERE id = 12;
+UPDATE vd SET body = 'Another unrelated sentence about databases.' WHERE id = 12;
+UPDATE vd SET fp = fp WHERE id = 12;      -- nothing changed: no check
+-- The threshold goes into the trigger arguments with every digit, whatever the session's setting.
+SET extra_float_digits = -10;
+SELECT simhash_add_dedup('vd', 'fp', 3, 'error', verify => 'body', min_similarity => 0.8571428571428571);
+RESET extra_float_digits;
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'vd_fp_dedup';
+
 -- Misuse: 42703, 42804, 22023.
 \set VERBOSITY sqlstate
 SELECT simhash_add_dedup('vd', 'fp', 3, verify => 'nope');

@@ -107,6 +107,7 @@ SELECT count(*) FROM simhash_pairs('vtexts', 'fp', 3, 'body', :s + 1e-12) WHERE 
 SELECT * FROM simhash_pairs('vtexts', 'fp', 3, 'body', 1.5);
 SELECT * FROM simhash_pairs('vtexts', 'fp', 3, 'body', 0.8, n => 0);
 SELECT * FROM simhash_pairs('vtexts', 'fp', 17, 'body', 0.8);
+SELECT * FROM simhash_clusters('SELECT id, fp, body FROM vtexts', 3, 'NaN');
 SELECT * FROM simhash_clusters_from_pairs('SELECT body, id FROM vtexts');
 \set VERBOSITY default
 DROP TABLE vtexts;
