@@ -35,6 +35,8 @@ reset_table() {
     q -c "DELETE FROM docs WHERE id > $BASE" -c "VACUUM docs"
 }
 now() { date +%s.%N; }
+# Seconds since $1 (a value of now), without bc (not on a minimal Debian).
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'; }
 
 # run_config LABEL K LOADERS: inserts ROWS rows, as 1 loader of ROWS/1000 batches of 1,000 rows or
 # 8 loaders of ROWS/2000 batches of 250 rows each; prints a table row.
@@ -62,7 +64,7 @@ run_config() {
         done
         for pid in "${pids[@]}"; do wait "$pid"; done
     fi
-    local seconds; seconds=$(echo "$(now) - $started" | bc)
+    local seconds; seconds=$(since "$started")
     local retries; retries=$( (cat "$work"/*.retries 2>/dev/null || true) | wc -l)
     python3 -c "import sys; s=float(sys.argv[2]); n=int(sys.argv[3]); print(f'| {sys.argv[1]} | {n} | {s:.1f} | {n/s:,.0f} | {s*1e6/n:,.0f} | {sys.argv[4]} |')" \
         "$label" "$seconds" "$ROWS" "$retries" >>"$work/table"
@@ -83,14 +85,14 @@ q -c "SELECT simhash_add_dedup('docs', 'fp', 3, 'skip')" >/dev/null
 q -c "\\copy (SELECT id, fp FROM incoming ORDER BY id LIMIT $COPY_ROWS) TO '$work/copy.tsv'"
 rm -f "$work"/*.retries
 started=$(now)
-(load_with_retry "$db" "$work/copy" "\\copy docs FROM '$work/copy.tsv'" >/dev/null; echo "$(now) - $started" | bc >"$work/copy.seconds") &
+(load_with_retry "$db" "$work/copy" "\\copy docs FROM '$work/copy.tsv'" >/dev/null; since "$started" >"$work/copy.seconds") &
 copy_pid=$!
 pids=()
 first=$((COPY_ROWS / 250 + 1))
 for l in $(seq 0 6); do
     (for b in $(seq 0 19); do
         load_with_retry "$db" "$work/l$l" "INSERT INTO docs SELECT id, fp FROM incoming WHERE batch = $((first + l * 20 + b))" >/dev/null
-    done; echo "$(now) - $started" | bc >"$work/l$l.seconds") &
+    done; since "$started" >"$work/l$l.seconds") &
     pids+=($!)
 done
 wait "$copy_pid"; for pid in "${pids[@]}"; do wait "$pid"; done

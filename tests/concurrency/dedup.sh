@@ -84,7 +84,7 @@ SQL
         pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid"; done
-    elapsed=$(echo "$(date +%s.%N) - $started" | bc)
+    elapsed=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     skipped=$(cat "$work"/skipped.* | awk '{s += $1} END {print s}')
     retries=$( (cat "$work"/*.retries 2>/dev/null || true) | wc -l)
     q -v k="$k" -v skipped="$skipped" -v verify="$verify" <<'SQL'
