@@ -4,8 +4,8 @@
 # lookup returns at N and, extrapolated linearly, at 1M and 10M rows, and the same after
 # verification (exact Jaccard of 3-grams, `simhash_similarity(a, b) >= t`); then what verification
 # costs a lookup.
-#   usage: bench/table_scale.sh [N]      (default 300000; needs scripts/setup.sh; about 15-30
-#                                         minutes at 300000 on 2 cores; SAMPLE, LOOKUPS, SEED in env)
+#   usage: bench/table_scale.sh [N]      (default 300000; needs scripts/setup.sh; SAMPLE (2000),
+#                                         LOOKUPS (300), TIMED_PASSES (3), SEED in the environment)
 # Texts: up to N distinct paragraphs from bench/real_texts.py (Debian documentation, man pages,
 # crate docs), id = output order. Labels: J5 = simhash_similarity(a, b, 5), J5 >= 0.8 "near copy",
 # 0.5 <= J5 < 0.8 "related", J5 < 0.5 "false". Per (mode, k) the pairs are counted with
@@ -17,12 +17,16 @@
 # same way. Lookup cost: LOOKUPS stored texts with one character replaced, each looked up as
 # `fp <~> minhash64($1) <= k` with and without `AND simhash_similarity(body, $1) >= 0.8` through
 # plpgsql EXECUTE ... USING (parse, plan with the text folded in, execute; timed with
-# clock_timestamp() on the server, after one untimed pass), with the four covering segment B-trees
-# (SimHash Radius Scan); candidates = "Rows Within Radius" of EXPLAIN ANALYZE.
+# clock_timestamp() on the server, TIMED_PASSES passes after one untimed pass), with the four
+# covering segment B-trees (SimHash Radius Scan); candidates = "Rows Within Radius" of EXPLAIN
+# ANALYZE. Progress goes to stderr, the markdown report to stdout:
+#   bench/table_scale.sh 300000 > bench/table_scale.md      (about 10 minutes on 2 cores)
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+log() { printf '\n==> %s\n' "$*" >&2; }   # progress on stderr: stdout is the markdown report
 N=${1:-300000}
 SAMPLE=${SAMPLE:-2000}
 LOOKUPS=${LOOKUPS:-300}
+TIMED_PASSES=${TIMED_PASSES:-3}   # timed passes over the lookups, after one untimed pass
 SEED=${SEED:-20240601}
 DB=simhash_bench_table_scale
 # mode column | SQL expression | radii
@@ -143,14 +147,14 @@ CREATE TABLE lookup_plans (label text, k int, j int, variant text, node text, wi
 CREATE FUNCTION time_lookups(label text, k int, plain text, verified text) RETURNS void LANGUAGE plpgsql AS \$f\$
 DECLARE r record; t0 timestamptz; n bigint; pass int; v text; sql text; found boolean;
 BEGIN
-    FOR pass IN 1..2 LOOP
+    FOR pass IN 0..$TIMED_PASSES LOOP
         FOR r IN SELECT * FROM lookups ORDER BY j LOOP
             FOREACH v IN ARRAY CASE WHEN r.j % 2 = 0 THEN ARRAY['plain', 'verified'] ELSE ARRAY['verified', 'plain'] END LOOP
                 sql := CASE v WHEN 'plain' THEN plain ELSE verified END;
                 t0 := clock_timestamp();
                 EXECUTE sql USING r.q;
                 GET DIAGNOSTICS n = ROW_COUNT;
-                IF pass = 2 THEN
+                IF pass > 0 THEN
                     INSERT INTO lookup_times (label, k, j, variant, us, nrows) VALUES (label, k, r.j, v,
                         extract(epoch FROM clock_timestamp() - t0) * 1e6, n);
                 END IF;
@@ -191,6 +195,26 @@ for m in "${LOOKUP_MODES[@]}"; do
     q -c "SELECT time_lookups('$label', $k, \$q\$$plain\$q\$, \$q\$$verified\$q\$)" >/dev/null
 done
 
+log "simhash_similarity per call: every row against 3 lookup texts, one core"
+sim_us=$(qa <<SQL
+SET max_parallel_workers_per_gather = 0;
+CREATE FUNCTION time_similarity() RETURNS float8 LANGUAGE plpgsql AS \$f\$
+DECLARE r record; t0 timestamptz; with_sim float8 := 0; without float8 := 0; n bigint;
+BEGIN
+    FOR r IN SELECT q FROM lookups ORDER BY j LIMIT 3 LOOP
+        t0 := clock_timestamp();
+        EXECUTE 'SELECT count(*) FROM docs WHERE body <> \$1' USING r.q INTO n;
+        without := without + extract(epoch FROM clock_timestamp() - t0);
+        t0 := clock_timestamp();
+        EXECUTE 'SELECT count(*) FROM docs WHERE simhash_similarity(body, \$1) >= 0.8' USING r.q INTO n;
+        with_sim := with_sim + extract(epoch FROM clock_timestamp() - t0);
+    END LOOP;
+    RETURN (with_sim - without) * 1e6 / (3 * (SELECT count(*) FROM docs));
+END
+\$f\$;
+SELECT round(time_similarity()::numeric, 2);
+SQL
+)
 settings=$(qa -c "SELECT 'PostgreSQL ' || current_setting('server_version') || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
 qa -F $'\t' -c "SELECT mode, col, k, set, rows, pairs, seconds, sample, hi, mid, lo, nolabel FROM results" >"$work/results.tsv"
 qa -F $'\t' -c "
@@ -208,10 +232,10 @@ qa -F $'\t' -c "
     FROM t JOIN p USING (label, k, variant) ORDER BY t.seq, t.variant" >"$work/lookups.tsv"
 total_s=$(elapsed "$start_all")
 
-python3 - "$work/results.tsv" "$work/lookups.tsv" "$N" "$SAMPLE" "$LOOKUPS" "$settings, $(nproc) cores" \
-    "$avg_chars" "$table_mb" "$total_s" "$(tail -n 1 "$work/real_texts.err")" <<'PY'
+python3 - "$work/results.tsv" "$work/lookups.tsv" "$N" "$SAMPLE" "$LOOKUPS" "$TIMED_PASSES" "$settings, $(nproc) cores" \
+    "$avg_chars" "$table_mb" "$total_s" "$sim_us" "$(tail -n 1 "$work/real_texts.err")" <<'PY'
 import math, sys
-res_path, lk_path, n, sample, lookups, settings, avg_chars, table_mb, total_s, source = sys.argv[1:]
+res_path, lk_path, n, sample, lookups, passes, settings, avg_chars, table_mb, total_s, sim_us, source = sys.argv[1:]
 n = int(n)
 rows = [l.rstrip("\n").split("\t") for l in open(res_path) if l.strip()]
 lk = [l.rstrip("\n").split("\t") for l in open(lk_path) if l.strip()]
@@ -271,8 +295,8 @@ print()
 def table(title, sets, note):
     print(f"**{title}**" + (f" {note}" if note else ""))
     print()
-    print("| mode | k | pairs | pairs / 1,000 rows | search s | sample | J5 >= 0.8 % | 0.5-0.8 % | J5 < 0.5 % [95 % CI] | false / lookup at N | at 1M | at 10M [95 % CI] |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| mode | k | N (rows with a fingerprint) | pairs | pairs / 1,000 rows | search s | sample | J5 >= 0.8 % | 0.5-0.8 % | J5 < 0.5 % [95 % CI] | false / lookup at N | at 1M | at 10M [95 % CI] |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in order:
         d = by[key].get(sets)
         if d is None:
@@ -284,7 +308,7 @@ def table(title, sets, note):
         f_10m = false_per_lookup(d, 10_000_000)
         share = f"{pct(d['lo'], m)} [{100 * lo:.1f}-{100 * hi:.1f}]" if m else "-"
         extra = f" ({d['nolabel']} unlabelled)" if d["nolabel"] else ""
-        print(f"| `{key[0]}` | {key[1]} | {d['pairs']:,} | {1000 * d['pairs'] / d['rows']:.1f} | {d['secs']:.1f} | {m:,}{extra} | "
+        print(f"| `{key[0]}` | {key[1]} | {d['rows']:,} | {d['pairs']:,} | {1000 * d['pairs'] / d['rows']:.1f} | {d['secs']:.1f} | {m:,}{extra} | "
               f"{pct(d['hi'], m)} | {pct(d['mid'], m)} | {share} | {num(f_n[0])} | {num(f_1m[0])} | "
               f"{num(f_10m[0])} [{num(f_10m[1])}-{num(f_10m[2])}] |")
     print()
@@ -312,11 +336,13 @@ print()
 print(f"**What verification costs a lookup** ({int(lookups)} stored texts with one character replaced; "
       f"`SELECT id FROM docs WHERE fp <~> f($1) <= k [AND simhash_similarity(body, $1) >= 0.8]` "
       f"by plpgsql `EXECUTE ... USING` (parse, plan, execute), server-side µs from clock_timestamp(), "
-      f"second of two passes, variants alternated; four covering segment B-trees, prewarmed; "
-      f"candidates = EXPLAIN ANALYZE \"Rows Within Radius\"):")
+      f"p50 and mean over {passes} timed passes after an untimed one, the two variants alternated; "
+      f"four covering segment B-trees, prewarmed; from one untimed EXPLAIN ANALYZE per lookup and variant: "
+      f"candidates = \"Rows Within Radius\", planning and execution times; "
+      f"edited row found = the lookup returns the row whose text was edited):")
 print()
-print("| mode | k | plan | candidates per lookup mean / p50 / max | index tuples checked | rows returned plain / verified | edited row found plain / verified % | plain p50 / mean µs | verified p50 / mean µs | verification cost, mean µs | EXPLAIN ANALYZE planning p50 ms | execution p50 / mean ms plain | verified |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| mode | k | plan | candidates per lookup mean / p50 / max | expected from the pairs, 1 + 2 x pairs / N | index tuples checked | rows returned plain / verified | edited row found plain / verified % | plain p50 / mean µs | verified p50 / mean µs | verification cost, mean µs | EXPLAIN ANALYZE planning p50 ms | execution p50 / mean ms plain | verified |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 lkd = {}
 lorder = []
 for label, k, variant, p50, mean, nrows, node, w_mean, w_p50, w_max, checked, plan_p50, exec_p50, exec_mean, found in lk:
@@ -330,10 +356,16 @@ for label, k, variant, p50, mean, nrows, node, w_mean, w_p50, w_max, checked, pl
 for key in lorder:
     p, v = lkd[key]["plain"], lkd[key]["verified"]
     node = p["node"] if p["node"] == v["node"] else f"{p['node']} / {v['node']}"
-    print(f"| `{key[0]}` | {key[1]} | {node} | {p['w_mean']:.1f} / {p['w_p50']:.0f} / {p['w_max']:.0f} | {p['checked']:,.0f} | "
+    a = by.get(key, {}).get("all")
+    table_wide = f"{1 + 2 * a['pairs'] / a['rows']:.1f}" if a else "-"
+    print(f"| `{key[0]}` | {key[1]} | {node} | {p['w_mean']:.1f} / {p['w_p50']:.0f} / {p['w_max']:.0f} | {table_wide} | {p['checked']:,.0f} | "
           f"{p['nrows']:.2f} / {v['nrows']:.2f} | {100 * p['found']:.1f} / {100 * v['found']:.1f} | "
           f"{p['p50']:.0f} / {p['mean']:.0f} | {v['p50']:.0f} / {v['mean']:.0f} | {v['mean'] - p['mean']:+.0f} | "
           f"{p['plan_p50']:.2f} | {p['exec_p50']:.3f} / {p['exec_mean']:.3f} | {v['exec_p50']:.3f} / {v['exec_mean']:.3f} |")
+print()
+print(f"`simhash_similarity(body, q)` costs {sim_us} µs per call here (one core; every row's text against "
+      f"3 of the query texts, less a scan that compares the texts with `<>`): the verification of a lookup "
+      f"costs about candidates x that.")
 print()
 print(f"Whole run: {float(total_s) / 60:.1f} minutes.")
 PY

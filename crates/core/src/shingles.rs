@@ -180,11 +180,18 @@ const EMPTY: u64 = 0;
 impl ShingleSet {
     /// The shingle set of `text` (n-character shingles of its folded letters and digits).
     pub fn of(text: &str, n: usize) -> ShingleSet {
+        Self::of_with(text, n, |_| {})
+    }
+
+    /// [`ShingleSet::of`], calling `on_new` with each distinct shingle hash as it is first met.
+    fn of_with(text: &str, n: usize, mut on_new: impl FnMut(u64)) -> ShingleSet {
         let chars = shingle_chars(text);
         let windows = chars.len().saturating_sub(n.max(1) - 1).max(usize::from(!chars.is_empty()));
         let mut set = ShingleSet { slots: vec![EMPTY; (2 * windows).next_power_of_two().max(8)], ..Default::default() };
         for h in shingle_hashes(&chars, n) {
-            set.insert(h);
+            if set.insert(h) {
+                on_new(h);
+            }
         }
         set
     }
@@ -198,11 +205,13 @@ impl ShingleSet {
         self.len == 0
     }
 
-    fn insert(&mut self, h: u64) {
+    /// Adds `h`; whether it was new.
+    fn insert(&mut self, h: u64) -> bool {
         if h == EMPTY {
-            self.len += usize::from(!self.has_empty_value);
+            let new = !self.has_empty_value;
+            self.len += usize::from(new);
             self.has_empty_value = true;
-            return;
+            return new;
         }
         let mask = self.slots.len() - 1;
         let mut i = h as usize & mask;
@@ -211,9 +220,9 @@ impl ShingleSet {
                 EMPTY => {
                     self.slots[i] = h;
                     self.len += 1;
-                    return;
+                    return true;
                 }
-                v if v == h => return,
+                v if v == h => return false,
                 _ => i = (i + 1) & mask,
             }
         }
@@ -272,9 +281,19 @@ impl Overlap {
     }
 }
 
+impl Overlap {
+    /// The overlap of a set and the shingle set of a text, counted while the text's set is built
+    /// (each distinct shingle looked up in `a` once, as it is first met); also returns that set.
+    pub fn with_text(a: &ShingleSet, b: &str, n: usize) -> (Overlap, ShingleSet) {
+        let mut common = 0;
+        let set = ShingleSet::of_with(b, n, |h| common += usize::from(a.contains(h)));
+        (Overlap { common, a: a.len(), b: set.len() }, set)
+    }
+}
+
 /// [`Overlap`] of the n-character shingle sets of two texts.
 pub fn overlap(a: &str, b: &str, n: usize) -> Overlap {
-    Overlap::of(&ShingleSet::of(a, n), &ShingleSet::of(b, n))
+    Overlap::with_text(&ShingleSet::of(a, n), b, n).0
 }
 
 /// [`Overlap::jaccard`] of the n-character shingle sets of two texts.
@@ -447,11 +466,12 @@ mod tests {
         assert_eq!(overlap.containment(), Some(1.0));
         assert_eq!(overlap.jaccard(), Some(6.0 / 14.0));
         assert_eq!(Overlap::of(&b, &a).jaccard(), overlap.jaccard());
+        assert_eq!(Overlap::with_text(&a, "abcdefghijklmnop", 3).0, overlap);
         // The hash value that marks a free slot is a member like any other.
         let mut set = ShingleSet::of("ab", 3);
         assert!(!set.contains(EMPTY));
-        set.insert(EMPTY);
-        set.insert(EMPTY);
+        assert!(set.insert(EMPTY));
+        assert!(!set.insert(EMPTY));
         assert_eq!((set.len(), set.contains(EMPTY), set.iter().count()), (2, true, 2));
         // The empty set (of a NULL text) answers too.
         let none = ShingleSet::default();
