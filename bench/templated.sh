@@ -40,7 +40,7 @@ for config in none plain verified; do
     case $config in
         none) setup="SELECT 1"; label="no trigger";;
         plain) setup="SELECT simhash_add_dedup('d2', 'fp', $K, 'skip')"; label="\`simhash_add_dedup('d2', 'fp', $K, 'skip')\`";;
-        verified) setup="SELECT simhash_add_dedup('d2', 'fp', $K, 'skip', verify => 'body')"; label="\`simhash_add_dedup('d2', 'fp', $K, 'skip', verify => 'body')\` (min_similarity 0.8)";;
+        verified) setup="SELECT simhash_add_dedup('d2', 'fp', $K, 'skip', verify => 'body')"; label="\`simhash_add_dedup('d2', 'fp', $K, 'skip', verify => 'body')\` (min_similarity 0.7, the default)";;
     esac
     label=${label//\'/\'\'}
     q -At <<SQL | tail -1

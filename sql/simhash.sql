@@ -450,7 +450,7 @@ CREATE FUNCTION simhash_indexed(tbl regclass, col name) RETURNS boolean
 STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_indexed_wrapper';
 
 CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer, verify name DEFAULT NULL,
-                                     min_similarity double precision DEFAULT 0.8, n integer DEFAULT 3) RETURNS text
+                                     min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3) RETURNS text
 STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
 
 CREATE FUNCTION simhash_dedup_trigger() RETURNS trigger
@@ -467,7 +467,7 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
 -- simhash_similarity(its text, the stored row's text, n) >= min_similarity.
 CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
                                   report_table text DEFAULT NULL, verify name DEFAULT NULL,
-                                  min_similarity double precision DEFAULT 0.8, n integer DEFAULT 3)
+                                  min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3)
 -- (extra_float_digits: min_similarity goes into the trigger arguments as text, every digit kept)
 RETURNS name LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
 DECLARE

@@ -51,7 +51,7 @@ pub(crate) struct Verify {
 
 impl Verify {
     /// The default threshold and shingle length of `simhash_add_dedup`.
-    pub const DEFAULT_MIN_SIMILARITY: f64 = 0.8;
+    pub const DEFAULT_MIN_SIMILARITY: f64 = 0.7;
     pub const DEFAULT_N: usize = 3;
 
     /// Whether an overlap of two texts' shingle sets passes the threshold (as the SQL test
@@ -336,7 +336,7 @@ unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, sc
             .map(|i| CStr::from_ptr(*(*trigger).tgargs.add(i)).to_string_lossy().into_owned())
             .collect();
         let usage = "Use simhash_dedup_trigger(column [, k [, action [, report_table]]] [, 'verify=text_column' \
-                     [, 'min_similarity=0.8' [, 'n=3']]]), for example simhash_dedup_trigger('fp', '3', 'error').";
+                     [, 'min_similarity=0.7' [, 'n=3']]]), for example simhash_dedup_trigger('fp', '3', 'error').";
         // Options are `name=value` arguments after the column; the rest are positional.
         let is_option =
             |(i, a): &(usize, &String)| *i > 0 && ["verify=", "min_similarity=", "n="].iter().any(|p| a.starts_with(p));

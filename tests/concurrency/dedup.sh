@@ -12,7 +12,7 @@
 # A radius written K:verify runs the same with verification (simhash_add_dedup(..., verify => 'body')):
 # rows carry texts; planted variants of a seed have similar texts, and a tenth of the planted
 # rows are decoys, within k of a seed but with an unrelated text, which must be stored. "Within k"
-# above then means within k and simhash_similarity >= 0.8.
+# above then means within k and simhash_similarity >= 0.7 (the default threshold).
 # Usage: tests/concurrency/dedup.sh [k[:verify] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -92,8 +92,8 @@ SQL
 ANALYZE docs;
 SET enable_seqscan = off;
 SET jit = off;
--- "Near": within k, and with verification also at least 0.8 similar.
-SELECT CASE WHEN :verify THEN 0.8 ELSE 0 END AS t \gset
+-- "Near": within k, and with verification also at least 0.7 similar (the default threshold).
+SELECT CASE WHEN :verify THEN 0.7 ELSE 0 END AS t \gset
 SELECT (SELECT count(*) FROM attempts) AS attempted, (SELECT count(*) FROM docs) AS stored, :skipped AS skipped \gset
 SELECT count(*) AS near_pairs FROM docs a JOIN docs b ON a.id < b.id AND a.fp <~> b.fp <= :k
 WHERE NOT :verify OR simhash_similarity(a.body, b.body) >= :t \gset
