@@ -346,16 +346,8 @@ unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, sc
             bad_argument(format!("simhash_dedup_trigger takes 1 to 4 arguments, not {}", args.len()), usage);
         }
         let column = args[0].clone();
-        let name = CString::new(column.as_str()).unwrap_or_default();
         let tupdesc = (*rel).rd_att;
-        let attnum = pg_sys::SPI_fnumber(tupdesc, name.as_ptr());
-        if attnum <= 0 {
-            raise(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
-                format!("column \"{column}\" of relation \"{}\" does not exist", relation_name(rel)),
-                None,
-            );
-        }
+        let attnum = column_number(rel, &column);
         let simhash64 = crate::planner_support::simhash64_type(schema);
         let column_type = pg_sys::SPI_gettypeid(tupdesc, attnum);
         if pg_sys::getBaseType(column_type) != simhash64 {
@@ -440,16 +432,8 @@ unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usage: &str) -
             }
             bad_argument("min_similarity and n need verify=<text column>".into(), usage);
         };
-        let name = CString::new(column.as_str()).unwrap_or_default();
         let tupdesc = (*rel).rd_att;
-        let attnum = pg_sys::SPI_fnumber(tupdesc, name.as_ptr());
-        if attnum <= 0 {
-            raise(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
-                format!("column \"{column}\" of relation \"{}\" does not exist", relation_name(rel)),
-                None,
-            );
-        }
+        let attnum = column_number(rel, &column);
         let column_type = pg_sys::getBaseType(pg_sys::SPI_gettypeid(tupdesc, attnum));
         if column_type != pg_sys::TEXTOID && column_type != pg_sys::VARCHAROID {
             raise(
@@ -463,6 +447,22 @@ unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usage: &str) -
             );
         }
         Some(Verify { column, attnum, min_similarity, n })
+    }
+}
+
+/// The number of the table's column `column`, or an ERROR (42703).
+unsafe fn column_number(rel: pg_sys::Relation, column: &str) -> i32 {
+    unsafe {
+        let name = CString::new(column).unwrap_or_default();
+        let attnum = pg_sys::SPI_fnumber((*rel).rd_att, name.as_ptr());
+        if attnum <= 0 {
+            raise(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{column}\" of relation \"{}\" does not exist", relation_name(rel)),
+                None,
+            );
+        }
+        attnum
     }
 }
 
