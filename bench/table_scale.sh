@@ -20,7 +20,7 @@
 # clock_timestamp() on the server, TIMED_PASSES passes after one untimed pass), with the four
 # covering segment B-trees (SimHash Radius Scan); candidates = "Rows Within Radius" of EXPLAIN
 # ANALYZE. Progress goes to stderr, the markdown report to stdout:
-#   bench/table_scale.sh 300000 > bench/table_scale.md      (about 10 minutes on 2 cores)
+#   bench/table_scale.sh 300000 > bench/table_scale.md   (5 minutes on a quiet 2-core machine, 20 shared)
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 log() { printf '\n==> %s\n' "$*" >&2; }   # progress on stderr: stdout is the markdown report
 N=${1:-300000}
