@@ -507,10 +507,15 @@ fn quote_identifier(name: &str) -> String {
 }
 
 unsafe fn column_value(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32) -> Option<u64> {
+    unsafe { column_datum(tuple, tupdesc, attnum).map(|d| d.value() as u64) }
+}
+
+/// The datum of column `attnum` of a stored row; `None` if NULL.
+pub(crate) unsafe fn column_datum(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32) -> Option<Datum> {
     unsafe {
         let mut is_null = false;
-        let datum = pgrx::pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null);
-        (!is_null).then(|| datum.value() as u64)
+        let datum = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null);
+        (!is_null).then_some(datum)
     }
 }
 
@@ -529,9 +534,7 @@ unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
         let tupdesc = (*rel).rd_att;
         let attr = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize)[attnum as usize - 1];
         if attr.attgenerated as u8 != pg_sys::ATTRIBUTE_GENERATED_STORED {
-            let mut is_null = false;
-            let datum = pg_sys::heap_getattr(row, attnum as _, tupdesc, &mut is_null);
-            return (!is_null).then_some(datum);
+            return column_datum(row, tupdesc, attnum);
         }
         let expression = pg_sys::build_column_default(rel, attnum);
         if expression.is_null() {
@@ -565,11 +568,7 @@ unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
 /// Whether the stored row's text column holds the same bytes as `new` (a text datum).
 unsafe fn same_text(old_row: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32, new: Datum) -> bool {
     unsafe {
-        let mut is_null = false;
-        let old = pg_sys::heap_getattr(old_row, attnum as _, tupdesc, &mut is_null);
-        if is_null {
-            return false;
-        }
+        let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
         if old.value() == new.value() {
             return true;
         }
@@ -670,9 +669,8 @@ pub(crate) unsafe fn key_if_visible(rel: pg_sys::Relation, tuple: pg_sys::HeapTu
             return None;
         }
         if key_columns(rel).attnums.is_empty() {
-            let tid = (*tuple).t_self;
-            let block = (tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32;
-            return Some(format!("({block},{})", tid.ip_posid));
+            let (block, offset) = pgrx::itemptr::item_pointer_get_both((*tuple).t_self);
+            return Some(format!("({block},{offset})"));
         }
         row_key(rel, tuple)
     }

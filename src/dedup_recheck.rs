@@ -216,14 +216,14 @@ unsafe fn recheck(
             let mut writers: Vec<(pg_sys::TransactionId, pg_sys::ItemPointerData, Option<ShingleSet>)> = Vec::new();
             // With verification, a row can be reached through several segment indexes: each is
             // taken once (without it, only the first or nearest row of each kind is kept anyway).
-            let mut seen: HashSet<(u32, u16)> = HashSet::new();
+            let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
             for_each_within(rel, indexes, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
                 let tid = (*tuple).t_self;
                 if verify.is_some() {
                     pg_sys::check_for_interrupts!();
-                    if !seen.insert(tid_key(&tid)) {
+                    if !seen.insert(pgrx::itemptr::item_pointer_get_both(tid)) {
                         return ControlFlow::Continue(());
                     }
                 }
@@ -314,28 +314,21 @@ unsafe fn recheck(
     }
 }
 
-fn tid_key(tid: &pg_sys::ItemPointerData) -> (u32, u16) {
-    ((tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32, tid.ip_posid)
-}
-
 /// Whether the row's text column is stored out of line (in the TOAST table).
 unsafe fn text_is_out_of_line(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: Option<&Verify>) -> bool {
     unsafe {
         let Some(verify) = verify else { return false };
-        let mut is_null = false;
-        let datum = pg_sys::heap_getattr(tuple, verify.attnum as _, (*rel).rd_att, &mut is_null);
-        !is_null && pgrx::varlena::varatt_is_1b_e(datum.cast_mut_ptr())
+        crate::dedup::column_datum(tuple, (*rel).rd_att, verify.attnum)
+            .is_some_and(|datum| pgrx::varlena::varatt_is_1b_e(datum.cast_mut_ptr()))
     }
 }
 
 /// The shingle set of the row's text column (empty when NULL: never similar).
 unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Verify) -> ShingleSet {
     unsafe {
-        let mut is_null = false;
-        let datum = pg_sys::heap_getattr(tuple, verify.attnum as _, (*rel).rd_att, &mut is_null);
-        if is_null {
+        let Some(datum) = crate::dedup::column_datum(tuple, (*rel).rd_att, verify.attnum) else {
             return ShingleSet::default();
-        }
+        };
         let text = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
         let set =
             ShingleSet::of(&crate::fingerprint::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)), verify.n);
