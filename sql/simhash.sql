@@ -500,19 +500,8 @@ BEGIN
             RAISE EXCEPTION 'shingle length % is out of range for simhash_add_dedup', coalesce(n::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
         END IF;
-        IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
-                       WHERE attrelid = tbl AND attname = verify AND attnum > 0 AND NOT attisdropped) THEN
-            RAISE EXCEPTION 'column "%" of relation "%" does not exist', verify, tbl::text
-                USING ERRCODE = 'undefined_column';
-        END IF;
-        IF (SELECT COALESCE(NULLIF(t.typbasetype, 0), a.atttypid)
-            FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-            WHERE a.attrelid = tbl AND a.attname = verify) NOT IN ('pg_catalog.text'::pg_catalog.regtype,
-                                                                  'pg_catalog.varchar'::pg_catalog.regtype) THEN
-            RAISE EXCEPTION 'column "%" of relation "%" is not of type text', verify, tbl::text
-                USING ERRCODE = 'datatype_mismatch',
-                      HINT = 'verify names the text the fingerprint was computed from (text or varchar).';
-        END IF;
+        -- The text column, checked as the trigger will check it (42703, 42804).
+        PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k, verify, min_similarity, n);
         verify_args := pg_catalog.format(', %L, %L, %L', 'verify=' || verify, 'min_similarity=' || min_similarity,
                                          'n=' || n);
     ELSE
