@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use simhash_core::pairs::Groups;
+
 use crate::errors::raise;
 
 /// How often a long run reports its progress.
@@ -63,38 +65,23 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
     let k = check_radius(k);
     let (ids, fps) = read_fingerprints(query);
     let groups = simhash_core::pairs::Duplicates::group(&fps);
-    let mut parent: Vec<usize> = (0..ids.len()).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    let union = |parent: &mut Vec<usize>, i: usize, j: usize| {
-        let (ri, rj) = (root(parent, i), root(parent, j));
-        // The root of each group is its row with the smallest id.
-        if ids[ri] < ids[rj] {
-            parent[rj] = ri
-        } else {
-            parent[ri] = rj
-        }
-    };
     let mut linked = vec![false; ids.len()];
+    // The rows, numbered as read; each group is represented by its smallest id.
+    let mut groups_of = Groups::of(ids);
     for rows in groups.repeated() {
         for &i in rows {
             linked[i as usize] = true;
-            union(&mut parent, rows[0] as usize, i as usize);
+            groups_of.union(rows[0] as usize, i as usize);
         }
     }
     find_pairs(&groups.distinct, k, &mut |u, v, _| {
         for &i in groups.holders(u).iter().chain(groups.holders(v)) {
             linked[i as usize] = true;
         }
-        union(&mut parent, groups.holders(u)[0] as usize, groups.holders(v)[0] as usize);
+        groups_of.union(groups.holders(u)[0] as usize, groups.holders(v)[0] as usize);
     });
     let rows: Vec<(i64, i64)> =
-        (0..ids.len()).filter(|&i| linked[i]).map(|i| (ids[i], ids[root(&mut parent, i)])).collect();
+        (0..groups_of.len()).filter(|&i| linked[i]).map(|i| (groups_of.key(i), groups_of.representative(i))).collect();
     TableIterator::new(rows)
 }
 
@@ -106,15 +93,7 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
 fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
     let query = query.trim_end().trim_end_matches(';');
     let mut index: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
-    let mut ids: Vec<i64> = Vec::new();
-    let mut parent: Vec<usize> = Vec::new();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
+    let mut groups: Groups<i64> = Groups::default();
     let wrong = || -> ! {
         raise(
             PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
@@ -143,27 +122,15 @@ fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id,
                 let pair =
                     (row.get::<i64>(1).unwrap_or_else(|_| wrong()), row.get::<i64>(2).unwrap_or_else(|_| wrong()));
                 let (Some(a), Some(b)) = pair else { continue };
-                let mut node = |id: i64| {
-                    *index.entry(id).or_insert_with(|| {
-                        ids.push(id);
-                        parent.push(parent.len());
-                        parent.len() - 1
-                    })
-                };
+                let mut node = |id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
                 let (i, j) = (node(a), node(b));
-                let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
-                // The root of each group is its row with the smallest id.
-                if ids[ri] < ids[rj] {
-                    parent[rj] = ri
-                } else {
-                    parent[ri] = rj
-                }
+                groups.union(i, j);
             }
             unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
             pg_sys::check_for_interrupts!();
         }
     });
-    let rows: Vec<(i64, i64)> = (0..ids.len()).map(|i| (ids[i], ids[root(&mut parent, i)])).collect();
+    let rows: Vec<(i64, i64)> = (0..groups.len()).map(|i| (groups.key(i), groups.representative(i))).collect();
     TableIterator::new(rows)
 }
 

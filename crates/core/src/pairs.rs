@@ -144,6 +144,65 @@ fn binomial(n: usize, r: usize) -> f64 {
     (0..r).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
 }
 
+/// Groups (connected components) of linked items, each represented by its item with the least
+/// key: union-find with path halving. Items are numbered 0, 1, ... in the order they are added.
+#[derive(Debug, Default)]
+pub struct Groups<K> {
+    parent: Vec<usize>,
+    keys: Vec<K>,
+}
+
+impl<K: Ord + Copy> Groups<K> {
+    /// One group per key, numbered as given.
+    pub fn of(keys: Vec<K>) -> Self {
+        Groups { parent: (0..keys.len()).collect(), keys }
+    }
+
+    /// Adds an item in a group of its own; returns its number.
+    pub fn add(&mut self, key: K) -> usize {
+        self.parent.push(self.keys.len());
+        self.keys.push(key);
+        self.keys.len() - 1
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    pub fn key(&self, i: usize) -> K {
+        self.keys[i]
+    }
+
+    /// The item that represents `i`'s group.
+    pub fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    /// Puts `i` and `j` in one group, represented by the least key of the two.
+    pub fn union(&mut self, i: usize, j: usize) {
+        let (ri, rj) = (self.root(i), self.root(j));
+        if self.keys[ri] < self.keys[rj] {
+            self.parent[rj] = ri
+        } else {
+            self.parent[ri] = rj
+        }
+    }
+
+    /// The key of the item that represents `i`'s group: the least key in it.
+    pub fn representative(&mut self, i: usize) -> K {
+        let r = self.root(i);
+        self.keys[r]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +287,18 @@ mod tests {
         let mut calls = Vec::new();
         let tables = for_each_pair(&fps, 3, &mut |_, _, _| {}, &mut |done, all, _| calls.push((done, all)));
         assert_eq!(calls.last(), Some(&(tables, tables)));
+    }
+
+    #[test]
+    fn groups_take_the_least_key() {
+        let mut g = Groups::of(vec![50, 10, 30, 40]);
+        g.union(0, 2);
+        g.union(3, 0);
+        assert_eq!((0..4).map(|i| g.representative(i)).collect::<Vec<_>>(), vec![30, 10, 30, 30]);
+        let five = g.add(5);
+        g.union(2, five);
+        g.union(1, 1);
+        assert_eq!((0..5).map(|i| g.representative(i)).collect::<Vec<_>>(), vec![5, 10, 5, 5, 5]);
+        assert_eq!((g.len(), g.key(4)), (5, 5));
     }
 }
