@@ -91,45 +91,20 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
 /// through pairs whose texts differ. Memory: about 50 bytes per distinct id.
 #[pg_extern(sql = false)]
 fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
-    let query = query.trim_end().trim_end_matches(';');
     let mut index: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
     let mut groups: Groups<i64> = Groups::default();
-    let wrong = || -> ! {
-        raise(
-            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-            "the query for near-duplicate clusters must return (id_a, id_b)".into(),
-            Some("Both columns are integer ids (smallint, integer or bigint), as simhash_pairs returns them.".into()),
-        )
-    };
-    Spi::connect(|client| {
-        let source = format!("(\n{query}\n) AS q(id_a, id_b)");
-        let shape = client.select(&format!("SELECT q.id_a, q.id_b FROM {source} LIMIT 0"), None, &[]);
-        let shape = shape.unwrap_or_else(|_| wrong());
-        for column in 1..=2 {
-            let t = shape.column_type_oid(column).map(|t| t.value()).unwrap_or_else(|_| wrong());
-            if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&unsafe { pg_sys::getBaseType(t) }) {
-                wrong();
-            }
-        }
-        let mut cursor =
-            client.open_cursor(format!("SELECT q.id_a::bigint, q.id_b::bigint FROM {source}").as_str(), &[]);
-        loop {
-            let batch = cursor.fetch(10_000).unwrap_or_else(|_| wrong());
-            if batch.is_empty() {
-                break;
-            }
-            for row in batch {
-                let pair =
-                    (row.get::<i64>(1).unwrap_or_else(|_| wrong()), row.get::<i64>(2).unwrap_or_else(|_| wrong()));
-                let (Some(a), Some(b)) = pair else { continue };
-                let mut node = |id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
-                let (i, j) = (node(a), node(b));
-                groups.union(i, j);
-            }
-            unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
-            pg_sys::check_for_interrupts!();
-        }
-    });
+    read_pairs_of_columns(
+        query,
+        ["id_a", "id_b"],
+        &|[a, b], _| is_integer(a) && is_integer(b),
+        wrong_pairs_shape,
+        &mut |a, b| {
+            let (Some(a), Some(b)) = (a, b) else { return };
+            let mut node = |id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
+            let (i, j) = (node(a), node(b));
+            groups.union(i, j);
+        },
+    );
     let rows: Vec<(i64, i64)> = (0..groups.len()).map(|i| (groups.key(i), groups.representative(i))).collect();
     TableIterator::new(rows)
 }
@@ -147,13 +122,45 @@ fn check_radius(k: i32) -> u32 {
 }
 
 /// Runs `query` through a cursor and returns its (id, fingerprint) rows with a fingerprint.
-/// The column types are checked once, up front; rows are then read as plain 64-bit integers.
 fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
-    // On its own lines, so that a trailing comment or semicolon in the user's text does no harm.
-    let query = query.trim_end().trim_end_matches(';');
-    let source = format!("(\n{query}\n) AS q(id, fp)");
     let mut ids = Vec::new();
     let mut fps = Vec::new();
+    let shape_ok =
+        |[id, fp]: [Oid; 2], simhash64: Oid| is_integer(id) && unsafe { pg_sys::getBaseType(fp) } == simhash64;
+    read_pairs_of_columns(query, ["id", "fp"], &shape_ok, wrong_shape, &mut |id, fp| {
+        let Some(fp) = fp else { return };
+        let Some(id) = id else {
+            raise(
+                PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
+                "near-duplicate pairs need a non-NULL id for every fingerprint".into(),
+                Some("The first column of the query is the row id.".into()),
+            );
+        };
+        ids.push(id);
+        fps.push(fp as u64);
+    });
+    (ids, fps)
+}
+
+/// Whether a column of this type is an integer id (smallint, integer or bigint, or a domain).
+fn is_integer(type_oid: Oid) -> bool {
+    [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&unsafe { pg_sys::getBaseType(type_oid) })
+}
+
+/// Runs `query` through a cursor, its first two columns named `names`, and calls `row` with each
+/// row's two values as 64-bit integers (`None` for NULL). The column types are checked once, up
+/// front, by `shape_ok(types, simhash64 type)`; `wrong` raises the error for a query of another shape.
+fn read_pairs_of_columns(
+    query: &str,
+    names: [&str; 2],
+    shape_ok: &dyn Fn([Oid; 2], Oid) -> bool,
+    wrong: fn() -> !,
+    row: &mut dyn FnMut(Option<i64>, Option<i64>),
+) {
+    // On its own lines, so that a trailing comment or semicolon in the user's text does no harm.
+    let query = query.trim_end().trim_end_matches(';');
+    let [a, b] = names;
+    let source = format!("(\n{query}\n) AS q({a}, {b})");
     Spi::connect(|client| {
         let simhash64 = client
             .select(
@@ -166,41 +173,34 @@ fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
             .ok()
             .flatten()
             .expect("the simhash extension owns the simhash64 type");
-        let shape = client.select(&format!("SELECT q.id, q.fp FROM {source} LIMIT 0"), None, &[]);
-        let shape = shape.unwrap_or_else(|_| wrong_shape());
-        let id_type = shape.column_type_oid(1).map(|t| t.value()).unwrap_or_else(|_| wrong_shape());
-        let fp_type = shape.column_type_oid(2).map(|t| t.value()).unwrap_or_else(|_| wrong_shape());
-        if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&unsafe { pg_sys::getBaseType(id_type) })
-            || unsafe { pg_sys::getBaseType(fp_type) } != simhash64
-        {
-            wrong_shape();
+        let shape = client.select(&format!("SELECT q.{a}, q.{b} FROM {source} LIMIT 0"), None, &[]);
+        let shape = shape.unwrap_or_else(|_| wrong());
+        let types = [1, 2].map(|c| shape.column_type_oid(c).map(|t| t.value()).unwrap_or_else(|_| wrong()));
+        if !shape_ok(types, simhash64) {
+            wrong();
         }
-
-        let mut cursor = client.open_cursor(format!("SELECT q.id::bigint, q.fp::bigint FROM {source}").as_str(), &[]);
+        let mut cursor = client.open_cursor(format!("SELECT q.{a}::bigint, q.{b}::bigint FROM {source}").as_str(), &[]);
         loop {
-            let batch = cursor.fetch(10_000).unwrap_or_else(|_| wrong_shape());
+            let batch = cursor.fetch(10_000).unwrap_or_else(|_| wrong());
             if batch.is_empty() {
                 break;
             }
-            for row in batch {
-                let fp = row.get::<i64>(2).unwrap_or_else(|_| wrong_shape());
-                let Some(fp) = fp else { continue };
-                let Some(id) = row.get::<i64>(1).unwrap_or_else(|_| wrong_shape()) else {
-                    raise(
-                        PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
-                        "near-duplicate pairs need a non-NULL id for every fingerprint".into(),
-                        Some("The first column of the query is the row id.".into()),
-                    );
-                };
-                ids.push(id);
-                fps.push(fp as u64);
+            for r in batch {
+                row(r.get::<i64>(1).unwrap_or_else(|_| wrong()), r.get::<i64>(2).unwrap_or_else(|_| wrong()));
             }
             // pgrx leaves fetched tables to the end of the SPI connection: free each batch now.
             unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
             pg_sys::check_for_interrupts!();
         }
     });
-    (ids, fps)
+}
+
+fn wrong_pairs_shape() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+        "the query for near-duplicate clusters must return (id_a, id_b)".into(),
+        Some("Both columns are integer ids (smallint, integer or bigint), as simhash_pairs returns them.".into()),
+    )
 }
 
 fn wrong_shape() -> ! {
