@@ -11,36 +11,103 @@
 //! against converting only text detected as Traditional: Simplified/Traditional pairs found at k = 3
 //! went from 16-79 % to 96-100 %, with nothing else changed.
 
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
 
-// FNV rather than SipHash: the keys are characters and short phrases, looked up per character.
-use fnv::{FnvHashMap as HashMap, FnvHashSet as HashSet};
+use fnv::FnvHashSet as HashSet;
 
 use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
+/// The hasher of the converters' maps: one multiplication per character (FNV takes four, a byte
+/// at a time, and hashing phrases was most of the time spent converting Chinese text).
+#[derive(Default)]
+struct CharHasher(u64);
+
+impl Hasher for CharHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.write_u32(b.into()));
+    }
+
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u32(x as u32);
+    }
+
+    /// The top bits, which a multiplication mixes best, folded onto the low ones (the map takes
+    /// its bucket from the low bits).
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0 ^ self.0 >> 32
+    }
+}
+
+type CharMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<CharHasher>>;
+
 /// One OpenCC conversion step: the longest phrase that matches at each position, else the character.
 struct Converter {
-    phrases: HashMap<Vec<char>, Vec<char>>,
+    phrases: CharMap<Vec<char>, Vec<char>>,
     /// Per character of the Basic Multilingual Plane (the hot path: one array read per character):
     /// bits 0-20 its replacement (0: none), bits 24-31 the length of the longest phrase that starts
     /// with it (0: none).
     bmp: Vec<u32>,
-    /// A bit per BMP character: set when its `bmp` entry is not 0. 8 KB, so the common case (a
-    /// character that neither changes nor starts a phrase) is answered from the L1 cache.
-    bmp_used: Vec<u64>,
+    /// A bit per BMP character: set when it has a replacement. 8 KB, in the L1 cache.
+    bmp_replaced: Vec<u64>,
+    /// A bit per BMP character: set when a phrase starts with it. 8 KB, in the L1 cache.
+    bmp_starts: Vec<u64>,
     /// The same for characters outside the BMP.
-    phrase_starts: HashMap<char, usize>,
-    characters: HashMap<char, char>,
+    phrase_starts: CharMap<char, usize>,
+    characters: CharMap<char, char>,
     /// A bit per hash of the first two characters of each phrase: most positions where a phrase
     /// starts with the character start none with the two, and this tells so without a lookup.
     phrase_pairs: Vec<u64>,
+    /// A bit per [`PhraseHash`] of each whole phrase: of the lengths a phrase starting at a position
+    /// could have, those with the bit clear are left out without hashing the slice for `phrases`.
+    phrase_hashes: Vec<u64>,
+}
+
+/// The longest phrase a converter takes, in characters (OpenCC's longest has 13).
+const MAX_PHRASE: usize = 63;
+
+/// A 16-bit hash of a phrase, a character at a time, so that the hashes of all the prefixes at a
+/// position cost one multiplication each (the bit of [`Converter::phrase_hashes`]).
+#[derive(Clone, Copy)]
+struct PhraseHash(u64);
+
+impl PhraseHash {
+    const START: PhraseHash = PhraseHash(0);
+
+    #[inline]
+    fn add(self, c: char) -> PhraseHash {
+        PhraseHash((self.0 ^ c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
+    /// The top 16 bits (those a multiplication mixes best).
+    #[inline]
+    fn bit(self) -> usize {
+        (self.0 >> 48) as usize
+    }
+}
+
+#[inline]
+fn bit_is_set(bits: &[u64], bit: usize) -> bool {
+    bits[bit / 64] & 1 << (bit % 64) != 0
+}
+
+#[inline]
+fn set_bit(bits: &mut [u64], bit: usize) {
+    bits[bit / 64] |= 1 << (bit % 64);
 }
 
 /// The bit of `phrase_pairs` for a phrase starting with `first`, `second`: 2^16 bits (8 KB, in the
 /// L1 cache; a few thousand phrases set under a tenth of them).
 #[inline]
 fn pair_bit(first: char, second: char) -> usize {
-    ((first as u32).wrapping_mul(0x9E37_79B1) ^ second as u32).wrapping_mul(0x85EB_CA77) as usize >> 16
+    ((u64::from(first) << 21 | u64::from(second)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as usize
 }
 
 impl Converter {
@@ -50,22 +117,24 @@ impl Converter {
         characters: impl IntoIterator<Item = (char, char)>,
     ) -> Self {
         let mut converter = Converter {
-            phrases: HashMap::default(),
+            phrases: CharMap::default(),
             bmp: vec![0; 0x10000],
-            bmp_used: vec![0; 0x10000 / 64],
-            phrase_starts: HashMap::default(),
-            characters: HashMap::default(),
+            bmp_replaced: vec![0; 0x10000 / 64],
+            bmp_starts: vec![0; 0x10000 / 64],
+            phrase_starts: CharMap::default(),
+            characters: CharMap::default(),
             phrase_pairs: vec![0; (1 << 16) / 64],
+            phrase_hashes: vec![0; (1 << 16) / 64],
         };
         for (key, value) in phrases {
             let key: Vec<char> = key.chars().collect();
             let chars = key.len();
-            if !(2..=255).contains(&chars) || converter.phrases.contains_key(&key) {
+            if !(2..=MAX_PHRASE).contains(&chars) || converter.phrases.contains_key(&key) {
                 continue;
             }
             let (first, second) = (key[0], key[1]);
-            let bit = pair_bit(first, second);
-            converter.phrase_pairs[bit / 64] |= 1 << (bit % 64);
+            set_bit(&mut converter.phrase_pairs, pair_bit(first, second));
+            set_bit(&mut converter.phrase_hashes, key.iter().fold(PhraseHash::START, |h, &c| h.add(c)).bit());
             let longest = converter.phrase_starts.entry(first).or_insert(0);
             *longest = (*longest).max(chars);
             converter.phrases.insert(key, value.chars().collect());
@@ -86,8 +155,11 @@ impl Converter {
             }
         }
         for (c, &entry) in converter.bmp.iter().enumerate() {
-            if entry != 0 {
-                converter.bmp_used[c / 64] |= 1 << (c % 64);
+            if entry & 0x1F_FFFF != 0 {
+                set_bit(&mut converter.bmp_replaced, c);
+            }
+            if entry >> 24 != 0 {
+                set_bit(&mut converter.bmp_starts, c);
             }
         }
         converter
@@ -97,9 +169,6 @@ impl Converter {
     #[inline]
     fn lookup(&self, c: char) -> (char, usize) {
         if (c as u32) < 0x10000 {
-            if self.bmp_used[c as usize / 64] & 1 << (c as usize % 64) == 0 {
-                return (c, 0);
-            }
             let entry = self.bmp[c as usize];
             let replacement = entry & 0x1F_FFFF;
             let to = if replacement == 0 { c } else { char::from_u32(replacement).unwrap_or(c) };
@@ -115,12 +184,33 @@ impl Converter {
         let mut i = 0;
         'next: while i < text.len() {
             let c = text[i];
+            // Most characters neither change nor start a phrase with the next one: tell so from
+            // three bitmaps in the L1 cache, without a branch on either answer.
+            let next = text.get(i + 1).copied().unwrap_or('\0');
+            let (code, pair) = (c as usize & 0xFFFF, pair_bit(c, next));
+            let word = |bits: &[u64], bit: usize| bits[bit / 64] >> (bit % 64);
+            if (c as u32) < 0x10000
+                && (word(&self.bmp_replaced, code) | (word(&self.bmp_starts, code) & word(&self.phrase_pairs, pair)))
+                    & 1
+                    == 0
+            {
+                i += 1;
+                continue;
+            }
             let (replacement, longest) = self.lookup(c);
-            if longest >= 2 && i + 1 < text.len() && {
-                let bit = pair_bit(c, text[i + 1]);
-                self.phrase_pairs[bit / 64] & 1 << (bit % 64) != 0
-            } {
-                for len in (2..=longest.min(text.len() - i)).rev() {
+            if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.phrase_pairs, pair_bit(c, text[i + 1])) {
+                // The lengths of the prefixes of text[i..] whose hash bit is set (bit `len` of
+                // `lengths`), then the longest of them that is a phrase.
+                let mut lengths = 0u64;
+                let mut h = PhraseHash::START;
+                for (len, &c) in text[i..i + longest.min(text.len() - i)].iter().enumerate() {
+                    h = h.add(c);
+                    lengths |= u64::from(bit_is_set(&self.phrase_hashes, h.bit())) << (len + 1);
+                }
+                lengths &= !0b11;
+                while lengths != 0 {
+                    let len = 63 - lengths.leading_zeros() as usize;
+                    lengths &= !(1 << len);
                     if let Some(value) = self.phrases.get(&text[i..i + len]) {
                         out.extend_from_slice(&text[copied..i]);
                         out.extend_from_slice(value);
@@ -229,30 +319,46 @@ fn fold_without_script_chars(text: &str) -> Vec<char> {
     fold_simple_characters(text).unwrap_or_else(|| fold_without_script_general(text).chars().collect())
 }
 
-/// The characters [`fold_simple_characters`] handles, with what they fold to: per character of the
-/// Basic Multilingual Plane, its lower case when it is alone a complete NFKC text (quick check Yes,
-/// canonical combining class 0, so no neighbour can compose with it or be reordered around it) that
-/// is not whitespace and lower-cases to one character; 0 for any other character. Capital sigma is
-/// left out (its lower case depends on its position in a word).
+/// What [`fold_simple_characters`] does with each character of the Basic Multilingual Plane: the
+/// character it folds to, or one of the markers below (all above the last character).
+///
+/// A simple character is one that is alone a complete NFKC text (quick check Yes, canonical
+/// combining class 0, so no neighbour can compose with it or be reordered around it), is not
+/// whitespace and lower-cases to one character: it folds to its lower case. Capital sigma is left
+/// out (its lower case depends on its position in a word). ASCII, full-width ASCII (narrowed, as
+/// [`fold_without_script_general`] does), the ellipsis and the whitespace characters that folding
+/// narrows are handled too.
 static SIMPLE_CHARACTERS: LazyLock<Vec<u32>> = LazyLock::new(|| {
     (0..0x10000u32)
-        .map(|code| {
-            let Some(c) = char::from_u32(code) else { return 0 };
-            let mut lower = c.to_lowercase();
-            match (lower.next(), lower.next()) {
-                (Some(l), None)
-                    if !c.is_whitespace()
-                        && c != 'Σ'
-                        && unicode_normalization::char::canonical_combining_class(c) == 0
-                        && is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes =>
-                {
-                    l as u32
+        .map(|code| match code {
+            0x09..=0x0D | 0x20 | 0xA0 | 0x3000 => WHITESPACE,
+            0..=0x7F => (code as u8).to_ascii_lowercase().into(),
+            0xFF01..=0xFF5E => ((code - 0xFEE0) as u8).to_ascii_lowercase().into(),
+            0x2026 => ELLIPSIS,
+            _ => {
+                let Some(c) = char::from_u32(code) else { return NOT_SIMPLE };
+                let mut lower = c.to_lowercase();
+                match (lower.next(), lower.next()) {
+                    (Some(l), None)
+                        if !c.is_whitespace()
+                            && c != 'Σ'
+                            && unicode_normalization::char::canonical_combining_class(c) == 0
+                            && is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes =>
+                    {
+                        l as u32
+                    }
+                    _ => NOT_SIMPLE,
                 }
-                _ => 0,
             }
         })
         .collect()
 });
+
+/// Markers of [`SIMPLE_CHARACTERS`]: a character that takes the general path, whitespace, and the
+/// ellipsis (which folds to three characters, "...").
+const NOT_SIMPLE: u32 = u32::MAX;
+const WHITESPACE: u32 = u32::MAX - 1;
+const ELLIPSIS: u32 = u32::MAX - 2;
 
 /// [`fold_without_script_general`] in one pass, for the text made of simple characters (most
 /// Chinese and English text): `None` when it meets any other character. A text of characters that
@@ -261,36 +367,36 @@ static SIMPLE_CHARACTERS: LazyLock<Vec<u32>> = LazyLock::new(|| {
 /// final sigma). The unit tests compare both paths on every character.
 fn fold_simple_characters(text: &str) -> Option<Vec<char>> {
     let table = &*SIMPLE_CHARACTERS;
-    let mut folded = Vec::with_capacity(text.chars().count());
-    let mut space = false;
-    let push = |folded: &mut Vec<char>, c: char, space: &mut bool| {
-        if *space && !folded.is_empty() {
-            folded.push(' ');
-        }
-        *space = false;
-        folded.push(c);
-    };
+    // A character folds to at most as many characters as it has bytes in UTF-8 ("..." for '…'),
+    // and a space is written only for whitespace that wrote nothing: the text's length is room enough.
+    let mut folded = vec!['\0'; text.len()];
+    let mut len = 0;
+    let mut after_whitespace = false;
     for c in text.chars() {
-        match c as u32 {
-            0x09..=0x0D | 0x20 | 0xA0 | 0x3000 => space = true,
-            code @ 0..=0x7F => push(&mut folded, (code as u8).to_ascii_lowercase() as char, &mut space),
-            // The narrowing of fold_without_script_general.
-            code @ 0xFF01..=0xFF5E => {
-                push(&mut folded, ((code - 0xFEE0) as u8).to_ascii_lowercase() as char, &mut space)
-            }
-            0x2026 => {
-                for _ in 0..3 {
-                    push(&mut folded, '.', &mut space);
-                }
-            }
-            // CJK Unified Ideographs are simple and their own lower case (the unit tests check).
-            0x4E00..=0x9FFF => push(&mut folded, c, &mut space),
-            code if code < 0x10000 && table[code as usize] != 0 => {
-                push(&mut folded, char::from_u32(table[code as usize]).unwrap_or(c), &mut space)
-            }
-            _ => return None,
+        let to = table.get(c as usize).copied().unwrap_or(NOT_SIMPLE);
+        if to == NOT_SIMPLE {
+            return None;
         }
+        if to == ELLIPSIS {
+            if after_whitespace && len > 0 {
+                folded[len] = ' ';
+                len += 1;
+            }
+            folded[len..len + 3].fill('.');
+            len += 3;
+            after_whitespace = false;
+            continue;
+        }
+        // Without a branch on whitespace (a sixth of English text): one space before a character
+        // that follows whitespace (none at the start), then the character unless it is whitespace.
+        let whitespace = to == WHITESPACE;
+        folded[len] = ' ';
+        len += usize::from(after_whitespace & !whitespace & (len > 0));
+        folded[len] = char::from_u32(to).unwrap_or(' ');
+        len += usize::from(!whitespace);
+        after_whitespace = whitespace;
     }
+    folded.truncate(len);
     Some(folded)
 }
 

@@ -6,6 +6,8 @@
 //! (not next to a Chinese character or kana), so that punctuation and spacing changes are not edits. A text
 //! shorter than n characters is one shingle; a text with no letter or digit has none.
 
+use std::sync::LazyLock;
+
 use crate::fingerprint::weighted_vote;
 use crate::fold::fold_chars;
 
@@ -28,43 +30,75 @@ fn shingle_chars(text: &str) -> Vec<char> {
 
 /// Keeps the characters of folded text that shingles are cut from, in place (a space is added only
 /// where at least one character was left out, so the text never grows).
+///
+/// Chinese and Japanese have no spaces between words: a space is kept only between two characters
+/// of spaced scripts, where punctuation or whitespace separated them.
 fn keep_shingle_chars(chars: &mut Vec<char>) {
-    // Chinese and Japanese have no spaces between words: keep a space only between two other
-    // letters or digits, where punctuation or whitespace separated them.
-    // Chinese characters, kana and CJK symbols (not Hangul, which spaces its words).
-    let wide = |c: char| {
-        let c = c as u32;
-        ((0x2E80..=0x9FFF).contains(&c) && !(0x3130..=0x318F).contains(&c))
-            || (0xF900..=0xFAFF).contains(&c)
-            || (0x20000..=0x3FFFF).contains(&c)
-    };
+    let classes = &*CHARACTER_CLASSES;
     let mut kept = 0;
-    let mut previous: Option<char> = None;
+    // Whether the last character kept is of a spaced script, and whether one was left out since.
+    let mut previous_spaced = false;
     let mut separated = false;
     for i in 0..chars.len() {
         let c = chars[i];
-        // Combining marks (Devanagari vowel signs, Thai tone marks) belong to their word.
-        // (ASCII and CJK Unified Ideographs, the common cases, without a Unicode table search.)
-        let keep = match c as u32 {
-            0..=0x7F => c.is_ascii_alphanumeric(),
-            0x4E00..=0x9FFF => true,
-            _ => c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c),
-        };
-        if keep {
-            if separated && previous.is_some_and(|p| !wide(p)) && !wide(c) {
-                chars[kept] = ' ';
-                kept += 1;
-            }
-            separated = false;
-            previous = Some(c);
-            chars[kept] = c;
-            kept += 1;
-        } else {
-            separated = true;
-        }
+        let (keep, spaced) = classes.of(c);
+        // Without a branch on either answer (punctuation and spaces are a sixth of a text): the
+        // space, then the character, each written always and kept or overwritten (kept < i when a
+        // space is kept, since a character was left out before it).
+        chars[kept] = ' ';
+        kept += usize::from(keep & separated & previous_spaced & spaced);
+        chars[kept] = c;
+        kept += usize::from(keep);
+        separated = !keep;
+        previous_spaced = if keep { spaced } else { previous_spaced };
     }
     chars.truncate(kept);
 }
+
+/// Whether a character is kept for shingles: letters, digits and combining marks (Devanagari vowel
+/// signs and Thai tone marks belong to their word).
+fn is_kept(c: char) -> bool {
+    c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c)
+}
+
+/// Whether a character is of a script that spaces its words: not a Chinese character, kana or CJK
+/// symbol (Hangul spaces its words).
+fn is_spaced(c: char) -> bool {
+    let c = c as u32;
+    !(((0x2E80..=0x9FFF).contains(&c) && !(0x3130..=0x318F).contains(&c))
+        || (0xF900..=0xFAFF).contains(&c)
+        || (0x20000..=0x3FFFF).contains(&c))
+}
+
+/// [`is_kept`] and [`is_spaced`] of every character of the Basic Multilingual Plane, as two
+/// bitmaps of 8 KB (the Unicode tables behind `is_alphanumeric` are searched, not indexed).
+struct CharacterClasses {
+    kept: [u64; 0x10000 / 64],
+    spaced: [u64; 0x10000 / 64],
+}
+
+impl CharacterClasses {
+    /// Whether `c` is kept and whether it is of a spaced script.
+    #[inline]
+    fn of(&self, c: char) -> (bool, bool) {
+        let code = c as usize;
+        if code < 0x10000 {
+            (self.kept[code / 64] >> (code % 64) & 1 != 0, self.spaced[code / 64] >> (code % 64) & 1 != 0)
+        } else {
+            (is_kept(c), is_spaced(c))
+        }
+    }
+}
+
+static CHARACTER_CLASSES: LazyLock<CharacterClasses> = LazyLock::new(|| {
+    let mut classes = CharacterClasses { kept: [0; 0x10000 / 64], spaced: [0; 0x10000 / 64] };
+    for c in (0..0x10000u32).filter_map(char::from_u32) {
+        let code = c as usize;
+        classes.kept[code / 64] |= u64::from(is_kept(c)) << (code % 64);
+        classes.spaced[code / 64] |= u64::from(is_spaced(c)) << (code % 64);
+    }
+    classes
+});
 
 /// The hash of every n-character window of `chars` (one window, the whole text, if it is shorter):
 /// FNV-1a-64 over the code points (no re-encoding to UTF-8), then SplitMix64's finaliser.
@@ -158,16 +192,20 @@ pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
     Some(weighted_vote(hashes.into_iter().map(|h| (h, 1))))
 }
 
-/// The set of n-character shingles of a text, as their 64-bit hashes: the set [`minhash64`] and
-/// [`simhash_ngrams`] fingerprint (empty for a text with no letter or digit). Two different
-/// shingles share a hash with probability 2^-64, so set operations on the hashes are those of the
-/// shingles themselves barring a collision (about 1e-12 for two texts of 4,000 shingles).
+/// The set of n-character shingles of a text, as 64-bit keys: the set [`minhash64`] and
+/// [`simhash_ngrams`] fingerprint (empty for a text with no letter or digit).
 ///
-/// The distinct hashes in ascending order. The hashes are uniform, so one pass that scatters them
-/// into about as many buckets as there are hashes, by their top bits, leaves them nearly sorted,
-/// and an insertion sort finishes in linear time; two sets then meet in one sequential merge
-/// ([`Overlap::of`]). (A hash table was slower: its random probes into two tables of 32 KB each miss
-/// the cache.)
+/// A shingle of up to 3 characters is its code points packed into 63 bits (21 each) and multiplied
+/// by an odd constant: one to one, so set operations on the keys are exactly those on the shingles,
+/// for the cost of one multiplication per shingle. A longer shingle's key is the hash
+/// [`minhash64`] uses; two shingles share it with probability 2^-64 (about 1e-12 for two texts of
+/// 4,000 shingles).
+///
+/// The distinct keys in ascending order. The keys are spread evenly, so one pass that scatters them
+/// into about twice as many buckets as there are keys, by their top bits, leaves them nearly
+/// sorted, and an insertion sort finishes in linear time; two sets then meet in one sequential
+/// merge ([`Overlap::of`]). (A hash table was slower: its random probes into two tables of 32 KB
+/// each miss the cache.)
 #[derive(Clone, Debug, Default)]
 pub struct ShingleSet {
     hashes: Vec<u64>,
@@ -180,7 +218,7 @@ impl ShingleSet {
         if chars.is_empty() {
             return ShingleSet::default();
         }
-        ShingleSet { hashes: sorted_distinct(shingle_hashes(&chars, n).collect()) }
+        ShingleSet { hashes: sorted_distinct(shingle_keys(&chars, n)) }
     }
 
     /// The number of distinct shingles.
@@ -192,25 +230,65 @@ impl ShingleSet {
         self.hashes.is_empty()
     }
 
-    pub fn contains(&self, h: u64) -> bool {
-        self.hashes.binary_search(&h).is_ok()
+    pub fn contains(&self, key: u64) -> bool {
+        self.hashes.binary_search(&key).is_ok()
     }
 
-    /// The hashes in the set, ascending.
+    /// The keys in the set, ascending.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.hashes.iter().copied()
     }
 }
 
-/// `hashes` sorted, without repeats (see [`ShingleSet`]).
-fn sorted_distinct(hashes: Vec<u64>) -> Vec<u64> {
+/// The longest shingle whose characters are packed into its key (21 bits each).
+const PACKED: usize = 3;
+
+/// The key of every n-character window of `chars` (one window, the whole text, if it is shorter;
+/// see [`ShingleSet`]). No kept character is U+0000, so packed windows of different lengths differ.
+fn shingle_keys(chars: &[char], n: usize) -> Vec<u64> {
+    if n > PACKED {
+        return shingle_hashes(chars, n).collect();
+    }
+    let key = |packed: u64| packed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let n = n.clamp(1, chars.len().max(1));
+    let mask = (1u64 << (21 * n)) - 1;
+    let mut packed = chars[..n.min(chars.len())].iter().fold(0u64, |p, &c| p << 21 | u64::from(c));
+    let mut keys = Vec::with_capacity(chars.len().saturating_sub(n) + 1);
+    keys.push(key(packed));
+    for &c in chars.iter().skip(n) {
+        packed = (packed << 21 | u64::from(c)) & mask;
+        keys.push(key(packed));
+    }
+    keys
+}
+
+/// `hashes` sorted, without repeats (see [`ShingleSet`]): scattered by their top bits into about
+/// twice as many buckets as there are hashes, then sorted by insertion (only hashes of one bucket
+/// can be out of order), then repeats left out.
+fn sorted_distinct(mut hashes: Vec<u64>) -> Vec<u64> {
+    // Most repeats come soon after the first (the, 的): a table of the last hash seen per top bits
+    // leaves them out before the sort, without a branch (each hash is written, and kept when it
+    // is not in the table). An entry starts with other top bits than its own, so it matches nothing.
+    if hashes.len() >= 64 {
+        const BITS: u32 = 10;
+        let mut recent: [u64; 1 << BITS] = std::array::from_fn(|slot| ((slot ^ 1) as u64) << (64 - BITS));
+        let mut kept = 0;
+        for i in 0..hashes.len() {
+            let h = hashes[i];
+            let slot = &mut recent[(h >> (64 - BITS)) as usize];
+            hashes[kept] = h;
+            kept += usize::from(*slot != h);
+            *slot = h;
+        }
+        hashes.truncate(kept);
+    }
     let n = hashes.len();
     let mut sorted = if n < 64 {
         let mut v = hashes;
         v.sort_unstable();
         v
     } else {
-        let bits = usize::BITS - (n - 1).leading_zeros();
+        let bits = usize::BITS - (n - 1).leading_zeros() + 1;
         let shift = 64 - bits;
         let mut starts = vec![0u32; (1 << bits) + 1];
         for &h in &hashes {
@@ -225,7 +303,6 @@ fn sorted_distinct(hashes: Vec<u64>) -> Vec<u64> {
             v[*bucket as usize] = h;
             *bucket += 1;
         }
-        // Only hashes of one bucket can be out of order.
         for i in 1..n {
             let h = v[i];
             let mut j = i;
@@ -237,7 +314,18 @@ fn sorted_distinct(hashes: Vec<u64>) -> Vec<u64> {
         }
         v
     };
-    sorted.dedup();
+    // Without a branch on whether a hash repeats (half of them do in English text): each is
+    // written, and kept when it differs from the one before.
+    if let Some(&first) = sorted.first() {
+        let (mut kept, mut previous) = (1, first);
+        for i in 1..sorted.len() {
+            let h = sorted[i];
+            sorted[kept] = h;
+            kept += usize::from(h != previous);
+            previous = h;
+        }
+        sorted.truncate(kept);
+    }
     sorted
 }
 
@@ -439,6 +527,17 @@ mod tests {
 
     /// The hashed sets give the Jaccard of the windows themselves, for every shingle length and
     /// for texts shorter than n (one shingle, the whole text).
+    /// The keys of short shingles are their characters packed, one to one: the key sets of two
+    /// texts meet exactly where their windows do (the oracle compares the windows themselves).
+    #[test]
+    fn packed_keys_are_one_to_one() {
+        let windows = ["a", "b", "ab", "ba", "abc", "cab", "中", "中文", " a", "a ", "\u{10FFFF}\u{10FFFF}\u{10FFFF}"];
+        let keys: Vec<u64> = windows.iter().map(|w| shingle_keys(&w.chars().collect::<Vec<_>>(), 3)[0]).collect();
+        for (i, a) in keys.iter().enumerate() {
+            assert!(keys[i + 1..].iter().all(|b| a != b), "{}", windows[i]);
+        }
+    }
+
     #[test]
     fn jaccard_equals_the_windows_oracle() {
         let texts = [
