@@ -8,20 +8,13 @@
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
-mod custom_features;
 mod dedup;
-mod dedup_recheck;
-mod errors;
 mod fingerprint;
+mod lookup;
 mod pairs;
-mod planner_support;
-mod probes;
-mod radius_scan;
-mod segment_scan;
-mod simhash64;
-mod similarity;
+mod pg;
 
-pub use simhash64::SimHash64;
+pub use fingerprint::simhash64::SimHash64;
 
 ::pgrx::pg_module_magic!();
 
@@ -51,7 +44,7 @@ pub extern "C-unwind" fn _PG_init() {
     );
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"simhash".as_ptr()) };
     dedup::init();
-    radius_scan::init();
+    lookup::init();
     // Loaded by shared_preload_libraries: build the dictionaries in the postmaster, so that every
     // backend starts with them (copy-on-write) instead of paying about 0.2 s on its first call.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {

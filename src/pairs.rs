@@ -11,7 +11,7 @@ use pgrx::prelude::*;
 
 use simhash_core::pairs::Groups;
 
-use crate::errors::raise;
+use crate::pg::errors::raise;
 
 /// How often a long run reports its progress.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
@@ -35,6 +35,7 @@ fn simhash_pairs(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 format!("more than {budget} near-duplicate pairs do not fit in maintenance_work_mem"),
                 Some("Use a smaller radius, deduplicate exact copies first, or raise maintenance_work_mem.".into()),
+                None,
             );
         }
         pairs.push((a.min(b), a.max(b), d as i32));
@@ -116,6 +117,7 @@ fn check_radius(k: i32) -> u32 {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("radius {k} is out of range for near-duplicate pairs"),
             Some(format!("The radius must be between 0 and {max}.")),
+            None,
         );
     }
     k as u32
@@ -134,6 +136,7 @@ fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
                 PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
                 "near-duplicate pairs need a non-NULL id for every fingerprint".into(),
                 Some("The first column of the query is the row id.".into()),
+                None,
             );
         };
         ids.push(id);
@@ -200,6 +203,7 @@ fn wrong_pairs_shape() -> ! {
         PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
         "the query for near-duplicate clusters must return (id_a, id_b)".into(),
         Some("Both columns are integer ids (smallint, integer or bigint), as simhash_pairs returns them.".into()),
+        None,
     )
 }
 
@@ -211,6 +215,7 @@ fn wrong_shape() -> ! {
             "The first column is an integer id (smallint, integer or bigint), the second a simhash64 fingerprint."
                 .into(),
         ),
+        None,
     )
 }
 

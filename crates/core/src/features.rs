@@ -21,8 +21,7 @@ static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
 /// jieba-rs' bundled IDF table and default keyword configuration.
 static TFIDF: LazyLock<TfIdf> = LazyLock::new(TfIdf::default);
 
-/// Fixed-point scale applied to TF-IDF weights before the integer vote.
-pub const WEIGHT_SCALE: f64 = (1u64 << 24) as f64;
+pub use crate::fingerprint::WEIGHT_SCALE;
 
 /// How many keywords vote in `simhash(text)`.
 pub const DEFAULT_TOP_N: usize = 20;

@@ -8,6 +8,9 @@
 
 use std::hash::Hasher;
 
+/// Fixed-point scale applied to float weights (TF-IDF, the user's) before the integer vote.
+pub const WEIGHT_SCALE: f64 = (1u64 << 24) as f64;
+
 /// FNV-1a-64 of a feature's bytes.
 ///
 /// Not `Hash::hash(&str)`: that appends a 0xFF terminator and would disagree with every other FNV
@@ -77,7 +80,7 @@ impl VoteTotals {
 /// A user's float weight as the vote's integer weight: scaled by 2^24 (as TF-IDF weights are) and
 /// rounded. `None` for NaN, infinities and weights beyond about 2.7e11.
 pub fn integer_weight(weight: f64) -> Option<i64> {
-    let scaled = (weight * crate::features::WEIGHT_SCALE).round();
+    let scaled = (weight * WEIGHT_SCALE).round();
     (scaled.is_finite() && scaled.abs() < i64::MAX as f64 / 2.0).then_some(scaled as i64)
 }
 

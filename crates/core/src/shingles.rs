@@ -149,7 +149,7 @@ pub fn minhash64_with(text: &str, n: usize, hashes_per_bit: usize) -> Option<u64
     let mut bins = [EMPTY; 64 * MAX_HASHES_PER_BIT];
     let bins = &mut bins[..bin_count];
     for h in shingle_hashes(&chars, n) {
-        let bin = ((h >> 32) * bin_count as u64 >> 32) as usize;
+        let bin = (((h >> 32) * bin_count as u64) >> 32) as usize;
         let value = h & ((1 << 58) - 1);
         if value < bins[bin] {
             bins[bin] = value;

@@ -1,5 +1,5 @@
-//! The commit-time recheck of the near-duplicate constraint: the protocol of PostgreSQL's exclusion
-//! constraints (execIndexing.c), run once per kept row when its transaction commits.
+//! The commit-time recheck of the near-duplicate constraint (the protocol is told in the module
+//! documentation, `crate::dedup`), run once per kept row when its transaction commits.
 //!
 //! The row trigger looks with an MVCC snapshot, so it cannot see a near-duplicate that a concurrent
 //! transaction has written but not committed. So it remembers each fingerprint it let through, and
@@ -23,51 +23,24 @@
 //! fingerprints in one pass, in memory, and looks up only those that have a near-duplicate; so does
 //! one on a table without the segment B-trees.
 
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 
+use crate::lookup::catalog::SEGMENTS;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
-
 use simhash_core::shingles::{Overlap, ShingleSet};
 
-use crate::dedup::Verify;
-use crate::errors::raise;
-use crate::planner_support::SegmentIndex;
-use crate::segment_scan::SegmentScan;
-
-/// The fingerprints one trigger let through in the current transaction.
-pub(crate) struct Pending {
-    pub schema: Oid,
-    pub attnum: i32,
-    pub column: String,
-    pub k: u32,
-    /// `skip` (delete the row) rather than `error`.
-    pub skip: bool,
-    pub trigger_name: String,
-    /// With verification, a row within k is a conflict only if its text is similar enough.
-    pub verify: Option<Verify>,
-    pub fingerprints: Vec<u64>,
-}
-
-thread_local! {
-    /// Per (table, trigger); emptied when the transaction ends.
-    static PENDING: RefCell<HashMap<(Oid, Oid, String), Pending>> = RefCell::new(HashMap::new());
-}
-
-/// Remembers that `fp` was written into `relid` under `trigger_oid`, to be rechecked at commit.
-/// `config` names the trigger's settings: one entry per (table, trigger, settings).
-pub(crate) fn remember(relid: Oid, trigger_oid: Oid, config: String, fp: u64, make: impl FnOnce() -> Pending) {
-    PENDING.with(|p| p.borrow_mut().entry((relid, trigger_oid, config)).or_insert_with(make).fingerprints.push(fp));
-}
-
-pub(crate) fn forget_all() {
-    PENDING.with(|p| p.borrow_mut().clear());
-}
+use super::config::Verify;
+use super::dirty::{dirty_snapshot, for_each_row, for_each_within};
+use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
+use super::pending::{Pending, PENDING};
+use crate::lookup::catalog::SegmentIndex;
+use crate::pg::errors::raise;
+use crate::pg::names::relation_name;
 
 /// Rechecks every remembered fingerprint; called just before the transaction commits or prepares.
-pub(crate) unsafe fn recheck_all() {
+pub(super) unsafe fn recheck_all() {
     let pending: Vec<((Oid, Oid, String), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
     for ((relid, _, _), mut pending) in pending {
         unsafe {
@@ -78,7 +51,7 @@ pub(crate) unsafe fn recheck_all() {
             }
             pending.fingerprints.sort_unstable();
             pending.fingerprints.dedup();
-            let indexes = crate::planner_support::segment_btree_indexes(pending.schema, relid, pending.attnum as i16);
+            let indexes = crate::lookup::catalog::segment_btrees(pending.schema, relid, pending.attnum as i16);
             let suspects = if one_pass_is_cheaper(rel, indexes.is_some(), pending.fingerprints.len(), pending.k) {
                 suspects_in_one_pass(rel, &pending)
             } else {
@@ -104,8 +77,9 @@ pub(crate) unsafe fn recheck_all() {
                                 pending.k,
                                 pending.column,
                                 simhash_core::format_hex(fp),
-                                crate::dedup::relation_name(rel)
+                                relation_name(rel)
                             )),
+                            None,
                         );
                     }
                     if pending.skip {
@@ -127,7 +101,7 @@ pub(crate) unsafe fn recheck_all() {
                 notice!(
                     "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\"): \
                      concurrent transactions stored near-duplicates of them first",
-                    crate::dedup::relation_name(rel),
+                    relation_name(rel),
                     pending.trigger_name
                 );
             }
@@ -139,7 +113,7 @@ pub(crate) unsafe fn recheck_all() {
 /// Whether one pass over the table (comparing every row with all `pending` fingerprints in memory)
 /// costs less than looking up each fingerprint, in rows visited: each lookup probes four segments
 /// with 1, 17 or 137 values and visits the rows sharing the value (about rows / 65,536 of them).
-unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usize, k: u32) -> bool {
+pub(super) unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usize, k: u32) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) as f64;
         let rows = f64::max((*(*rel).rd_rel).reltuples as f64, blocks * 60.0);
@@ -154,7 +128,7 @@ unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usi
 /// The pending fingerprints that have a row of another transaction within k (committed or not),
 /// found in one pass over the table with a dirty snapshot. Rows of others written after the pass
 /// started may be missed: their writers recheck after writing them, and then see ours.
-unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<u64> {
+pub(super) unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<u64> {
     unsafe {
         let set = simhash_core::dedup::NearSet::new(pending.fingerprints.clone(), pending.k).expect("k was checked");
         let mut suspect = vec![false; pending.fingerprints.len()];
@@ -170,7 +144,7 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<
 }
 
 /// A stored row of this transaction with a committed near-duplicate of another transaction.
-struct Conflict {
+pub(super) struct Conflict {
     own_row: pg_sys::ItemPointerData,
     distance: u32,
     /// A copy of the other row.
@@ -181,7 +155,7 @@ struct Conflict {
 
 /// A row of this transaction with the fingerprint being rechecked, and its text's shingle set
 /// (with verification).
-struct OwnRow {
+pub(super) struct OwnRow {
     tid: pg_sys::ItemPointerData,
     text: Option<ShingleSet>,
 }
@@ -193,9 +167,9 @@ struct OwnRow {
 /// Without verification there is at most one such row (the row trigger refused or skipped a second
 /// row at distance 0); with it, rows with the same fingerprint but dissimilar texts are each
 /// checked, and only writers of rows whose text is similar to one of them are waited for.
-unsafe fn recheck(
+pub(super) unsafe fn recheck(
     rel: pg_sys::Relation,
-    indexes: Option<[SegmentIndex; 4]>,
+    indexes: Option<[SegmentIndex; SEGMENTS]>,
     pending: &Pending,
     fp: u64,
 ) -> Vec<Conflict> {
@@ -279,12 +253,13 @@ unsafe fn recheck(
                             pending.k,
                             pending.column,
                             simhash_core::format_hex(fp),
-                            crate::dedup::relation_name(rel),
+                            relation_name(rel),
                             verify.map_or(String::new(), |v| format!(
                                 " with a {} text at least {} similar",
                                 v.column, v.min_similarity
                             )),
                         )),
+                        None,
                     );
                 }
                 pg_sys::XactLockTableWait(xid, rel, &mut tid, pg_sys::XLTW_Oper::XLTW_RecheckExclusionConstr);
@@ -315,23 +290,29 @@ unsafe fn recheck(
 }
 
 /// Whether the row's text column is stored out of line (in the TOAST table).
-unsafe fn text_is_out_of_line(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: Option<&Verify>) -> bool {
+pub(super) unsafe fn text_is_out_of_line(
+    rel: pg_sys::Relation,
+    tuple: pg_sys::HeapTuple,
+    verify: Option<&Verify>,
+) -> bool {
     unsafe {
         let Some(verify) = verify else { return false };
-        crate::dedup::column_datum(tuple, (*rel).rd_att, verify.attnum)
+        column_datum(tuple, (*rel).rd_att, verify.attnum)
             .is_some_and(|datum| pgrx::varlena::varatt_is_1b_e(datum.cast_mut_ptr()))
     }
 }
 
 /// The shingle set of the row's text column (empty when NULL: never similar).
-unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Verify) -> ShingleSet {
+pub(super) unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Verify) -> ShingleSet {
     unsafe {
-        let Some(datum) = crate::dedup::column_datum(tuple, (*rel).rd_att, verify.attnum) else {
+        let Some(datum) = column_datum(tuple, (*rel).rd_att, verify.attnum) else {
             return ShingleSet::default();
         };
         let text = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-        let set =
-            ShingleSet::of(&crate::fingerprint::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)), verify.n);
+        let set = ShingleSet::of(
+            &crate::fingerprint::text::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)),
+            verify.n,
+        );
         if text != datum.cast_mut_ptr() {
             pg_sys::pfree(text.cast());
         }
@@ -341,7 +322,7 @@ unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Ver
 
 /// Whether this transaction wrote `tuple`. A frozen tuple keeps its (old) raw xmin, which after
 /// xid wraparound could equal one of ours: only a tuple whose inserter is not known committed can be.
-unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
+pub(super) unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
     unsafe {
         let header = (*tuple).t_data;
         (*header).t_infomask as u32 & pg_sys::HEAP_XMIN_COMMITTED == 0
@@ -352,7 +333,7 @@ unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
 /// Whether the row `skip` would delete at commit can be deleted quietly: the table has no DELETE
 /// triggers (foreign keys that reference it are such triggers) and no rules, which a delete at
 /// commit, after the deferred triggers ran, would bypass.
-unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
+pub(super) unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
     unsafe {
         let triggers = (*rel).trigdesc;
         let delete_triggers = !triggers.is_null()
@@ -365,114 +346,11 @@ unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
     }
 }
 
-/// Calls `visit(tuple, value, distance)` for each row that `snapshot` sees whose column is within
-/// `k` of `fp`, right after the visibility check (a dirty snapshot's xmin/xmax describe that row),
-/// through the segment B-trees or else a sequential scan; stops when `visit` breaks.
-unsafe fn for_each_within(
-    rel: pg_sys::Relation,
-    indexes: Option<[SegmentIndex; 4]>,
-    attnum: i32,
-    fp: u64,
-    k: u32,
-    snapshot: pg_sys::Snapshot,
-    visit: &mut dyn FnMut(pg_sys::HeapTuple, u64, u32) -> ControlFlow<()>,
-) {
-    unsafe {
-        let mut near = |tuple: pg_sys::HeapTuple, value: Option<u64>| {
-            let Some(value) = value else { return ControlFlow::Continue(()) };
-            let distance = simhash_core::hamming(value, fp);
-            if distance <= k {
-                visit(tuple, value, distance)
-            } else {
-                ControlFlow::Continue(())
-            }
-        };
-        let Some(indexes) = indexes else {
-            for_each_row(rel, attnum, snapshot, &mut near);
-            return;
-        };
-        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
-        'segments: for (n, segment_index) in indexes.into_iter().enumerate() {
-            let mut scan = SegmentScan::begin(rel, segment_index, n as i32, snapshot, fp, k);
-            // index_getnext_slot, with the distance checked on the index tuple first (SegmentScan).
-            loop {
-                if !(*scan.scan()).xs_heap_continue && scan.next().is_none() {
-                    break;
-                }
-                if pg_sys::index_fetch_heap(scan.scan(), slot)
-                    && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break()
-                {
-                    scan.end();
-                    break 'segments;
-                }
-            }
-            scan.end();
-        }
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-    }
-}
-
-/// A dirty snapshot (InitDirtySnapshot): its visibility routine reports the writers still in
-/// progress of the row it last judged in `xmin` (inserter) and `xmax` (deleter).
-fn dirty_snapshot() -> pg_sys::SnapshotData {
-    // SAFETY: SnapshotData is plain data; a dirty snapshot needs only its type set.
-    let mut snapshot: pg_sys::SnapshotData = unsafe { std::mem::zeroed() };
-    snapshot.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
-    snapshot
-}
-
-/// Calls `visit(tuple, value)` with the row in `slot` and its column `attnum` (`None` if NULL).
-unsafe fn row_of_slot<R>(
-    slot: *mut pg_sys::TupleTableSlot,
-    attnum: i32,
-    tupdesc: pg_sys::TupleDesc,
-    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> R,
-) -> R {
-    unsafe {
-        let mut should_free = false;
-        let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
-        let mut is_null = false;
-        let value = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null).value() as u64;
-        let result = visit(tuple, (!is_null).then_some(value));
-        if should_free {
-            pg_sys::heap_freetuple(tuple);
-        }
-        result
-    }
-}
-
-/// Calls `visit(tuple, value)` for each row `snapshot` sees, in one sequential pass, right after
-/// its visibility check; stops when `visit` breaks.
-unsafe fn for_each_row(
-    rel: pg_sys::Relation,
-    attnum: i32,
-    snapshot: pg_sys::Snapshot,
-    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
-) {
-    unsafe {
-        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
-        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
-        let scan = pg_sys::heap_beginscan(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
-        let mut rows = 0u64;
-        while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-            rows += 1;
-            if rows.is_multiple_of(4096) {
-                pg_sys::check_for_interrupts!();
-            }
-            if row_of_slot(slot, attnum, (*rel).rd_att, visit).is_break() {
-                break;
-            }
-        }
-        pg_sys::heap_endscan(scan);
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-    }
-}
-
 /// The commit-time violation of `error`: like the row trigger's, naming the concurrent row.
-unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
+pub(super) unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
     unsafe {
-        let existing_key = crate::dedup::key_if_visible(rel, conflict.existing);
-        crate::dedup::raise_near_duplicate(
+        let existing_key = key_if_visible(rel, conflict.existing);
+        raise_near_duplicate(
             rel,
             &pending.trigger_name,
             &pending.column,

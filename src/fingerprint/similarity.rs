@@ -13,7 +13,7 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
-use crate::fingerprint::{shingle_length, text_as_utf8};
+use super::text::{shingle_length, text_as_utf8};
 
 /// The last text seen in one argument position, with its shingle length and set.
 struct Memo {

@@ -7,7 +7,7 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::errors::raise;
+use crate::pg::errors::raise;
 use crate::SimHash64;
 
 /// The last text one text -> fingerprint function fingerprinted in this backend, with which
@@ -89,6 +89,7 @@ pub(crate) fn text_as_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
             PgSqlErrorCode::ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
             "simhash() needs UTF-8 text".into(),
             Some("The database encoding is SQL_ASCII and the text is not valid UTF-8.".into()),
+            None,
         ),
     }
 }
@@ -108,6 +109,7 @@ fn simhash_top_n(text: &[u8], top_n: i32) -> Option<SimHash64> {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("simhash keyword count {top_n} is out of range"),
             Some("The number of keywords is at least 1; simhash(text) keeps them all.".into()),
+            None,
         );
     }
     memoized(Mode::SimHashTopN(top_n), text, |t| simhash_core::features::simhash_top_n(t, top_n as usize))
@@ -122,6 +124,7 @@ fn parameter_in_range(value: i32, max: usize, function: &str, what: &str, detail
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("{function} {what} {value} is out of range"),
             Some(detail),
+            None,
         ),
     }
 }
@@ -202,6 +205,7 @@ pub(crate) fn segment_or_raise(fp: SimHash64, n: i32) -> u16 {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("simhash segment number {n} is out of range"),
             Some("Segments are numbered 0 (most significant 16 bits) to 3 (least significant).".into()),
+            None,
         ),
     }
 }

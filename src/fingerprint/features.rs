@@ -4,8 +4,8 @@
 
 use pgrx::prelude::*;
 
-use crate::errors::raise;
-use crate::fingerprint::{text_as_utf8, utf8_to_server};
+use super::text::{text_as_utf8, utf8_to_server};
+use crate::pg::errors::raise;
 use crate::SimHash64;
 use simhash_core::fingerprint::{integer_weight, VoteTotals};
 
@@ -14,6 +14,7 @@ fn bad_weight(weight: f64) -> ! {
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("simhash feature weight {weight:e} is out of range"),
         Some("Weights are finite numbers below about 2.7e11 in absolute value.".into()),
+        None,
     )
 }
 
@@ -22,6 +23,7 @@ fn overflow() -> ! {
         PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         "simhash feature weights sum out of range".into(),
         Some("The weights of one fingerprint sum, at some point of the sum, to more than about 5.5e11.".into()),
+        None,
     )
 }
 
@@ -34,6 +36,7 @@ fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Opti
             PgSqlErrorCode::ERRCODE_ARRAY_ELEMENT_ERROR,
             format!("simhash got {} features and {} weights", features.len(), weights.len()),
             Some("Give one weight per feature.".into()),
+            None,
         );
     }
     if features.is_empty() {
@@ -45,6 +48,7 @@ fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Opti
             raise(
                 PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
                 "simhash features and weights must not be NULL".into(),
+                None,
                 None,
             )
         };
@@ -58,9 +62,12 @@ fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Opti
 fn totals_from(state: Option<Vec<i64>>) -> VoteTotals {
     match state {
         Some(v) if v.len() == 64 => VoteTotals(v.try_into().expect("64 totals")),
-        Some(_) => {
-            raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "simhash_agg state must have 64 totals".into(), None)
-        }
+        Some(_) => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "simhash_agg state must have 64 totals".into(),
+            None,
+            None,
+        ),
         None => VoteTotals::default(),
     }
 }

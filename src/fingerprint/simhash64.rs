@@ -12,7 +12,7 @@ use pgrx::pgrx_sql_entity_graph::metadata::{
 };
 use pgrx::prelude::*;
 
-use crate::errors::raise;
+use crate::pg::errors::raise;
 use pgrx::datum::Internal;
 
 /// A 64-bit SimHash fingerprint, the Rust side of SQL `simhash64`.
@@ -67,6 +67,7 @@ fn simhash64_in(input: &CStr) -> SimHash64 {
             PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
             format!("invalid input syntax for type simhash64: \"{text}\""),
             Some(why.to_string()),
+            None,
         ),
     }
 }
@@ -121,6 +122,7 @@ fn simhash64_from_bit(varbit: &[u8]) -> SimHash64 {
             PgSqlErrorCode::ERRCODE_STRING_DATA_LENGTH_MISMATCH,
             format!("bit string length {bit_len} does not match type simhash64"),
             Some("A simhash64 is exactly 64 bits.".into()),
+            None,
         );
     }
     SimHash64(u64::from_be_bytes(varbit[4..12].try_into().expect("64 bits are 8 bytes")))

@@ -8,7 +8,7 @@
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
-use crate::planner_support::SegmentIndex;
+use super::catalog::SegmentIndex;
 
 pub(crate) struct SegmentScan {
     index: pg_sys::Relation,
@@ -137,8 +137,16 @@ impl SegmentScan {
             (!nulls[fingerprint.column]).then(|| values[fingerprint.column].value() as u64)
         }
     }
+}
 
-    pub(crate) unsafe fn end(self) {
+/// Ends the scan and closes the index. Not while unwinding from an ERROR: the transaction's abort
+/// releases the scan's buffer pins and the index reference then, and PostgreSQL is not to be
+/// called in between.
+impl Drop for SegmentScan {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
         unsafe {
             pg_sys::index_endscan(self.scan);
             // The lock is kept to the end of the transaction, as for any scan.

@@ -4,7 +4,7 @@
 
 use pgrx::prelude::*;
 
-use crate::errors::raise;
+use crate::pg::errors::raise;
 use crate::SimHash64;
 
 fn check_segment_radius(radius: i32) -> u32 {
@@ -13,6 +13,7 @@ fn check_segment_radius(radius: i32) -> u32 {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("segment radius {radius} is out of range"),
             Some("The segment radius is the number of differing bits per 16-bit segment, 0 to 3.".into()),
+            None,
         );
     }
     radius as u32
@@ -22,7 +23,7 @@ fn check_segment_radius(radius: i32) -> u32 {
 #[pg_extern(sql = false)]
 fn simhash_segment_probes(fp: SimHash64, n: i32, radius: i32) -> Vec<i32> {
     let radius = check_segment_radius(radius);
-    let value = crate::fingerprint::segment_or_raise(fp, n);
+    let value = crate::fingerprint::text::segment_or_raise(fp, n);
     simhash_core::probes::segment_probes(value, radius).into_iter().map(i32::from).collect()
 }
 

@@ -1,0 +1,209 @@
+//! The trigger's arguments, read and checked against its table: the fingerprint column, the
+//! radius, the action (`error`, `skip`, `report` with its table) and the optional verification
+//! (`verify=<text column>`, `min_similarity=`, `n=`).
+
+use std::ffi::{CStr, CString};
+
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+use pgrx::IntoDatum;
+
+use crate::pg::errors::raise;
+use crate::pg::names::{relation_name, type_name};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Action {
+    Error,
+    Skip,
+    Report,
+}
+
+/// A trigger's arguments, checked against its table.
+pub(super) struct Config {
+    pub(super) column: String,
+    pub(super) attnum: i32,
+    pub(super) k: u32,
+    pub(super) action: Action,
+    pub(super) report_table: Option<Oid>,
+    pub(super) verify: Option<Verify>,
+}
+
+/// `verify=<column>`, `min_similarity=<x>`, `n=<shingle length>`: a row within k is a
+/// near-duplicate only if its text is at least that similar (`simhash_similarity`).
+#[derive(Clone, Debug)]
+pub(super) struct Verify {
+    pub(super) column: String,
+    pub(super) attnum: i32,
+    pub(super) min_similarity: f64,
+    pub(super) n: usize,
+}
+
+impl Verify {
+    /// The default threshold and shingle length of `simhash_add_dedup`.
+    pub const DEFAULT_MIN_SIMILARITY: f64 = 0.7;
+    pub const DEFAULT_N: usize = 3;
+
+    /// Whether an overlap of two texts' shingle sets passes the threshold (as the SQL test
+    /// `simhash_similarity(a, b, n) >= min_similarity` decides: NULL never passes).
+    pub fn passes(&self, overlap: simhash_core::shingles::Overlap) -> Option<f64> {
+        overlap.jaccard().filter(|&j| j >= self.min_similarity)
+    }
+}
+
+/// Parses and checks `(column [, k [, action [, report_table]]])` against the table.
+pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, schema: Oid) -> Config {
+    unsafe {
+        let all: Vec<String> = (0..(*trigger).tgnargs as usize)
+            .map(|i| CStr::from_ptr(*(*trigger).tgargs.add(i)).to_string_lossy().into_owned())
+            .collect();
+        let usage = "Use simhash_dedup_trigger(column [, k [, action [, report_table]]] [, 'verify=text_column' \
+                     [, 'min_similarity=0.7' [, 'n=3']]]), for example simhash_dedup_trigger('fp', '3', 'error').";
+        // Options are `name=value` arguments after the column; the rest are positional.
+        let is_option =
+            |(i, a): &(usize, &String)| *i > 0 && ["verify=", "min_similarity=", "n="].iter().any(|p| a.starts_with(p));
+        let options: Vec<&String> = all.iter().enumerate().filter(is_option).map(|(_, a)| a).collect();
+        let args: Vec<String> = all.iter().enumerate().filter(|x| !is_option(x)).map(|(_, a)| a.clone()).collect();
+        if args.is_empty() || args.len() > 4 {
+            bad_argument(format!("simhash_dedup_trigger takes 1 to 4 arguments, not {}", args.len()), usage);
+        }
+        let column = args[0].clone();
+        let tupdesc = (*rel).rd_att;
+        let attnum = column_number(rel, &column);
+        let simhash64 = crate::lookup::catalog::simhash64_type(schema);
+        let column_type = pg_sys::SPI_gettypeid(tupdesc, attnum);
+        if pg_sys::getBaseType(column_type) != simhash64 {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "column \"{column}\" of relation \"{}\" is of type {}, not simhash64",
+                    relation_name(rel),
+                    type_name(column_type)
+                ),
+                None,
+                None,
+            );
+        }
+        let max = simhash_core::dedup::MAX_DEDUP_RADIUS;
+        let k = match args.get(1).map(|k| k.trim().parse::<u32>()) {
+            None => 3,
+            Some(Ok(k)) if k <= max => k,
+            Some(_) => bad_argument(
+                format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]),
+                &format!("The radius is an integer from 0 to {max}."),
+            ),
+        };
+        let action = match args.get(2).map(|a| a.as_str()) {
+            None | Some("error") => Action::Error,
+            Some("skip") => Action::Skip,
+            Some("report") => Action::Report,
+            Some(other) => bad_argument(
+                format!("invalid action \"{other}\" for simhash_dedup_trigger"),
+                "The action is 'error', 'skip' or 'report'.",
+            ),
+        };
+        let report_table = match (action, args.get(3)) {
+            (Action::Report, Some(name)) => Some(report_table_oid(name)),
+            (Action::Report, None) => bad_argument(
+                "action \"report\" needs a report table as the fourth trigger argument".into(),
+                "simhash_add_dedup(..., action => 'report') creates one.",
+            ),
+            (_, Some(_)) => bad_argument(
+                "only action \"report\" takes a report table".into(),
+                "Leave out the fourth argument, or use action 'report'.",
+            ),
+            (_, None) => None,
+        };
+        let verify = read_verify(rel, &options, usage);
+        Config { column, attnum, k, action, report_table, verify }
+    }
+}
+
+/// The verification options of a trigger (`verify=`, `min_similarity=`, `n=`), checked against
+/// the table; `None` without `verify=`.
+pub(super) unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usage: &str) -> Option<Verify> {
+    unsafe {
+        let mut column = None;
+        let mut min_similarity = Verify::DEFAULT_MIN_SIMILARITY;
+        let mut n = Verify::DEFAULT_N;
+        for option in options {
+            let (name, value) = option.split_once('=').expect("options have a =");
+            match name {
+                "verify" => column = Some(value.to_string()),
+                "min_similarity" => match value.trim().parse::<f64>() {
+                    Ok(x) if (0.0..=1.0).contains(&x) => min_similarity = x,
+                    _ => bad_argument(
+                        format!("invalid min_similarity \"{value}\" for simhash_dedup_trigger"),
+                        "The threshold is a number from 0 to 1.",
+                    ),
+                },
+                _ => {
+                    let max = simhash_core::shingles::MAX_SHINGLE;
+                    match value.trim().parse::<usize>() {
+                        Ok(x) if (1..=max).contains(&x) => n = x,
+                        _ => bad_argument(
+                            format!("invalid shingle length \"{value}\" for simhash_dedup_trigger"),
+                            &format!("The shingle length n is an integer from 1 to {max}."),
+                        ),
+                    }
+                }
+            }
+        }
+        let Some(column) = column else {
+            if options.is_empty() {
+                return None;
+            }
+            bad_argument("min_similarity and n need verify=<text column>".into(), usage);
+        };
+        let tupdesc = (*rel).rd_att;
+        let attnum = column_number(rel, &column);
+        let column_type = pg_sys::getBaseType(pg_sys::SPI_gettypeid(tupdesc, attnum));
+        if column_type != pg_sys::TEXTOID && column_type != pg_sys::VARCHAROID {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "column \"{column}\" of relation \"{}\" is of type {}, not text",
+                    relation_name(rel),
+                    type_name(pg_sys::SPI_gettypeid(tupdesc, attnum))
+                ),
+                Some("verify names the text the fingerprint was computed from (text or varchar).".into()),
+                None,
+            );
+        }
+        Some(Verify { column, attnum, min_similarity, n })
+    }
+}
+
+/// The number of the table's column `column`, or an ERROR (42703).
+pub(super) unsafe fn column_number(rel: pg_sys::Relation, column: &str) -> i32 {
+    unsafe {
+        let name = CString::new(column).unwrap_or_default();
+        let attnum = pg_sys::SPI_fnumber((*rel).rd_att, name.as_ptr());
+        if attnum <= 0 {
+            raise(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{column}\" of relation \"{}\" does not exist", relation_name(rel)),
+                None,
+                None,
+            );
+        }
+        attnum
+    }
+}
+
+pub(super) unsafe fn report_table_oid(name: &str) -> Oid {
+    unsafe {
+        let text = name.into_datum().expect("a text datum");
+        let names = pg_sys::textToQualifiedNameList(text.cast_mut_ptr());
+        pg_sys::RangeVarGetRelidExtended(
+            pg_sys::makeRangeVarFromNameList(names),
+            pg_sys::NoLock as i32,
+            0,
+            None,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+pub(super) fn bad_argument(message: String, hint: &str) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, Some(hint.into()), None)
+}

@@ -1,0 +1,101 @@
+//! The near-duplicate constraint: `simhash_dedup_trigger(column, k, action [, options])`, a
+//! BEFORE ROW trigger that refuses (`error`), drops (`skip`) or records (`report`) a row whose
+//! fingerprint is within `k` bits of a row already in the table (and, with `verify=<column>`, whose
+//! text is similar enough), and `simhash_dedup_notice()`, the AFTER STATEMENT trigger that reports
+//! how many rows `skip` dropped. `simhash_add_dedup()` in `sql/simhash.sql` creates both.
+//!
+//! A row, in order:
+//!
+//! 1. `trigger` reads the trigger's arguments (`config`) and the new row's fingerprint (and text).
+//! 2. `lookup` looks for a stored row within k with one prepared SPI statement per trigger, which
+//!    the planner rewrite turns into an index lookup (`crate::lookup`). It runs as the table's owner
+//!    (like foreign-key checks: the inserting role needs no SELECT right, and row-level security
+//!    does not hide rows from it) with sequential scans and JIT disabled, so it always takes the
+//!    segment indexes when they exist, even while a long COPY grows the table past what the cached
+//!    plan assumed.
+//! 3. A match raises 23505 (`messages` names the rows), drops the row, or stores it and writes a
+//!    line to the report table (`report`). A row let through is remembered (`pending`).
+//!
+//! How the constraint stays right under concurrency: the lookup uses the statement's snapshot,
+//! which cannot see rows of concurrent transactions, so every fingerprint let through is looked
+//! up again when the transaction commits (`recheck`, reading through `dirty`), with the protocol of
+//! PostgreSQL's exclusion constraints (execIndexing.c):
+//!
+//! The row trigger looks with an MVCC snapshot, so it cannot see a near-duplicate that a concurrent
+//! transaction has written but not committed. So it remembers each fingerprint it let through, and
+//! when the transaction commits (or prepares) every one is looked up again, now that the row is
+//! stored, with a *dirty* snapshot, which also sees rows of transactions still in progress:
+//!
+//! - a near-duplicate committed by another transaction: the row violates the constraint after all
+//!   (`error` raises 23505; `skip` deletes the row and says so in a NOTICE);
+//! - a near-duplicate of a transaction still in progress: if that transaction is younger, wait for
+//!   it to end and look again (it may commit, abort, or itself be skipped); if it is older, fail at
+//!   once with 40001. Waits thus only go from older to younger transactions, so the check cannot
+//!   deadlock with itself, and the oldest writer never fails.
+//!
+//! Why this is enough: of two concurrent writers of near-duplicates, the one that rechecks second
+//! finds the other's row (each stores its row before it rechecks), either committed or in progress,
+//! so they cannot both commit their rows. Only true conflicts wait or fail: a big COPY beside other
+//! loaders holds up only those with a near-duplicate of one of its rows.
+//!
+//! The lookups read the four segment B-trees directly (an MVCC plan cannot use a dirty snapshot).
+//! A transaction that wrote many rows (a big COPY) instead compares the whole table with its
+//! fingerprints in one pass, in memory, and looks up only those that have a near-duplicate; so does
+//! one on a table without the segment B-trees.
+//!
+//! The transaction callbacks below run the recheck before commit and forget this transaction's
+//! state after it ends.
+
+use std::ffi::c_void;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+mod config;
+mod dirty;
+mod lookup;
+mod messages;
+mod pending;
+mod recheck;
+mod report;
+mod trigger;
+
+/// Registers the end-of-transaction callbacks; called from `_PG_init`.
+pub(crate) fn init() {
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_transaction_end), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subtransaction_end), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        // Errors are still allowed here: a violation found now aborts the transaction.
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => unsafe { recheck::recheck_all() },
+        XACT_EVENT_COMMIT
+        | XACT_EVENT_ABORT
+        | XACT_EVENT_PREPARE
+        | XACT_EVENT_PARALLEL_COMMIT
+        | XACT_EVENT_PARALLEL_ABORT => {
+            trigger::forget_transaction();
+            pending::forget_all();
+        }
+        _ => {}
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_subtransaction_end(
+    event: pg_sys::SubXactEvent::Type,
+    _sub: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut c_void,
+) {
+    // The statement that was skipping rows failed; its count is not reported. (Fingerprints to
+    // recheck are kept: the recheck ignores those whose rows are gone.)
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        trigger::forget_skipped();
+    }
+}

@@ -1,0 +1,74 @@
+//! `action => 'report'`: the near-duplicate row is stored and a row describing the match goes into
+//! the report table, through a prepared INSERT kept with the trigger's lookup plan.
+
+use super::config::Config;
+use super::lookup::{execute, prepare, Found, PLANS};
+use crate::pg::names::{qualified_name, trigger_name};
+use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::IntoDatum;
+
+/// Records a near-duplicate in the report table, as the current user.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn report(
+    trigger_oid: Oid,
+    trigger: *const pg_sys::Trigger,
+    relid: Oid,
+    config: &Config,
+    schema: Oid,
+    fp: u64,
+    new_key: Option<String>,
+    found: Found<'_>,
+) {
+    unsafe {
+        let table = qualified_name(config.report_table.expect("report has a table"));
+        // The similarity column only with verification (report tables made before it lack it).
+        let text = if config.verify.is_some() {
+            format!(
+                "INSERT INTO {table} (relation, trigger_name, new_key, existing_key, distance, new_fingerprint, \
+                 similarity) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            )
+        } else {
+            format!(
+                "INSERT INTO {table} (relation, trigger_name, new_key, existing_key, distance, new_fingerprint) \
+                 VALUES ($1, $2, $3, $4, $5, $6)"
+            )
+        };
+        let plan = PLANS.with(|plans| {
+            let mut plans = plans.borrow_mut();
+            let entry = plans.get_mut(&trigger_oid).expect("the lookup ran first");
+            match &entry.report {
+                Some((t, plan)) if *t == text => *plan,
+                _ => {
+                    let types = [
+                        pg_sys::REGCLASSOID,
+                        pg_sys::TEXTOID,
+                        pg_sys::TEXTOID,
+                        pg_sys::TEXTOID,
+                        pg_sys::INT4OID,
+                        crate::lookup::catalog::simhash64_type(schema),
+                        pg_sys::FLOAT8OID,
+                    ];
+                    let types = &types[..if config.verify.is_some() { 7 } else { 6 }];
+                    let plan = prepare(&text, types);
+                    entry.report = Some((text, plan));
+                    plan
+                }
+            }
+        });
+        let Found { existing_key, distance, similarity } = found;
+        let mut args = vec![
+            Datum::from(relid.to_u32()),
+            trigger_name(trigger).into_datum().expect("text"),
+            new_key.clone().into_datum().unwrap_or(Datum::from(0usize)),
+            existing_key.into_datum().unwrap_or(Datum::from(0usize)),
+            Datum::from(distance),
+            Datum::from(fp),
+        ];
+        let mut nulls = vec![false, false, new_key.is_none(), existing_key.is_none(), false, false];
+        if config.verify.is_some() {
+            args.push(Datum::from(similarity.unwrap_or_default().to_bits()));
+            nulls.push(similarity.is_none());
+        }
+        execute(plan, &args, &nulls, 0);
+    }
+}

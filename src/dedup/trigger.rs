@@ -1,0 +1,328 @@
+//! The two trigger functions: `simhash_dedup_trigger`, the BEFORE ROW trigger that looks a new
+//! row's fingerprint up and refuses, drops or reports it, and `simhash_dedup_notice`, the AFTER
+//! STATEMENT trigger that says how many rows `skip` dropped; plus `simhash_indexed()`, which
+//! `simhash_add_dedup` uses to warn about missing indexes.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::CStr;
+
+use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::prelude::*;
+
+use super::config::{read_config, Action, Config};
+use super::lookup::{connect, find_near_duplicate, finish, Found};
+use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
+use super::pending::{remember, Pending};
+use super::report::report;
+use crate::pg::errors::raise;
+use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_name};
+
+/// What one transaction has done so far; cleared when it ends.
+#[derive(Default)]
+pub(super) struct TransactionState {
+    /// Rows dropped by `skip`, per table, not yet reported by `simhash_dedup_notice()`.
+    skipped: HashMap<Oid, (String, u64)>,
+}
+
+/// Forgets what this transaction did (it ended).
+pub(super) fn forget_transaction() {
+    TRANSACTION.with(|t| *t.borrow_mut() = TransactionState::default());
+}
+
+/// Forgets the rows dropped so far (the statement that dropped them failed; they are not reported).
+pub(super) fn forget_skipped() {
+    TRANSACTION.with(|t| t.borrow_mut().skipped.clear());
+}
+
+thread_local! {
+    static TRANSACTION: RefCell<TransactionState> = RefCell::new(TransactionState::default());
+    /// Triggers whose missing indexes were already reported in this backend.
+    static WARNED: RefCell<HashSet<Oid>> = RefCell::new(HashSet::new());
+}
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub(super) extern "C" fn pg_finfo_simhash_dedup_trigger() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub(super) extern "C" fn pg_finfo_simhash_dedup_notice() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The row trigger. Returns the row to store, or a NULL pointer to drop it (`skip`).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub(super) unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    unsafe {
+        let data = trigger_data(fcinfo, "simhash_dedup_trigger");
+        let event = (*data).tg_event;
+        if event & pg_sys::TRIGGER_EVENT_ROW == 0 {
+            protocol_violation("simhash_dedup_trigger: must be fired for each row");
+        }
+        if event & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_BEFORE {
+            protocol_violation("simhash_dedup_trigger: must be fired BEFORE the row is written");
+        }
+        let op = event & pg_sys::TRIGGER_EVENT_OPMASK;
+        let (row, old_row) = match op {
+            pg_sys::TRIGGER_EVENT_INSERT => ((*data).tg_trigtuple, None),
+            pg_sys::TRIGGER_EVENT_UPDATE => ((*data).tg_newtuple, Some((*data).tg_trigtuple)),
+            _ => protocol_violation("simhash_dedup_trigger: must be fired for INSERT or UPDATE"),
+        };
+        let rel = (*data).tg_relation;
+        let trigger = (*data).tg_trigger;
+        let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
+        let config = read_config(rel, trigger, schema);
+        let tupdesc = (*rel).rd_att;
+
+        let Some(fp) = new_value(rel, row, config.attnum) else {
+            return Datum::from(row); // a NULL fingerprint is never a near-duplicate
+        };
+        // With verification, the text decides; a row without text is never a near-duplicate.
+        let text = match &config.verify {
+            None => None,
+            Some(verify) => match new_datum(rel, row, verify.attnum) {
+                None => return Datum::from(row),
+                text => text,
+            },
+        };
+        if let Some(old_row) = old_row {
+            // Neither the fingerprint nor (with verification) the text changed: nothing to check.
+            let same_text = match (&config.verify, text) {
+                (Some(verify), Some(new)) => same_text(old_row, tupdesc, verify.attnum, new),
+                _ => true,
+            };
+            if column_value(old_row, tupdesc, config.attnum) == Some(fp) && same_text {
+                return Datum::from(row);
+            }
+        }
+        let relid = (*rel).rd_id;
+        let trigger_oid = (*trigger).tgoid;
+        warn_once_without_indexes(trigger_oid, rel, &config, schema);
+
+        connect();
+        let exclude = old_row.map(|t| (*t).t_self).unwrap_or_default();
+        let found = find_near_duplicate(trigger_oid, rel, &config, schema, fp, exclude, text);
+        let Some((existing_key, distance, similarity)) = found else {
+            finish();
+            if config.action != Action::Report {
+                // Keyed by the configuration too: a trigger replaced in the transaction (same OID)
+                // rechecks each row under the settings that let it through.
+                let key = format!("{}/{}/{:?}/{:?}", config.attnum, config.k, config.action, config.verify);
+                remember(relid, trigger_oid, key, fp, || Pending {
+                    schema,
+                    attnum: config.attnum,
+                    column: config.column.clone(),
+                    k: config.k,
+                    skip: config.action == Action::Skip,
+                    trigger_name: trigger_name(trigger),
+                    verify: config.verify.clone(),
+                    fingerprints: Vec::new(),
+                });
+            }
+            return Datum::from(row);
+        };
+        let existing_key = key_readable(relid).then_some(existing_key);
+        let result = match config.action {
+            Action::Error => None,
+            Action::Skip => {
+                TRANSACTION.with(|t| {
+                    let mut t = t.borrow_mut();
+                    let entry = t.skipped.entry(relid).or_insert_with(|| (trigger_name(trigger), 0));
+                    entry.1 += 1;
+                });
+                Some(Datum::from(0usize))
+            }
+            Action::Report => {
+                let new_key = row_key(rel, row);
+                let found = Found { existing_key: existing_key.as_deref(), distance, similarity };
+                report(trigger_oid, trigger, relid, &config, schema, fp, new_key, found);
+                Some(Datum::from(row))
+            }
+        };
+        finish();
+        match result {
+            Some(datum) => datum,
+            None => raise_near_duplicate(
+                rel,
+                &trigger_name(trigger),
+                &config.column,
+                config.k,
+                fp,
+                distance as u32,
+                existing_key.as_deref(),
+                config.verify.as_ref().zip(similarity),
+                "",
+            ),
+        }
+    }
+}
+
+/// The statement trigger that reports, once per statement, how many rows `skip` dropped.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub(super) unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    unsafe {
+        let data = trigger_data(fcinfo, "simhash_dedup_notice");
+        let event = (*data).tg_event;
+        if event & pg_sys::TRIGGER_EVENT_ROW != 0
+            || event & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER
+        {
+            protocol_violation("simhash_dedup_notice: must be fired AFTER each statement");
+        }
+        // All counts, not only this table's: rows routed to partitions are counted per partition.
+        let skipped: Vec<(Oid, (String, u64))> = TRANSACTION.with(|t| t.borrow_mut().skipped.drain().collect());
+        for (relid, (trigger, count)) in skipped {
+            let rows = if count == 1 { "row" } else { "rows" };
+            let name = CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy().into_owned();
+            notice!("simhash: skipped {count} near-duplicate {rows} of relation \"{name}\" (trigger \"{trigger}\")");
+        }
+        Datum::from(0usize)
+    }
+}
+
+pub(super) unsafe fn trigger_data(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> *mut pg_sys::TriggerData {
+    unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
+            protocol_violation(&format!("{function}: must be called as trigger"));
+        }
+        context as *mut pg_sys::TriggerData
+    }
+}
+
+pub(super) fn protocol_violation(message: &str) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, message.into(), None, None)
+}
+
+/// The column's value in the row being written. BEFORE triggers run before stored generated columns
+/// are computed (the row holds NULL there), so a generated fingerprint column
+/// (`GENERATED ALWAYS AS (simhash(body)) STORED`) is computed here from its expression; `simhash()`
+/// keeps its last result, so PostgreSQL's own computation right after costs nothing more.
+pub(super) unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<u64> {
+    unsafe { new_datum(rel, row, attnum).map(|d| d.value() as u64) }
+}
+
+/// The column's datum in the row being written (computed from its expression for a stored
+/// generated column, see `new_value`); `None` if NULL.
+pub(super) unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<Datum> {
+    unsafe {
+        let tupdesc = (*rel).rd_att;
+        let attr = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize)[attnum as usize - 1];
+        if attr.attgenerated as u8 != pg_sys::ATTRIBUTE_GENERATED_STORED {
+            return column_datum(row, tupdesc, attnum);
+        }
+        let expression = pg_sys::build_column_default(rel, attnum);
+        if expression.is_null() {
+            return None;
+        }
+        let estate = pg_sys::CreateExecutorState();
+        let state = pg_sys::ExecPrepareExpr(expression.cast(), estate);
+        let econtext = pg_sys::CreateExprContext(estate);
+        let slot = pg_sys::MakeSingleTupleTableSlot(tupdesc, &pg_sys::TTSOpsHeapTuple);
+        pg_sys::ExecStoreHeapTuple(row, slot, false);
+        (*econtext).ecxt_scantuple = slot;
+        let mut is_null = false;
+        let mut value = pg_sys::ExecEvalExpr(state, econtext, &mut is_null);
+        if !is_null && !attr.attbyval {
+            // The value lives in the executor state's memory: copy it out before that is freed.
+            value = if attr.attlen == -1 {
+                Datum::from(pg_sys::pg_detoast_datum_copy(value.cast_mut_ptr()))
+            } else {
+                let len = attr.attlen as usize;
+                let copy = pg_sys::palloc(len);
+                std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), copy.cast::<u8>(), len);
+                Datum::from(copy)
+            };
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::FreeExecutorState(estate);
+        (!is_null).then_some(value)
+    }
+}
+
+/// Whether the stored row's text column holds the same bytes as `new` (a text datum).
+pub(super) unsafe fn same_text(
+    old_row: pg_sys::HeapTuple,
+    tupdesc: pg_sys::TupleDesc,
+    attnum: i32,
+    new: Datum,
+) -> bool {
+    unsafe {
+        let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
+        if old.value() == new.value() {
+            return true;
+        }
+        let (a, b) =
+            (pg_sys::pg_detoast_datum_packed(old.cast_mut_ptr()), pg_sys::pg_detoast_datum_packed(new.cast_mut_ptr()));
+        pgrx::varlena::varlena_to_byte_slice(a) == pgrx::varlena::varlena_to_byte_slice(b)
+    }
+}
+
+/// Once per trigger and backend: a WARNING when the column has no index the lookup can use.
+pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
+    unsafe {
+        if WARNED.with(|w| w.borrow().contains(&trigger_oid)) {
+            return;
+        }
+        WARNED.with(|w| w.borrow_mut().insert(trigger_oid));
+        if crate::lookup::catalog::has_lookup_indexes(schema, (*rel).rd_id, config.attnum as i16) {
+            if crate::lookup::catalog::segment_btrees(schema, (*rel).rd_id, config.attnum as i16).is_none() {
+                warning!(
+                    "the near-duplicate check of column \"{}\" of relation \"{}\" scans the table at every commit: \
+                     its concurrency recheck needs the four segment B-trees, not the bands GIN index",
+                    config.column,
+                    relation_name(rel)
+                );
+            }
+            return;
+        }
+        let statements = Spi::get_one_with_args::<String>(
+            &format!(
+                "SELECT pg_catalog.string_agg(s, E';\\n') OPERATOR(pg_catalog.||) ';' \
+                 FROM {}.simhash_index_statements($1, $2) s",
+                quote_identifier(&CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy())
+            ),
+            &[(*rel).rd_id.into(), config.column.as_str().into()],
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+        pgrx::pg_sys::panic::ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!(
+                "column \"{}\" of relation \"{}\" has no simhash index: every row is checked with a sequential scan",
+                config.column,
+                relation_name(rel)
+            ),
+            "",
+        )
+        .set_hint(format!("Create the indexes:\n{statements}"))
+        .report(PgLogLevel::WARNING);
+    }
+}
+
+/// `simhash_indexed(tbl, col)`: whether radius lookups on the column can use an index.
+#[pg_extern(sql = false)]
+pub(super) fn simhash_indexed(tbl: Oid, col: &CStr, fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    // `col` is a `name`: a NUL-terminated NameData, read as a C string.
+    unsafe {
+        let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
+        let attnum = pg_sys::get_attnum(tbl, col.as_ptr());
+        let col = col.to_string_lossy();
+        if attnum <= 0 {
+            raise(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{col}\" of relation \"{}\" does not exist", qualified_name(tbl)),
+                None,
+                None,
+            );
+        }
+        crate::lookup::catalog::has_lookup_indexes(schema, tbl, attnum)
+    }
+}

@@ -1,0 +1,37 @@
+//! How a lookup uses the index: `WHERE fp <~> q <= k` answered through the four segment B-trees.
+//!
+//! The idea (Manku et al., seed 002): split the 64 bits into four 16-bit segments. Two fingerprints
+//! within k bits differ by at most k / 4 bits in at least one segment (pigeonhole), so every row
+//! within k has, in some segment, a value within k / 4 bits of the query's there: for k <= 3 the
+//! same value, for k = 4..7 one of 17 values, for k = 8..11 one of 137 (`simhash_core::probes`).
+//! An index on each segment (`simhash_segment(fp, n)`) finds those rows; the exact distance then
+//! keeps only the rows within k. The answers are exactly those of the sequential scan.
+//!
+//! The path of a query, in order:
+//!
+//! 1. **Rewrite** (`support`): `<=` on `simhash_distance` has a planner support function. When
+//!    `fp` is a column with the indexes (found by `catalog`) and k is a constant from 0 to 11, it
+//!    returns the exact test AND a candidate test (an OR over the segments of
+//!    `simhash_segment(fp, n) = ANY(probes)`, or `&&` on a GIN index of `simhash_bands(fp)`), whose
+//!    expression `shape` builds. PostgreSQL then plans the candidate test as a BitmapOr of index
+//!    scans, like any other.
+//! 2. **Radius scan** (`radius_path`, `radius_exec`): when the four B-trees also INCLUDE `fp`, a
+//!    custom scan recognises the exact test (`shape` matches what it built) and competes with the
+//!    BitmapOr: it probes the B-trees itself (`segment_scan`: one descent per range of consecutive
+//!    probe values), checks the distance on the fingerprint in each index tuple, and reads from the
+//!    table only the rows within k, in table order.
+//! 3. **SQL probe functions** (`probes`): `simhash_segment_probes()` and friends compute the probe
+//!    arrays at run time when the query fingerprint is a parameter or another table's column.
+//!
+//! `segment_scan` also serves the near-duplicate constraint's commit-time recheck, which cannot use
+//! an MVCC plan (`crate::dedup`).
+
+pub(crate) mod catalog;
+mod probes;
+mod radius_exec;
+mod radius_path;
+pub(crate) mod segment_scan;
+mod shape;
+mod support;
+
+pub(crate) use radius_path::init;

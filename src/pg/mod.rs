@@ -1,0 +1,8 @@
+//! Small PostgreSQL helpers the subsystems share: errors with SQLSTATEs (`errors`), planner nodes
+//! read and built (`nodes`), catalog names for messages (`names`) and table positions (`tid`).
+//! Nothing here knows about fingerprints.
+
+pub(crate) mod errors;
+pub(crate) mod names;
+pub(crate) mod nodes;
+pub(crate) mod tid;
