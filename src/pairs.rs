@@ -175,7 +175,14 @@ fn read_pairs_of_columns(
             .and_then(|table| table.first().get_one::<Oid>())
             .ok()
             .flatten()
-            .expect("the simhash extension owns the simhash64 type");
+            .unwrap_or_else(|| {
+                raise(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    "type simhash64 of extension simhash does not exist".into(),
+                    None,
+                    None,
+                )
+            });
         let shape = client.select(&format!("SELECT q.{a}, q.{b} FROM {source} LIMIT 0"), None, &[]);
         let shape = shape.unwrap_or_else(|_| wrong());
         let types = [1, 2].map(|c| shape.column_type_oid(c).map(|t| t.value()).unwrap_or_else(|_| wrong()));

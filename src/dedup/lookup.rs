@@ -12,7 +12,7 @@ use pgrx::prelude::*;
 
 use super::config::{bad_argument, read_verify, Config, Verify};
 use super::messages::key_columns;
-use crate::pg::errors::raise;
+use crate::pg::errors::{raise, spi_failure};
 use crate::pg::names::{qualified_name, quote_identifier};
 
 /// Plans kept for the life of the backend, per trigger. The statement text is rebuilt on each call
@@ -29,8 +29,9 @@ thread_local! {
 
 pub(super) fn connect() {
     unsafe {
-        if pg_sys::SPI_connect() < 0 {
-            panic!("SPI_connect failed");
+        let code = pg_sys::SPI_connect();
+        if code < 0 {
+            spi_failure("SPI_connect", code);
         }
     }
 }
@@ -80,8 +81,12 @@ pub(super) unsafe fn prepare(text: &str, arg_types: &[Oid]) -> pg_sys::SPIPlanPt
     unsafe {
         let text = CString::new(text).expect("statement text has no NUL byte");
         let plan = pg_sys::SPI_prepare(text.as_ptr(), arg_types.len() as i32, arg_types.as_ptr().cast_mut());
-        if plan.is_null() || pg_sys::SPI_keepplan(plan) != 0 {
-            panic!("could not prepare a statement of simhash_dedup_trigger");
+        if plan.is_null() {
+            spi_failure("SPI_prepare", pg_sys::SPI_result);
+        }
+        let code = pg_sys::SPI_keepplan(plan);
+        if code != 0 {
+            spi_failure("SPI_keepplan", code);
         }
         plan
     }

@@ -110,18 +110,14 @@ pub(super) unsafe fn recheck_all() {
     }
 }
 
-/// Whether one pass over the table (comparing every row with all `pending` fingerprints in memory)
-/// costs less than looking up each fingerprint, in rows visited: each lookup probes four segments
-/// with 1, 17 or 137 values and visits the rows sharing the value (about rows / 65,536 of them).
+/// Whether one pass over the table costs less than looking up each pending fingerprint
+/// (`simhash_core::cost::one_pass_is_cheaper`), with the table's size as the planner knows it (at
+/// least 60 rows per block).
 pub(super) unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usize, k: u32) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) as f64;
         let rows = f64::max((*(*rel).rd_rel).reltuples as f64, blocks * 60.0);
-        let radius = simhash_core::probes::segment_radius(k).expect("k was checked");
-        let probes = simhash_core::probes::probes_per_segment(radius) as f64;
-        let one_pass = rows * (1.0 + probes / 4.0);
-        let lookups = pending as f64 * if indexed { 4.0 * probes * (2.0 + rows / 65_536.0) } else { rows };
-        one_pass < lookups
+        simhash_core::cost::one_pass_is_cheaper(rows, indexed, pending, k).expect("k was checked")
     }
 }
 

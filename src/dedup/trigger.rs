@@ -15,7 +15,7 @@ use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
 use super::pending::{remember, Pending};
 use super::report::report;
-use crate::pg::errors::raise;
+use crate::pg::errors::{raise, warn};
 use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_name};
 
 /// What one transaction has done so far; cleared when it ends.
@@ -293,17 +293,16 @@ pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Re
         .ok()
         .flatten()
         .unwrap_or_default();
-        pgrx::pg_sys::panic::ErrorReport::new(
+        warn(
             PgSqlErrorCode::ERRCODE_WARNING,
             format!(
                 "column \"{}\" of relation \"{}\" has no simhash index: every row is checked with a sequential scan",
                 config.column,
                 relation_name(rel)
             ),
-            "",
-        )
-        .set_hint(format!("Create the indexes:\n{statements}"))
-        .report(PgLogLevel::WARNING);
+            None,
+            Some(format!("Create the indexes:\n{statements}")),
+        );
     }
 }
 

@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgList;
+use simhash_core::cost::{expected_matches, segment_probe_cost, CostUnits, IndexSize};
 
 use super::catalog::{ColumnIndexes, ExtensionObjects, SEGMENTS};
 use super::radius_exec::{plan_path, Methods, NAME, PRIVATE_CANDIDATE_FUNCTIONS, SCAN_METHODS};
@@ -270,34 +271,30 @@ unsafe fn radius_test_of(
     }
 }
 
-/// Startup and total cost. Probing (all of it before the first row): per probe one descent of the
-/// B-tree, then the candidates' index tuples, as many as rows share the probed segment values
-/// (uniform segments assumed), on as many leaf pages as they fill, read at random (the model of
-/// PostgreSQL's own index scans, btcostestimate). Each match then costs a random table page.
-/// The matches are estimated for uniform fingerprints, at least one: the planner's own estimate of
-/// the exact test is a default third of the candidates, which would price this scan like the
-/// BitmapOr it exists to beat.
+/// Startup and total cost: probing the four B-trees, all of it before the first row
+/// (`simhash_core::cost::segment_probe_cost`), then a random table page per expected match.
 unsafe fn cost(rel: *mut pg_sys::RelOptInfo, indexes: [Oid; SEGMENTS], radius: u32, rows: f64) -> (f64, f64) {
     unsafe {
-        let probes =
-            simhash_core::probes::probes_per_segment(simhash_core::probes::segment_radius(radius).unwrap_or(0)) as f64;
-        let (cpu_operator, cpu_index_tuple, cpu_tuple, random_page) =
-            (pg_sys::cpu_operator_cost, pg_sys::cpu_index_tuple_cost, pg_sys::cpu_tuple_cost, pg_sys::random_page_cost);
+        let units = CostUnits {
+            cpu_operator: pg_sys::cpu_operator_cost,
+            cpu_index_tuple: pg_sys::cpu_index_tuple_cost,
+            cpu_tuple: pg_sys::cpu_tuple_cost,
+            random_page: pg_sys::random_page_cost,
+        };
         let mut startup = 0.0;
         for info in PgList::<pg_sys::IndexOptInfo>::from_pg((*rel).indexlist).iter_ptr() {
-            if !indexes.contains(&(*info).indexoid) {
-                continue;
+            if indexes.contains(&(*info).indexoid) {
+                let size = IndexSize {
+                    tuples: (*info).tuples,
+                    pages: f64::from((*info).pages),
+                    tree_height: (*info).tree_height,
+                };
+                startup += segment_probe_cost(size, radius, units);
             }
-            let tuples = (*info).tuples.max(1.0);
-            let pages = f64::from((*info).pages).max(1.0);
-            let candidates = tuples * probes / 65536.0;
-            let descent = (tuples.log2().ceil() + (f64::from((*info).tree_height.max(0)) + 1.0) * 50.0) * cpu_operator;
-            let leaf_pages = (candidates * pages / tuples).ceil().max(1.0);
-            startup += probes * descent + leaf_pages * random_page + candidates * (cpu_index_tuple + cpu_operator);
         }
-        let matches = ((*rel).tuples * simhash_core::probes::uniform_share_within(radius)).clamp(1.0, rows.max(1.0));
+        let matches = expected_matches((*rel).tuples, radius, rows);
         startup += (*rel).baserestrictcost.startup;
-        let per_match = random_page + cpu_tuple + (*rel).baserestrictcost.per_tuple;
+        let per_match = units.random_page + units.cpu_tuple + (*rel).baserestrictcost.per_tuple;
         (startup, startup + matches * per_match)
     }
 }
