@@ -27,7 +27,8 @@
 //! stored, with a *dirty* snapshot, which also sees rows of transactions still in progress:
 //!
 //! - a near-duplicate committed by another transaction: the row violates the constraint after all
-//!   (`error` raises 23505; `skip` deletes the row and says so in a NOTICE);
+//!   (`error` raises 23505; `skip` deletes the row and says so in a NOTICE, but an updated row
+//!   fails with 23505, since deleting it would lose the row);
 //! - a near-duplicate of a transaction still in progress: if that transaction is younger, wait for
 //!   it to end and look again (it may commit, abort, or itself be skipped); if it is older, fail at
 //!   once with 40001. Waits thus only go from older to younger transactions, so the check cannot

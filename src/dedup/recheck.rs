@@ -65,7 +65,10 @@ pub(super) unsafe fn recheck_all() {
             for &fp in &suspects {
                 pg_sys::check_for_interrupts!();
                 for conflict in recheck(rel, indexes, &pending, fp) {
-                    if pending.skip && !quiet_delete_allowed(rel) {
+                    // `skip` drops an inserted row; an updated one would be lost with its old
+                    // version (deleting the new version deletes the row), so it fails instead.
+                    let skip = pending.skip && !conflict.own_row_updated;
+                    if skip && !quiet_delete_allowed(rel) {
                         raise(
                             PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
                             "could not serialize the near-duplicate check with a concurrent transaction".into(),
@@ -82,7 +85,7 @@ pub(super) unsafe fn recheck_all() {
                             None,
                         );
                     }
-                    if pending.skip {
+                    if skip {
                         // The row was stored by an earlier command: make it visible to the delete.
                         pg_sys::CommandCounterIncrement();
                         let mut tid = conflict.own_row;
@@ -142,6 +145,7 @@ pub(super) unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pendi
 /// A stored row of this transaction with a committed near-duplicate of another transaction.
 pub(super) struct Conflict {
     own_row: pg_sys::ItemPointerData,
+    own_row_updated: bool,
     distance: u32,
     /// A copy of the other row.
     existing: pg_sys::HeapTuple,
@@ -153,6 +157,8 @@ pub(super) struct Conflict {
 /// (with verification).
 pub(super) struct OwnRow {
     tid: pg_sys::ItemPointerData,
+    /// Written by an UPDATE (a new version of a row): `skip` must not delete it at commit.
+    updated: bool,
     text: Option<ShingleSet>,
 }
 
@@ -211,7 +217,8 @@ pub(super) unsafe fn recheck(
                 } else if is_own_row(tuple) {
                     // Our own rows were checked against each other by the row trigger.
                     if value == fp && (verify.is_some() || own.is_empty()) {
-                        own.push(OwnRow { tid, text: text() });
+                        let updated = u32::from((*(*tuple).t_data).t_infomask) & pg_sys::HEAP_UPDATED != 0;
+                        own.push(OwnRow { tid, updated, text: text() });
                     }
                 } else if verify.is_some() {
                     others.push((distance, pg_sys::heap_copytuple(tuple), text()));
@@ -272,7 +279,13 @@ pub(super) unsafe fn recheck(
                     .min_by(|a, b| b.2.unwrap_or(0.0).total_cmp(&a.2.unwrap_or(0.0)).then(a.1.cmp(&b.1)));
                 if let Some((i, distance, similarity)) = best {
                     kept[i] = true;
-                    conflicts.push(Conflict { own_row: o.tid, distance, existing: others[i].1, similarity });
+                    conflicts.push(Conflict {
+                        own_row: o.tid,
+                        own_row_updated: o.updated,
+                        distance,
+                        existing: others[i].1,
+                        similarity,
+                    });
                 }
             }
             for (i, (_, tuple, _)) in others.into_iter().enumerate() {
