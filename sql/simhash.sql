@@ -568,6 +568,37 @@ END $$;
 -- ---------------------------------------------------------------------------------------------
 
 COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simhash64 values (0..64)';
+-- The type's support functions and the radius comparisons: internal, called through the type and
+-- its operators; commented so that \df+ explains every object of the extension.
+COMMENT ON FUNCTION simhash64_in(cstring) IS 'input function of simhash64 (16 hexadecimal digits); internal';
+COMMENT ON FUNCTION simhash64_out(simhash64) IS 'output function of simhash64 (16 lower-case hexadecimal digits); internal';
+COMMENT ON FUNCTION simhash64_recv(internal) IS 'binary input function of simhash64 (8 bytes, big-endian); internal';
+COMMENT ON FUNCTION simhash64_send(simhash64) IS 'binary output function of simhash64 (8 bytes, big-endian); internal';
+COMMENT ON FUNCTION simhash64_eq(simhash64, simhash64) IS 'implementation of = for simhash64';
+COMMENT ON FUNCTION simhash64_ne(simhash64, simhash64) IS 'implementation of <> for simhash64';
+COMMENT ON FUNCTION simhash64_lt(simhash64, simhash64) IS 'implementation of < for simhash64 (unsigned order, as the hex text sorts)';
+COMMENT ON FUNCTION simhash64_le(simhash64, simhash64) IS 'implementation of <= for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash64_gt(simhash64, simhash64) IS 'implementation of > for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash64_ge(simhash64, simhash64) IS 'implementation of >= for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash64_cmp(simhash64, simhash64) IS 'B-tree comparison support of simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash64_hash(simhash64) IS 'hash support of simhash64 (the int8 hash of the same 64 bits)';
+COMMENT ON FUNCTION simhash64_hash_extended(simhash64, bigint) IS 'extended hash support of simhash64 (the int8 hash of the same 64 bits)';
+COMMENT ON FUNCTION simhash_distance_le(simhash_distance, integer) IS 'implementation of simhash_distance <= integer, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, integer) IS 'implementation of simhash_distance < integer, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le_commuted(integer, simhash_distance) IS 'implementation of integer >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt_commuted(integer, simhash_distance) IS 'implementation of integer > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le(simhash_distance, bigint) IS 'implementation of simhash_distance <= bigint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, bigint) IS 'implementation of simhash_distance < bigint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le_commuted(bigint, simhash_distance) IS 'implementation of bigint >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt_commuted(bigint, simhash_distance) IS 'implementation of bigint > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le(simhash_distance, smallint) IS 'implementation of simhash_distance <= smallint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, smallint) IS 'implementation of simhash_distance < smallint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le_commuted(smallint, simhash_distance) IS 'implementation of smallint >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt_commuted(smallint, simhash_distance) IS 'implementation of smallint > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le(simhash_distance, simhash_distance) IS 'implementation of simhash_distance <= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, simhash_distance) IS 'implementation of simhash_distance < simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_le_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_distance_lt_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance > simhash_distance, with the planner support that turns a radius test into index lookups';
 COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (folded; jieba-rs words, the 20 heaviest TF-IDF keywords, FNV-1a-64); NULL when the text has no words';
 COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of the top_n heaviest keywords of the folded text (simhash(text) uses 20)';
 COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the set of the folded text''s character n-grams (each votes once)';

@@ -46,7 +46,8 @@ pub extern "C-unwind" fn _PG_init() {
     dedup::init();
     lookup::init();
     // Loaded by shared_preload_libraries: build the dictionaries in the postmaster, so that every
-    // backend starts with them (copy-on-write) instead of paying about 0.2 s on its first call.
+    // backend starts with them (copy-on-write) instead of building them on its first call (README,
+    // "Fingerprinting speed").
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         simhash_core::features::preload();
     }

@@ -51,6 +51,10 @@ impl Verify {
 }
 
 /// Parses and checks `(column [, k [, action [, report_table]]])` against the table.
+///
+/// # Safety
+///
+/// In a trigger call: `rel` is the trigger's open relation and `trigger` its trigger.
 pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::Trigger, schema: Oid) -> Config {
     unsafe {
         let all: Vec<String> = (0..(*trigger).tgnargs as usize)
@@ -120,6 +124,10 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
 
 /// The verification options of a trigger (`verify=`, `min_similarity=`, `n=`), checked against
 /// the table; `None` without `verify=`.
+///
+/// # Safety
+///
+/// `rel` is an open relation (the trigger's).
 pub(super) unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usage: &str) -> Option<Verify> {
     unsafe {
         let mut column = None;
@@ -174,7 +182,7 @@ pub(super) unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usa
 }
 
 /// The number of the table's column `column`, or an ERROR (42703).
-pub(super) unsafe fn column_number(rel: pg_sys::Relation, column: &str) -> i32 {
+unsafe fn column_number(rel: pg_sys::Relation, column: &str) -> i32 {
     unsafe {
         let name = CString::new(column).unwrap_or_default();
         let attnum = pg_sys::SPI_fnumber((*rel).rd_att, name.as_ptr());
@@ -190,6 +198,9 @@ pub(super) unsafe fn column_number(rel: pg_sys::Relation, column: &str) -> i32 {
     }
 }
 
+/// # Safety
+///
+/// In a backend, inside a transaction.
 pub(super) unsafe fn report_table_oid(name: &str) -> Oid {
     unsafe {
         let text = name.into_datum().expect("a text datum");

@@ -13,6 +13,11 @@ use crate::lookup::segment_scan::SegmentScan;
 /// Calls `visit(tuple, value, distance)` for each row that `snapshot` sees whose column is within
 /// `k` of `fp`, right after the visibility check (a dirty snapshot's xmin/xmax describe that row),
 /// through the segment B-trees or else a sequential scan; stops when `visit` breaks.
+///
+/// # Safety
+///
+/// Inside a transaction; `rel` is open (with at least RowExclusiveLock, as the recheck holds) and
+/// `indexes` are its segment B-trees.
 pub(super) unsafe fn for_each_within(
     rel: pg_sys::Relation,
     indexes: Option<[SegmentIndex; SEGMENTS]>,
@@ -65,7 +70,7 @@ pub(super) fn dirty_snapshot() -> pg_sys::SnapshotData {
 }
 
 /// Calls `visit(tuple, value)` with the row in `slot` and its column `attnum` (`None` if NULL).
-pub(super) unsafe fn row_of_slot<R>(
+unsafe fn row_of_slot<R>(
     slot: *mut pg_sys::TupleTableSlot,
     attnum: i32,
     tupdesc: pg_sys::TupleDesc,
@@ -86,6 +91,10 @@ pub(super) unsafe fn row_of_slot<R>(
 
 /// Calls `visit(tuple, value)` for each row `snapshot` sees, in one sequential pass, right after
 /// its visibility check; stops when `visit` breaks.
+///
+/// # Safety
+///
+/// Inside a transaction; `rel` is open (with at least RowExclusiveLock, as the recheck holds).
 pub(super) unsafe fn for_each_row(
     rel: pg_sys::Relation,
     attnum: i32,

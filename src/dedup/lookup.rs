@@ -43,7 +43,7 @@ pub(super) fn finish() {
 }
 
 /// Runs `f` as `user`, like foreign-key checks do: with the table owner's rights and no forced RLS.
-pub(super) unsafe fn as_user<T>(user: Oid, f: impl FnOnce() -> T) -> T {
+unsafe fn as_user<T>(user: Oid, f: impl FnOnce() -> T) -> T {
     unsafe {
         let (mut saved_user, mut saved_context) = (Oid::INVALID, 0);
         pg_sys::GetUserIdAndSecContext(&mut saved_user, &mut saved_context);
@@ -56,7 +56,7 @@ pub(super) unsafe fn as_user<T>(user: Oid, f: impl FnOnce() -> T) -> T {
 }
 
 /// Runs `f` with sequential scans and JIT disabled for the statements it plans and runs.
-pub(super) unsafe fn with_index_lookups<T>(f: impl FnOnce() -> T) -> T {
+unsafe fn with_index_lookups<T>(f: impl FnOnce() -> T) -> T {
     unsafe {
         let level = pg_sys::NewGUCNestLevel();
         for (name, value) in [(c"enable_seqscan", c"off"), (c"jit", c"off")] {
@@ -77,6 +77,9 @@ pub(super) unsafe fn with_index_lookups<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// # Safety
+///
+/// In a backend, connected to SPI (`connect`).
 pub(super) unsafe fn prepare(text: &str, arg_types: &[Oid]) -> pg_sys::SPIPlanPtr {
     unsafe {
         let text = CString::new(text).expect("statement text has no NUL byte");
@@ -92,6 +95,9 @@ pub(super) unsafe fn prepare(text: &str, arg_types: &[Oid]) -> pg_sys::SPIPlanPt
     }
 }
 
+/// # Safety
+///
+/// Connected to SPI; `plan` came from [`prepare`] and `args`, `nulls` match its argument types.
 pub(super) unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[bool], limit: i64) -> i32 {
     unsafe {
         let nulls: Vec<c_char> = nulls.iter().map(|&n| if n { b'n' } else { b' ' } as c_char).collect();
@@ -102,7 +108,7 @@ pub(super) unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[
 /// The statement that finds the nearest row within `k` of `$1` (a simhash64) other than the row at
 /// `$2` (a tid), returning its key as text and its distance; with `verify`, only rows whose text
 /// is at least `min_similarity` similar to `$3` (a text), the most similar first, and the similarity.
-pub(super) unsafe fn lookup_statement(
+unsafe fn lookup_statement(
     rel: pg_sys::Relation,
     column: &str,
     k: u32,
@@ -139,7 +145,7 @@ pub(super) unsafe fn lookup_statement(
 /// `simhash_dedup_lookup(tbl, col, k [, verify, min_similarity, n])`: the statement the trigger
 /// runs for each row, to EXPLAIN it.
 #[pg_extern(sql = false)]
-pub(super) fn simhash_dedup_lookup(
+fn simhash_dedup_lookup(
     tbl: Option<Oid>,
     col: Option<&CStr>,
     k: Option<i32>,
@@ -187,6 +193,10 @@ pub(super) fn simhash_dedup_lookup(
 
 /// The nearest row within the radius (its key as text and its distance), other than `exclude`
 /// (the old version of an updated row).
+///
+/// # Safety
+///
+/// In a trigger call, connected to SPI; `rel` is the trigger's open relation.
 pub(super) unsafe fn find_near_duplicate(
     trigger_oid: Oid,
     rel: pg_sys::Relation,

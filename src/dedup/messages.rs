@@ -13,6 +13,10 @@ use crate::pg::names::{quote_identifier, relation_name};
 
 /// The violation of `error` (23505), named like a constraint's: the stored row's key (when the role
 /// may see it), the distance and the radius; `note` ends the DETAIL (empty, or a sentence).
+///
+/// # Safety
+///
+/// `rel` is an open relation.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn raise_near_duplicate(
     rel: pg_sys::Relation,
@@ -57,7 +61,7 @@ pub(super) unsafe fn raise_near_duplicate(
 
 /// A similarity as the DETAIL gives it: rounded down to three decimals, or every digit where
 /// that would read as below the threshold.
-pub(super) fn format_similarity(similarity: f64, threshold: f64) -> String {
+fn format_similarity(similarity: f64, threshold: f64) -> String {
     let floor = (similarity * 1000.0).floor() / 1000.0;
     if floor >= threshold || floor == similarity {
         let text = format!("{floor:.3}");
@@ -95,6 +99,9 @@ impl KeyColumns {
     }
 }
 
+/// # Safety
+///
+/// `rel` is an open relation.
 pub(super) unsafe fn key_columns(rel: pg_sys::Relation) -> KeyColumns {
     unsafe {
         let index_oid = pg_sys::RelationGetPrimaryKeyIndex(rel);
@@ -116,6 +123,10 @@ pub(super) unsafe fn key_columns(rel: pg_sys::Relation) -> KeyColumns {
 
 /// The new row's key as text, in the format of `KeyColumns::expression`; NULL without a primary
 /// key (a row has no ctid before it is stored).
+///
+/// # Safety
+///
+/// `rel` is an open relation and `row` a valid tuple of it.
 pub(super) unsafe fn row_key(rel: pg_sys::Relation, row: pg_sys::HeapTuple) -> Option<String> {
     unsafe {
         let key = key_columns(rel);
@@ -143,6 +154,10 @@ pub(super) unsafe fn row_key(rel: pg_sys::Relation, row: pg_sys::HeapTuple) -> O
 
 /// Whether the current role may see keys of the table's rows in messages (like a unique
 /// violation's DETAIL): it has SELECT on the table and row-level security does not apply.
+///
+/// # Safety
+///
+/// In a backend, inside a transaction.
 pub(super) unsafe fn key_readable(relid: Oid) -> bool {
     unsafe {
         pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), pg_sys::ACL_SELECT as _) == pg_sys::AclResult::ACLCHECK_OK
@@ -166,7 +181,7 @@ pub(super) unsafe fn key_if_visible(rel: pg_sys::Relation, tuple: pg_sys::HeapTu
 }
 
 /// Quotes one field the way record output does.
-pub(super) fn record_field(value: &str) -> String {
+fn record_field(value: &str) -> String {
     let needs_quotes =
         value.is_empty() || value.chars().any(|c| matches!(c, '"' | '\\' | '(' | ')' | ',') || c.is_ascii_whitespace());
     if !needs_quotes {
@@ -183,6 +198,9 @@ pub(super) fn record_field(value: &str) -> String {
     quoted
 }
 
+/// # Safety
+///
+/// `tuple` is a valid tuple described by `tupdesc`, and `attnum` one of its attributes.
 pub(super) unsafe fn column_value(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32) -> Option<u64> {
     unsafe { column_datum(tuple, tupdesc, attnum).map(|d| d.value() as u64) }
 }

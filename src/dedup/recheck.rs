@@ -40,6 +40,11 @@ use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
 
 /// Rechecks every remembered fingerprint; called just before the transaction commits or prepares.
+///
+/// # Safety
+///
+/// At pre-commit or pre-prepare of the current transaction (the transaction callback), where errors
+/// are still allowed.
 pub(super) unsafe fn recheck_all() {
     let pending: Vec<((Oid, Oid, String), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
     for ((relid, _, _), mut pending) in pending {
@@ -116,7 +121,7 @@ pub(super) unsafe fn recheck_all() {
 /// Whether one pass over the table costs less than looking up each pending fingerprint
 /// (`simhash_core::cost::one_pass_is_cheaper`), with the table's size as the planner knows it (at
 /// least 60 rows per block).
-pub(super) unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usize, k: u32) -> bool {
+unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usize, k: u32) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) as f64;
         let rows = f64::max((*(*rel).rd_rel).reltuples as f64, blocks * 60.0);
@@ -127,7 +132,7 @@ pub(super) unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, p
 /// The pending fingerprints that have a row of another transaction within k (committed or not),
 /// found in one pass over the table with a dirty snapshot. Rows of others written after the pass
 /// started may be missed: their writers recheck after writing them, and then see ours.
-pub(super) unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<u64> {
+unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<u64> {
     unsafe {
         let set = simhash_core::dedup::NearSet::new(pending.fingerprints.clone(), pending.k).expect("k was checked");
         let mut suspect = vec![false; pending.fingerprints.len()];
@@ -155,7 +160,7 @@ pub(super) struct Conflict {
 
 /// A row of this transaction with the fingerprint being rechecked, and its text's shingle set
 /// (with verification).
-pub(super) struct OwnRow {
+struct OwnRow {
     tid: pg_sys::ItemPointerData,
     /// Written by an UPDATE (a new version of a row): `skip` must not delete it at commit.
     updated: bool,
@@ -169,6 +174,11 @@ pub(super) struct OwnRow {
 /// Without verification there is at most one such row (the row trigger refused or skipped a second
 /// row at distance 0); with it, rows with the same fingerprint but dissimilar texts are each
 /// checked, and only writers of rows whose text is similar to one of them are waited for.
+///
+/// # Safety
+///
+/// At pre-commit (from [`recheck_all`]); `rel` is open with at least RowExclusiveLock and `indexes`
+/// are its segment B-trees.
 pub(super) unsafe fn recheck(
     rel: pg_sys::Relation,
     indexes: Option<[SegmentIndex; SEGMENTS]>,
@@ -299,11 +309,7 @@ pub(super) unsafe fn recheck(
 }
 
 /// Whether the row's text column is stored out of line (in the TOAST table).
-pub(super) unsafe fn text_is_out_of_line(
-    rel: pg_sys::Relation,
-    tuple: pg_sys::HeapTuple,
-    verify: Option<&Verify>,
-) -> bool {
+unsafe fn text_is_out_of_line(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: Option<&Verify>) -> bool {
     unsafe {
         let Some(verify) = verify else { return false };
         column_datum(tuple, (*rel).rd_att, verify.attnum)
@@ -312,7 +318,7 @@ pub(super) unsafe fn text_is_out_of_line(
 }
 
 /// The shingle set of the row's text column (empty when NULL: never similar).
-pub(super) unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Verify) -> ShingleSet {
+unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Verify) -> ShingleSet {
     unsafe {
         let Some(datum) = column_datum(tuple, (*rel).rd_att, verify.attnum) else {
             return ShingleSet::default();
@@ -331,7 +337,7 @@ pub(super) unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, v
 
 /// Whether this transaction wrote `tuple`. A frozen tuple keeps its (old) raw xmin, which after
 /// xid wraparound could equal one of ours: only a tuple whose inserter is not known committed can be.
-pub(super) unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
+unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
     unsafe {
         let header = (*tuple).t_data;
         (*header).t_infomask as u32 & pg_sys::HEAP_XMIN_COMMITTED == 0
@@ -342,7 +348,7 @@ pub(super) unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
 /// Whether the row `skip` would delete at commit can be deleted quietly: the table has no DELETE
 /// triggers (foreign keys that reference it are such triggers) and no rules, which a delete at
 /// commit, after the deferred triggers ran, would bypass.
-pub(super) unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
+unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
     unsafe {
         let triggers = (*rel).trigdesc;
         let delete_triggers = !triggers.is_null()
@@ -356,7 +362,7 @@ pub(super) unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
 }
 
 /// The commit-time violation of `error`: like the row trigger's, naming the concurrent row.
-pub(super) unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
+unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
     unsafe {
         let existing_key = key_if_visible(rel, conflict.existing);
         raise_near_duplicate(

@@ -8,6 +8,10 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::IntoDatum;
 
 /// Records a near-duplicate in the report table, as the current user.
+///
+/// # Safety
+///
+/// In a trigger call, connected to SPI; `trigger` is the current trigger.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn report(
     trigger_oid: Oid,

@@ -20,7 +20,7 @@ use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_
 
 /// What one transaction has done so far; cleared when it ends.
 #[derive(Default)]
-pub(super) struct TransactionState {
+struct TransactionState {
     /// Rows dropped by `skip`, per table, not yet reported by `simhash_dedup_notice()`.
     skipped: HashMap<Oid, (String, u64)>,
 }
@@ -43,14 +43,14 @@ thread_local! {
 
 #[unsafe(no_mangle)]
 #[doc(hidden)]
-pub(super) extern "C" fn pg_finfo_simhash_dedup_trigger() -> &'static pg_sys::Pg_finfo_record {
+pub extern "C" fn pg_finfo_simhash_dedup_trigger() -> &'static pg_sys::Pg_finfo_record {
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
 }
 
 #[unsafe(no_mangle)]
 #[doc(hidden)]
-pub(super) extern "C" fn pg_finfo_simhash_dedup_notice() -> &'static pg_sys::Pg_finfo_record {
+pub extern "C" fn pg_finfo_simhash_dedup_notice() -> &'static pg_sys::Pg_finfo_record {
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
 }
@@ -58,7 +58,7 @@ pub(super) extern "C" fn pg_finfo_simhash_dedup_notice() -> &'static pg_sys::Pg_
 /// The row trigger. Returns the row to store, or a NULL pointer to drop it (`skip`).
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub(super) unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
     unsafe {
         let data = trigger_data(fcinfo, "simhash_dedup_trigger");
         let event = (*data).tg_event;
@@ -166,7 +166,7 @@ pub(super) unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::Fun
 /// The statement trigger that reports, once per statement, how many rows `skip` dropped.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub(super) unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+pub unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
     unsafe {
         let data = trigger_data(fcinfo, "simhash_dedup_notice");
         let event = (*data).tg_event;
@@ -186,6 +186,9 @@ pub(super) unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::Func
     }
 }
 
+/// # Safety
+///
+/// `fcinfo` is the call's function call info.
 pub(super) unsafe fn trigger_data(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> *mut pg_sys::TriggerData {
     unsafe {
         let context = (*fcinfo).context;
@@ -204,13 +207,13 @@ pub(super) fn protocol_violation(message: &str) -> ! {
 /// are computed (the row holds NULL there), so a generated fingerprint column
 /// (`GENERATED ALWAYS AS (simhash(body)) STORED`) is computed here from its expression; `simhash()`
 /// keeps its last result, so PostgreSQL's own computation right after costs nothing more.
-pub(super) unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<u64> {
+unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<u64> {
     unsafe { new_datum(rel, row, attnum).map(|d| d.value() as u64) }
 }
 
 /// The column's datum in the row being written (computed from its expression for a stored
 /// generated column, see `new_value`); `None` if NULL.
-pub(super) unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<Datum> {
+unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<Datum> {
     unsafe {
         let tupdesc = (*rel).rd_att;
         let attr = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize)[attnum as usize - 1];
@@ -247,12 +250,7 @@ pub(super) unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, at
 }
 
 /// Whether the stored row's text column holds the same bytes as `new` (a text datum).
-pub(super) unsafe fn same_text(
-    old_row: pg_sys::HeapTuple,
-    tupdesc: pg_sys::TupleDesc,
-    attnum: i32,
-    new: Datum,
-) -> bool {
+unsafe fn same_text(old_row: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32, new: Datum) -> bool {
     unsafe {
         let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
         if old.value() == new.value() {
@@ -265,7 +263,7 @@ pub(super) unsafe fn same_text(
 }
 
 /// Once per trigger and backend: a WARNING when the column has no index the lookup can use.
-pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
+unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
     unsafe {
         if WARNED.with(|w| w.borrow().contains(&trigger_oid)) {
             return;
@@ -308,7 +306,7 @@ pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Re
 
 /// `simhash_indexed(tbl, col)`: whether radius lookups on the column can use an index.
 #[pg_extern(sql = false)]
-pub(super) fn simhash_indexed(tbl: Oid, col: &CStr, fcinfo: pg_sys::FunctionCallInfo) -> bool {
+fn simhash_indexed(tbl: Oid, col: &CStr, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     // `col` is a `name`: a NUL-terminated NameData, read as a C string.
     unsafe {
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);

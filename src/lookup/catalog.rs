@@ -31,6 +31,9 @@ pub(crate) struct ExtensionObjects {
 }
 
 impl ExtensionObjects {
+    /// # Safety
+    ///
+    /// In a backend, inside a transaction (it reads the system caches).
     pub(crate) unsafe fn lookup(schema: Oid) -> Option<Self> {
         unsafe {
             let simhash64 = simhash64_type(schema);
@@ -59,6 +62,9 @@ impl ExtensionObjects {
     }
 }
 
+/// # Safety
+///
+/// In a backend, inside a transaction (it reads the system caches).
 pub(crate) unsafe fn function_oid(schema: Oid, name: &CStr, arg_types: &[Oid]) -> Option<Oid> {
     unsafe {
         let args = pg_sys::buildoidvector(arg_types.as_ptr(), arg_types.len() as i32);
@@ -116,6 +122,11 @@ pub(crate) struct ColumnIndexes {
 
 impl ColumnIndexes {
     /// The indexes of column `attno` of table `relid` (`None` when the relation does not exist).
+    ///
+    /// # Safety
+    ///
+    /// In a backend, inside a transaction; the caller may hold any lock on the table (the indexes
+    /// are opened with AccessShareLock, kept to the end of the transaction, as the planner does).
     pub(crate) unsafe fn of(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<ColumnIndexes> {
         unsafe {
             let rel = pg_sys::RelationIdGetRelation(relid);

@@ -48,9 +48,9 @@ static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::Custom
 /// The custom private list of the path and the plan: the radius, then per segment the index oid and
 /// the fingerprint's attribute number in its tuples, then (path only) the functions whose calls mark
 /// the rewrite's candidate tests.
-pub(crate) const PRIVATE_RADIUS: usize = 0;
-pub(crate) const PRIVATE_INDEXES: usize = PRIVATE_RADIUS + 1;
-pub(crate) const PRIVATE_COLUMNS: usize = PRIVATE_INDEXES + SEGMENTS;
+const PRIVATE_RADIUS: usize = 0;
+const PRIVATE_INDEXES: usize = PRIVATE_RADIUS + 1;
+const PRIVATE_COLUMNS: usize = PRIVATE_INDEXES + SEGMENTS;
 pub(crate) const PRIVATE_CANDIDATE_FUNCTIONS: usize = PRIVATE_COLUMNS + SEGMENTS;
 
 #[pg_guard]

@@ -1,12 +1,13 @@
-//! The radius scan, planning half: an access path of our own for `fp <~> q <= k` that checks the distance inside
-//! the index, so the table is read only for rows that are really within `k`.
+//! The radius scan, planning half: an access path of our own for `fp <~> q <= k` that checks the
+//! distance inside the index, so the table is read only for rows that are really within `k`.
 //!
 //! With four covering B-trees `(simhash_segment(fp, n)) INCLUDE (fp)`, the BitmapOr of the planner
 //! rewrite still reads the table block of every candidate (every row that shares a probed segment
-//! value), though almost none is a match: at k = 9 over 10 million rows, some 80,000 candidates in
-//! 40,000 blocks for a handful of matches. This custom scan probes the same B-trees itself, reads the
-//! fingerprint from each index tuple (as an index-only scan would), and fetches from the table only
-//! the rows within `k`, sorted by block, where the whole WHERE clause is checked as usual.
+//! value), though almost none is a match: at k = 9 the candidates are about 4 x 137 / 65,536 of
+//! the table, spread over as many blocks, for a handful of matches. This custom scan probes the
+//! same B-trees itself, reads the fingerprint from each index tuple (as an index-only scan would),
+//! and fetches from the table only the rows within `k`, sorted by block, where the whole WHERE
+//! clause is checked as usual.
 //!
 //! The planner is offered it (set_rel_pathlist_hook) for a scan of a table whose restrictions hold
 //! the exact test the rewrite emits, `(fp <~> q)::integer <= k` with `k` from 0 to 11 and `q` free of

@@ -36,6 +36,11 @@ impl SegmentScan {
     /// Opens segment index `segment` (0..4) of `heap` for the entries that can be within `k` of
     /// `query` (`k` at most `MAX_PROBED_RADIUS`); when the index INCLUDEs the fingerprint
     /// (`column_in_index`), only entries within `k` are returned.
+    ///
+    /// # Safety
+    ///
+    /// In a backend, inside a transaction; `heap` is open and `snapshot` is valid for the life of
+    /// the scan; `k` is at most `MAX_PROBED_RADIUS`.
     pub(crate) unsafe fn begin(
         heap: pg_sys::Relation,
         segment_index: SegmentIndex,
@@ -75,6 +80,11 @@ impl SegmentScan {
 
     /// The TID of the next entry that can be within `k` (that is within `k` when the index holds
     /// the fingerprint), or `None` at the end.
+    ///
+    /// # Safety
+    ///
+    /// As for [`SegmentScan::begin`]; the returned TID points into the scan and is valid until the
+    /// next call.
     pub(crate) unsafe fn next(&mut self) -> Option<pg_sys::ItemPointer> {
         unsafe {
             loop {

@@ -30,6 +30,11 @@ use crate::pg::nodes::{
 
 /// The exact test `(distance)::integer <= radius`, the cast implicit (what [`match_exact_test`]
 /// looks for).
+///
+/// # Safety
+///
+/// In a backend, in the planner's memory context; `distance` is a valid expression node (it is
+/// copied).
 pub(crate) unsafe fn exact_test(distance: *mut Node, radius: u32) -> *mut Node {
     unsafe {
         let as_int4 = pg_sys::makeRelabelType(
@@ -45,6 +50,11 @@ pub(crate) unsafe fn exact_test(distance: *mut Node, radius: u32) -> *mut Node {
 
 /// For k <= 3: `simhash_segment(a, 0) = simhash_segment(b, 0) OR ... 3` (symmetric: it serves an
 /// index on either side).
+///
+/// # Safety
+///
+/// In a backend, in the planner's memory context; `a` and `b` are valid expression nodes (they are
+/// copied).
 pub(crate) unsafe fn segments_equal(a: *mut Node, b: *mut Node, ours: &ExtensionObjects) -> *mut Node {
     unsafe {
         let mut any_equal = PgList::<Node>::new();
@@ -56,6 +66,11 @@ pub(crate) unsafe fn segments_equal(a: *mut Node, b: *mut Node, ours: &Extension
 }
 
 /// `simhash_segment(probed, 0) = ANY(probes of other, 0) OR ... 3`.
+///
+/// # Safety
+///
+/// In a backend, in the planner's memory context; `probed` and `other` are valid expression nodes
+/// (they are copied).
 pub(crate) unsafe fn segment_candidates(
     probed: *mut Node,
     other: *mut Node,
@@ -73,6 +88,11 @@ pub(crate) unsafe fn segment_candidates(
 }
 
 /// `simhash_bands(probed) && band probes of other`.
+///
+/// # Safety
+///
+/// In a backend, in the planner's memory context; `probed` and `other` are valid expression nodes
+/// (they are copied).
 pub(crate) unsafe fn band_candidates(
     probed: *mut Node,
     other: *mut Node,
@@ -88,7 +108,7 @@ pub(crate) unsafe fn band_candidates(
 }
 
 /// `simhash_segment(x, n)`, folded to a constant when `x` is a constant.
-pub(crate) unsafe fn segment_of(x: *mut Node, n: i32, ours: &ExtensionObjects) -> *mut Node {
+unsafe fn segment_of(x: *mut Node, n: i32, ours: &ExtensionObjects) -> *mut Node {
     unsafe {
         if let Some(fp) = const_fingerprint(x) {
             let value = simhash_core::segment(fp, n).expect("n < SEGMENTS");
@@ -145,6 +165,10 @@ unsafe fn const_fingerprint(x: *mut Node) -> Option<u64> {
 
 /// The parts of an exact test as [`exact_test`] builds it: the distance function (to be checked
 /// against `hamming`), its two operands and the radius, which is one the probes can answer.
+///
+/// # Safety
+///
+/// `clause` points to a valid expression node, which is only read.
 pub(crate) unsafe fn match_exact_test(clause: *mut Node) -> Option<(Oid, *mut Node, *mut Node, u32)> {
     unsafe {
         if (*clause).type_ != NodeTag::T_OpExpr || (*(clause as *mut pg_sys::OpExpr)).opno != Oid::from(INT4_LE.0) {
@@ -166,6 +190,10 @@ pub(crate) unsafe fn match_exact_test(clause: *mut Node) -> Option<(Oid, *mut No
 }
 
 /// An OR of `simhash_segment(...) = ...` / `= ANY(...)`, or `simhash_bands(...) && ...`.
+///
+/// # Safety
+///
+/// `clause` points to a valid expression node, which is only read.
 pub(crate) unsafe fn is_candidate_test(clause: *mut Node, functions: &[Oid; 2]) -> bool {
     unsafe {
         let starts_with_call = |node: *mut Node| {

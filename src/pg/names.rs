@@ -4,6 +4,9 @@ use std::ffi::{CStr, CString};
 
 use pgrx::pg_sys::{self, Oid};
 
+/// # Safety
+///
+/// In a backend; `type_oid` is an existing type.
 pub(crate) unsafe fn type_name(type_oid: Oid) -> String {
     unsafe { CStr::from_ptr(pg_sys::format_type_be(type_oid)).to_string_lossy().into_owned() }
 }
@@ -17,6 +20,10 @@ pub(crate) unsafe fn trigger_name(trigger: *const pg_sys::Trigger) -> String {
 }
 
 /// `schema.name`, each part quoted where needed.
+///
+/// # Safety
+///
+/// In a backend, inside a transaction; `relid` is an existing relation.
 pub(crate) unsafe fn qualified_name(relid: Oid) -> String {
     unsafe {
         let schema = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));

@@ -16,6 +16,9 @@ pub(crate) const INT4_EQ: BuiltinOperator = (pg_sys::Int4EqualOperator, pg_sys::
 pub(crate) const INT4_LE: BuiltinOperator = (523, pg_sys::F_INT4LE);
 pub(crate) const ARRAY_OVERLAP: BuiltinOperator = (pg_sys::OID_ARRAY_OVERLAP_OP, pg_sys::F_ARRAYOVERLAP);
 
+/// # Safety
+///
+/// In a backend; any `funcid` (an unknown one gives `None`).
 pub(crate) unsafe fn func_name(funcid: Oid) -> Option<String> {
     unsafe {
         let name = pg_sys::get_func_name(funcid);
@@ -45,6 +48,10 @@ pub(crate) unsafe fn const_integer(node: *mut Node) -> Option<i64> {
 }
 
 /// The function and argument list of a function call or operator expression.
+///
+/// # Safety
+///
+/// `node` points to a valid expression node, which is only read.
 pub(crate) unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)> {
     unsafe {
         match (*node).type_ {
@@ -64,6 +71,9 @@ pub(crate) unsafe fn call_of(node: *mut Node) -> Option<(Oid, *mut pg_sys::List)
     }
 }
 
+/// # Safety
+///
+/// `node` points to a valid expression node, which is only read.
 pub(crate) unsafe fn strip_relabel(mut node: *mut Node) -> *mut Node {
     unsafe {
         while (*node).type_ == NodeTag::T_RelabelType {
@@ -84,6 +94,10 @@ pub(crate) unsafe fn is_param_or_const(node: *mut Node) -> bool {
     }
 }
 
+/// # Safety
+///
+/// In a backend, in the memory context the new node is to live in (it is palloc'd); `args` are
+/// valid nodes the new call takes over.
 pub(crate) unsafe fn function_call(funcid: Oid, result_type: Oid, args: PgList<Node>) -> *mut Node {
     unsafe {
         pg_sys::makeFuncExpr(
@@ -99,6 +113,11 @@ pub(crate) unsafe fn function_call(funcid: Oid, result_type: Oid, args: PgList<N
 }
 
 /// `left OP right`, with the operator's function filled in (the planner expects it set).
+///
+/// # Safety
+///
+/// In a backend, in the memory context the new node is to live in; `left` and `right` are valid
+/// nodes the new expression takes over.
 pub(crate) unsafe fn operator_call((opno, funcid): BuiltinOperator, left: *mut Node, right: *mut Node) -> *mut Node {
     unsafe {
         let call = pg_sys::make_opclause(
@@ -116,6 +135,11 @@ pub(crate) unsafe fn operator_call((opno, funcid): BuiltinOperator, left: *mut N
 }
 
 /// `left = ANY(right)` for an int4 and an int4[].
+///
+/// # Safety
+///
+/// In a backend, in the memory context the new node is to live in; `left` and `right` are valid
+/// nodes the new expression takes over.
 pub(crate) unsafe fn int4_equal_any(left: *mut Node, right: *mut Node) -> *mut Node {
     unsafe {
         let mut args = PgList::<Node>::new();
@@ -131,6 +155,9 @@ pub(crate) unsafe fn int4_equal_any(left: *mut Node, right: *mut Node) -> *mut N
     }
 }
 
+/// # Safety
+///
+/// In a backend, in the memory context the new constant is to live in.
 pub(crate) unsafe fn int4_array_const(values: impl Iterator<Item = i32>) -> *mut Node {
     unsafe {
         let datums: Vec<Datum> = values.map(Datum::from).collect();
@@ -146,6 +173,9 @@ pub(crate) unsafe fn int4_array_const(values: impl Iterator<Item = i32>) -> *mut
     }
 }
 
+/// # Safety
+///
+/// In a backend, in the memory context the new constant is to live in.
 pub(crate) unsafe fn int4_const(value: i32) -> *mut pg_sys::Const {
     unsafe { pg_sys::makeConst(pg_sys::INT4OID, -1, Oid::INVALID, 4, Datum::from(value), false, true) }
 }
@@ -158,6 +188,10 @@ pub(crate) unsafe fn integer(value: i32) -> *mut Node {
     unsafe { pg_sys::makeInteger(value).cast() }
 }
 
+/// # Safety
+///
+/// `list` holds `Integer` nodes at least up to `i` (the custom private lists built by the radius
+/// scan).
 pub(crate) unsafe fn integer_at(list: &PgList<Node>, i: usize) -> i32 {
     unsafe { (*(list.get_ptr(i).expect("custom private list") as *mut pg_sys::Integer)).ival }
 }
