@@ -568,6 +568,28 @@ END $$;
 -- ---------------------------------------------------------------------------------------------
 
 COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simhash64 values (0..64)';
+COMMENT ON OPERATOR < (simhash64, simhash64) IS 'less than, in unsigned order (as the hex text sorts)';
+COMMENT ON OPERATOR <= (simhash64, simhash64) IS 'less than or equal, in unsigned order';
+COMMENT ON OPERATOR > (simhash64, simhash64) IS 'greater than, in unsigned order';
+COMMENT ON OPERATOR >= (simhash64, simhash64) IS 'greater than or equal, in unsigned order';
+COMMENT ON OPERATOR = (simhash64, simhash64) IS 'equal';
+COMMENT ON OPERATOR <> (simhash64, simhash64) IS 'not equal';
+COMMENT ON OPERATOR <= (simhash_distance, integer) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, integer) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (integer, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (integer, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR <= (simhash_distance, bigint) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, bigint) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (bigint, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (bigint, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR <= (simhash_distance, smallint) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, smallint) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (smallint, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (smallint, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR <= (simhash_distance, simhash_distance) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, simhash_distance) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (simhash_distance, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (simhash_distance, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
 -- The type's support functions and the radius comparisons: internal, called through the type and
 -- its operators; commented so that \df+ explains every object of the extension.
 COMMENT ON FUNCTION simhash64_in(cstring) IS 'input function of simhash64 (16 hexadecimal digits); internal';
