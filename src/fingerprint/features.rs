@@ -4,9 +4,9 @@
 
 use pgrx::prelude::*;
 
+use super::simhash64::SimHash64;
 use super::text::{text_as_utf8, utf8_to_server};
 use crate::pg::errors::raise;
-use crate::SimHash64;
 use simhash_core::fingerprint::{integer_weight, VoteTotals};
 
 fn bad_weight(weight: f64) -> ! {

@@ -7,8 +7,8 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use super::simhash64::SimHash64;
 use crate::pg::errors::raise;
-use crate::SimHash64;
 
 /// The last text one text -> fingerprint function fingerprinted in this backend, with which
 /// parameter, and the result.

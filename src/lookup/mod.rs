@@ -31,7 +31,12 @@ mod probes;
 mod radius_exec;
 mod radius_path;
 pub(crate) mod segment_scan;
+mod settings;
 mod shape;
 mod support;
 
-pub(crate) use radius_path::init;
+/// Defines the settings and installs the radius scan's planner hook; called from `_PG_init`.
+pub(crate) fn init() {
+    settings::define();
+    radius_path::init();
+}

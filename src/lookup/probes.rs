@@ -4,8 +4,8 @@
 
 use pgrx::prelude::*;
 
+use crate::fingerprint::simhash64::SimHash64;
 use crate::pg::errors::raise;
-use crate::SimHash64;
 
 fn check_segment_radius(radius: i32) -> u32 {
     if !(0..=3).contains(&radius) {

@@ -61,7 +61,7 @@ unsafe extern "C-unwind" fn set_rel_pathlist(
         if let Some(Some(previous)) = PREVIOUS_HOOK.get() {
             previous(root, rel, rti, rte);
         }
-        if crate::ENABLE_RADIUS_SCAN.get() {
+        if super::settings::ENABLE_RADIUS_SCAN.get() {
             offer_path(root, rel, rte);
         }
     }

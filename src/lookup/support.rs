@@ -40,7 +40,10 @@ fn simhash_distance_support(request: Internal) -> Internal {
 /// The rewrite, or `None` to leave the expression alone.
 unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
     unsafe {
-        if node.is_null() || (*node).type_ != NodeTag::T_SupportRequestSimplify || !crate::ENABLE_REWRITE.get() {
+        if node.is_null()
+            || (*node).type_ != NodeTag::T_SupportRequestSimplify
+            || !super::settings::ENABLE_REWRITE.get()
+        {
             return None;
         }
         let request = node as *mut pg_sys::SupportRequestSimplify;
