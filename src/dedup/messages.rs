@@ -104,7 +104,7 @@ impl KeyColumns {
 /// `rel` is an open relation.
 pub(super) unsafe fn key_columns(rel: pg_sys::Relation) -> KeyColumns {
     unsafe {
-        let index_oid = pg_sys::RelationGetPrimaryKeyIndex(rel);
+        let index_oid = crate::pg::compat::primary_key_index(rel);
         let mut key = KeyColumns { attnums: Vec::new(), names: Vec::new() };
         if index_oid == Oid::INVALID {
             return key;
@@ -112,7 +112,7 @@ pub(super) unsafe fn key_columns(rel: pg_sys::Relation) -> KeyColumns {
         let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
         let form = (*index).rd_index;
         for &attnum in (*form).indkey.values.as_slice((*form).indnkeyatts as usize) {
-            let attr = (*(*rel).rd_att).attrs.as_slice((*(*rel).rd_att).natts as usize)[attnum as usize - 1];
+            let attr = crate::pg::compat::tuple_desc_attr((*rel).rd_att, attnum as usize - 1);
             key.attnums.push(attnum as i32);
             key.names.push(CStr::from_ptr(attr.attname.data.as_ptr()).to_string_lossy().into_owned());
         }

@@ -216,7 +216,7 @@ unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
 unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<Datum> {
     unsafe {
         let tupdesc = (*rel).rd_att;
-        let attr = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize)[attnum as usize - 1];
+        let attr = crate::pg::compat::tuple_desc_attr(tupdesc, attnum as usize - 1);
         if attr.attgenerated as u8 != pg_sys::ATTRIBUTE_GENERATED_STORED {
             return column_datum(row, tupdesc, attnum);
         }

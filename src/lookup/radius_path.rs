@@ -264,7 +264,7 @@ unsafe fn radius_test_of(
             }
             let outer = pg_sys::pull_varnos(root, query);
             if !pg_sys::bms_is_member(relid as i32, outer) {
-                let outer = if pg_sys::bms_is_empty(outer) { null_mut() } else { outer };
+                let outer = if crate::pg::compat::bms_is_empty(outer) { null_mut() } else { outer };
                 return Some(RadiusTest { ours, column: var.cast(), query, radius, outer });
             }
         }
@@ -312,12 +312,7 @@ unsafe extern "C-unwind" fn reparameterize_by_child(
         let mut private = PgList::<Node>::new();
         for (i, node) in PgList::<Node>::from_pg(custom_private).iter_ptr().enumerate() {
             private.push(if i == PRIVATE_CANDIDATE_FUNCTIONS + 2 {
-                pg_sys::adjust_appendrel_attrs_multilevel(
-                    root,
-                    node,
-                    (*child_rel).relids,
-                    (*child_rel).top_parent_relids,
-                )
+                crate::pg::compat::adjust_to_child(root, node, child_rel)
             } else {
                 node
             });

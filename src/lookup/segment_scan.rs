@@ -51,7 +51,7 @@ impl SegmentScan {
     ) -> SegmentScan {
         unsafe {
             let index = pg_sys::index_open(segment_index.oid, pg_sys::AccessShareLock as i32);
-            let scan = pg_sys::index_beginscan(heap, index, snapshot, 2, 0);
+            let scan = crate::pg::compat::index_beginscan(heap, index, snapshot, 2, 0);
             let fingerprint = segment_index.column_in_index.map(|attno| {
                 // Index tuples with their included fingerprint, as for an index-only scan.
                 (*scan).xs_want_itup = true;
@@ -170,9 +170,9 @@ impl Drop for SegmentScan {
 /// attribute is an 8-byte pass-by-value datum.
 unsafe fn fixed_offset(desc: pg_sys::TupleDesc, column: usize) -> Option<usize> {
     unsafe {
-        let attributes = (*desc).attrs.as_slice((*desc).natts as usize);
         let mut offset: usize = 0;
-        for (i, attribute) in attributes.iter().enumerate().take(column + 1) {
+        for i in 0..((*desc).natts as usize).min(column + 1) {
+            let attribute = crate::pg::compat::tuple_desc_attr(desc, i);
             if attribute.attlen <= 0 {
                 return None;
             }

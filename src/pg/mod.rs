@@ -1,7 +1,9 @@
-//! Small PostgreSQL helpers the subsystems share: errors with SQLSTATEs (`errors`), planner nodes
-//! read and built (`nodes`), catalog names for messages (`names`) and table positions (`tid`).
+//! Small PostgreSQL helpers the subsystems share: what differs between PostgreSQL majors
+//! (`compat`), errors with SQLSTATEs (`errors`), planner nodes read and built (`nodes`), catalog
+//! names for messages (`names`) and table positions (`tid`).
 //! Nothing here knows about fingerprints.
 
+pub(crate) mod compat;
 pub(crate) mod errors;
 pub(crate) mod names;
 pub(crate) mod nodes;

@@ -1,0 +1,91 @@
+//! The differences between the PostgreSQL majors this extension builds for (15 and 18), in one
+//! place: everywhere else calls these.
+
+use pgrx::pg_sys::{self, Node, Oid};
+
+/// Attribute `i` (0-based) of a tuple descriptor, PostgreSQL's `TupleDescAttr`.
+///
+/// # Safety
+///
+/// `desc` is a valid tuple descriptor with more than `i` attributes.
+pub(crate) unsafe fn tuple_desc_attr(desc: pg_sys::TupleDesc, i: usize) -> pg_sys::FormData_pg_attribute {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let attributes = (*desc).attrs.as_ptr();
+        // Since 18 the full attributes follow the array of compact ones.
+        #[cfg(feature = "pg18")]
+        let attributes =
+            (*desc).compact_attrs.as_ptr().add((*desc).natts as usize).cast::<pg_sys::FormData_pg_attribute>();
+        *attributes.add(i)
+    }
+}
+
+/// Whether a set is empty. (Since 16 an empty set is always NULL, and `bms_is_empty` a macro.)
+///
+/// # Safety
+///
+/// `set` is NULL or a valid set.
+pub(crate) unsafe fn bms_is_empty(set: *const pg_sys::Bitmapset) -> bool {
+    #[cfg(feature = "pg15")]
+    return unsafe { pg_sys::bms_is_empty(set) };
+    #[cfg(feature = "pg18")]
+    return set.is_null();
+}
+
+/// `index_beginscan` without instrumentation (an argument since 18).
+///
+/// # Safety
+///
+/// As for `index_beginscan`: open relations and a snapshot valid for the scan.
+pub(crate) unsafe fn index_beginscan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: i32,
+    norderbys: i32,
+) -> pg_sys::IndexScanDesc {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::index_beginscan(heap, index, snapshot, nkeys, norderbys);
+        #[cfg(feature = "pg18")]
+        return pg_sys::index_beginscan(heap, index, snapshot, std::ptr::null_mut(), nkeys, norderbys);
+    }
+}
+
+/// The table's primary key index, or InvalidOid; a deferrable primary key is not one (as the row
+/// of a deferred key may not be unique yet; 18 asks, 15 never returns it).
+///
+/// # Safety
+///
+/// `rel` is an open relation.
+pub(crate) unsafe fn primary_key_index(rel: pg_sys::Relation) -> Oid {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::RelationGetPrimaryKeyIndex(rel);
+        #[cfg(feature = "pg18")]
+        return pg_sys::RelationGetPrimaryKeyIndex(rel, false);
+    }
+}
+
+/// `node`, an expression of `child_rel`'s top parent, in terms of `child_rel` (partitionwise joins).
+///
+/// # Safety
+///
+/// In the planner: `root` and `child_rel` are valid, `node` is an expression of the top parent.
+pub(crate) unsafe fn adjust_to_child(
+    root: *mut pg_sys::PlannerInfo,
+    node: *mut Node,
+    child_rel: *mut pg_sys::RelOptInfo,
+) -> *mut Node {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::adjust_appendrel_attrs_multilevel(
+            root,
+            node,
+            (*child_rel).relids,
+            (*child_rel).top_parent_relids,
+        );
+        #[cfg(feature = "pg18")]
+        return pg_sys::adjust_appendrel_attrs_multilevel(root, node, child_rel, (*child_rel).top_parent);
+    }
+}
