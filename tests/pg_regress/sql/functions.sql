@@ -63,4 +63,6 @@ FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass 
 WHERE e.extname = 'simhash' AND d.deptype = 'e'
   AND d.classid IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_operator'::regclass)
   AND obj_description(d.objid, d.classid::regclass::text) IS NULL
+  -- (array types, which PostgreSQL 18 also records as members of the extension)
+  AND NOT EXISTS (SELECT FROM pg_type t WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid AND t.typelem <> 0)
 ORDER BY 1;

@@ -19,7 +19,7 @@ SELECT id FROM rs WHERE fp <~> :'q' <= 11 ORDER BY id;
 -- Index tuples checked versus rows read from the table. (At k = 8 the 548 probes cost more than
 -- reading this small table; the planner would scan it.)
 SET enable_seqscan = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM rs WHERE fp <~> :'q' <= 8;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, BUFFERS OFF) SELECT id FROM rs WHERE fp <~> :'q' <= 8;
 RESET enable_seqscan;
 
 -- Other restrictions are checked on the fetched rows; projections and LIMIT work as usual.

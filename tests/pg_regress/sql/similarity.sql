@@ -72,7 +72,7 @@ WHERE fp <~> minhash64(:'q') <= 11 AND simhash_similarity(body, :'q') > :s ORDER
 SET plan_cache_mode = force_generic_plan;
 PREPARE verified_ids(text, float8) AS
 SELECT id FROM vdocs WHERE fp <~> minhash64($1) <= 11 AND simhash_similarity(body, $1) >= $2;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE verified_ids(:'q', 0.95);
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, BUFFERS OFF) EXECUTE verified_ids(:'q', 0.95);
 EXECUTE verified(:'q', 0.8);
 RESET plan_cache_mode;
 -- Verified lookups at every radius and three thresholds return exactly what a sequential scan

@@ -60,8 +60,10 @@ SELECT count(*) FROM (SELECT fp, count(*) FROM fps GROUP BY fp) g;
 RESET enable_sort;
 SET enable_mergejoin = off;
 SET enable_nestloop = off;
-EXPLAIN (COSTS OFF) SELECT count(*) FROM fps a JOIN fps b ON a.fp = b.fp;
-SELECT count(*) FROM fps a JOIN fps b ON a.fp = b.fp;
+-- (Two tables: PostgreSQL 18 may remove a join of a table with itself.)
+CREATE TABLE fps_copy AS SELECT * FROM fps;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM fps a JOIN fps_copy b ON a.fp = b.fp;
+SELECT count(*) FROM fps a JOIN fps_copy b ON a.fp = b.fp;
 RESET enable_mergejoin;
 RESET enable_nestloop;
 SET enable_seqscan = off;
