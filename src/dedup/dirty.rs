@@ -45,13 +45,16 @@ pub(super) unsafe fn for_each_within(
         'segments: for (n, segment_index) in indexes.into_iter().enumerate() {
             let mut scan = SegmentScan::begin(rel, segment_index, n as i32, snapshot, fp, k);
             // index_getnext_slot, with the distance checked on the index tuple first (SegmentScan).
+            // A dirty snapshot can see several versions of a HOT chain: the fetch then asks to be
+            // called again for the same TID (xs_heap_continue, read only after a fetch set it).
+            let mut heap_continue = false;
             loop {
-                if !(*scan.scan()).xs_heap_continue && scan.next().is_none() {
+                if !heap_continue && scan.next().is_none() {
                     break;
                 }
-                if pg_sys::index_fetch_heap(scan.scan(), slot)
-                    && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break()
-                {
+                let found = pg_sys::index_fetch_heap(scan.scan(), slot);
+                heap_continue = (*scan.scan()).xs_heap_continue;
+                if found && row_of_slot(slot, attnum, (*rel).rd_att, &mut near).is_break() {
                     break 'segments;
                 }
             }
