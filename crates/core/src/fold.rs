@@ -180,25 +180,44 @@ impl Converter {
 
     /// Appends the conversion of `text` to `out`: unchanged stretches are copied as they are.
     fn convert(&self, text: &[char], out: &mut Vec<char>) {
+        let converted = self.convert_unless_changed_by(None, text, out);
+        debug_assert!(converted);
+    }
+
+    /// Whether this converter may change something at a character `c` followed by the character
+    /// whose [`pair_bit`] with it is `pair`: it has a replacement, or a phrase may start there.
+    /// From three bitmaps in the L1 cache, without a branch on either answer (characters outside
+    /// the BMP are always looked up).
+    #[inline]
+    fn may_change(&self, c: char, pair: usize) -> bool {
+        let word = |bits: &[u64], bit: usize| bits[bit / 64] >> (bit % 64);
+        let code = c as usize & 0xFFFF;
+        (c as u32) >= 0x10000
+            || (word(&self.bmp_replaced, code) | (word(&self.bmp_starts, code) & word(&self.phrase_pairs, pair))) & 1
+                != 0
+    }
+
+    /// [`Converter::convert`], unless `first` would change `text` somewhere: then `false`, with
+    /// `out` partly written. So the second of two conversions runs in the same pass as the check
+    /// that the first has nothing to do (Simplified text has no Traditional character or phrase),
+    /// where the first's output would be `text` itself.
+    fn convert_unless_changed_by(&self, first: Option<&Converter>, text: &[char], out: &mut Vec<char>) -> bool {
+        let pair_at = |j: usize| pair_bit(text[j], text.get(j + 1).copied().unwrap_or('\0'));
         let mut copied = 0; // text[..copied] is done
         let mut i = 0;
         'next: while i < text.len() {
             let c = text[i];
-            // Most characters neither change nor start a phrase with the next one: tell so from
-            // three bitmaps in the L1 cache, without a branch on either answer.
-            let next = text.get(i + 1).copied().unwrap_or('\0');
-            let (code, pair) = (c as usize & 0xFFFF, pair_bit(c, next));
-            let word = |bits: &[u64], bit: usize| bits[bit / 64] >> (bit % 64);
-            if (c as u32) < 0x10000
-                && (word(&self.bmp_replaced, code) | (word(&self.bmp_starts, code) & word(&self.phrase_pairs, pair)))
-                    & 1
-                    == 0
-            {
+            let pair = pair_at(i);
+            if first.is_some_and(|f| f.may_change(c, pair)) {
+                return false;
+            }
+            // Most characters neither change nor start a phrase with the next one.
+            if !self.may_change(c, pair) {
                 i += 1;
                 continue;
             }
             let (replacement, longest) = self.lookup(c);
-            if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.phrase_pairs, pair_bit(c, text[i + 1])) {
+            if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.phrase_pairs, pair) {
                 // The lengths of the prefixes of text[i..] whose hash bit is set (bit `len` of
                 // `lengths`), then the longest of them that is a phrase.
                 let mut lengths = 0u64;
@@ -212,6 +231,10 @@ impl Converter {
                     let len = 63 - lengths.leading_zeros() as usize;
                     lengths &= !(1 << len);
                     if let Some(value) = self.phrases.get(&text[i..i + len]) {
+                        // The rest of the phrase must be left alone by `first` too.
+                        if first.is_some_and(|f| (i + 1..i + len).any(|j| f.may_change(text[j], pair_at(j)))) {
+                            return false;
+                        }
                         out.extend_from_slice(&text[copied..i]);
                         out.extend_from_slice(value);
                         i += len;
@@ -228,6 +251,7 @@ impl Converter {
             i += 1;
         }
         out.extend_from_slice(&text[copied..]);
+        true
     }
 }
 
@@ -302,9 +326,14 @@ pub(crate) fn fold_chars(text: &str) -> Vec<char> {
     if !folded.iter().any(|&c| c as u32 >= 0x2E80) {
         return folded;
     }
+    // Text without Traditional characters or phrases (most Chinese text here) in one pass.
+    let mut out = Vec::with_capacity(folded.len());
+    if VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &folded, &mut out) {
+        return out;
+    }
     let mut step = Vec::with_capacity(folded.len());
     CHARACTERS.convert(&folded, &mut step);
-    let mut out = Vec::with_capacity(step.len());
+    out.clear();
     VOCABULARY.convert(&step, &mut out);
     out
 }
@@ -500,6 +529,55 @@ mod tests {
                 | u64::from(is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes) << 11);
         }
         assert_eq!(digest, 352_621_001_077_749_215, "Unicode tables changed: fingerprints of some texts may change");
+    }
+
+    /// The one-pass conversion of text the Traditional step leaves alone gives what the two steps
+    /// give, and it gives up on text that step would change.
+    #[test]
+    fn one_pass_conversion_equals_two_steps() {
+        let two_steps = |text: &[char]| {
+            let mut step = Vec::new();
+            CHARACTERS.convert(text, &mut step);
+            let mut out = Vec::new();
+            VOCABULARY.convert(&step, &mut out);
+            (step == text, out)
+        };
+        let mut texts: Vec<String> = [
+            "这个程式读取档案",
+            "哈萨克斯坦和尼日利亚",
+            "軟體開發",
+            "海量网页去重",
+            "a型肝炎和b型肝炎",
+            "资讯科技",
+            "程序设计",
+            "𠮷野家的程式",
+            "中文 English 混合的資料庫",
+            "",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        for (k, v) in [include_str!("../data/opencc/TWPhrasesRev.txt"), include_str!("../data/opencc/TSPhrases.txt")]
+            .into_iter()
+            .flat_map(opencc_pairs)
+            .step_by(7)
+        {
+            texts.push(format!("前{k}后{v}。{k}{k}"));
+            texts.push(fold(&format!("{v}的{k}")));
+        }
+        let mut one_pass = 0;
+        for text in &texts {
+            let chars: Vec<char> = fold_without_script(text).chars().collect();
+            let (unchanged_by_first, expected) = two_steps(&chars);
+            let mut out = Vec::new();
+            let done = VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &chars, &mut out);
+            if done {
+                one_pass += 1;
+                assert!(unchanged_by_first, "{text}");
+                assert_eq!(out, expected, "{text}");
+            }
+        }
+        assert!(one_pass > texts.len() / 4, "only {one_pass} of {} texts took one pass", texts.len());
     }
 
     /// Folding is a normal form: folding again changes nothing, and both sides of OpenCC's Taiwan
