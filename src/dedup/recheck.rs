@@ -34,7 +34,7 @@ use simhash_core::shingles::{Overlap, ShingleSet};
 use super::config::Verify;
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
-use super::pending::{Pending, PENDING};
+use super::pending::{written_by_this_transaction, Pending, PENDING};
 use crate::lookup::catalog::SegmentIndex;
 use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
@@ -70,9 +70,9 @@ pub(super) unsafe fn recheck_all() {
             for &fp in &suspects {
                 pg_sys::check_for_interrupts!();
                 for conflict in recheck(rel, indexes, &pending, fp) {
-                    // `skip` drops an inserted row; an updated one would be lost with its old
-                    // version (deleting the new version deletes the row), so it fails instead.
-                    let skip = pending.skip && !conflict.own_row_updated;
+                    // `skip` drops an inserted row; an updated older one would be lost (deleting
+                    // its new version deletes the row), so it fails instead.
+                    let skip = pending.skip && !pending.updated_older_rows.contains(&fp);
                     if skip && !quiet_delete_allowed(rel) {
                         raise(
                             PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -138,7 +138,7 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<
         let mut suspect = vec![false; pending.fingerprints.len()];
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value| {
-            if let Some(value) = value.filter(|_| !is_own_row(tuple)) {
+            if let Some(value) = value.filter(|_| !written_by_this_transaction(tuple)) {
                 set.for_each_near(value, &mut |i| suspect[i] = true);
             }
             ControlFlow::Continue(())
@@ -150,7 +150,6 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<
 /// A stored row of this transaction with a committed near-duplicate of another transaction.
 pub(super) struct Conflict {
     own_row: pg_sys::ItemPointerData,
-    own_row_updated: bool,
     distance: u32,
     /// A copy of the other row.
     existing: pg_sys::HeapTuple,
@@ -162,8 +161,6 @@ pub(super) struct Conflict {
 /// (with verification).
 struct OwnRow {
     tid: pg_sys::ItemPointerData,
-    /// Written by an UPDATE (a new version of a row): `skip` must not delete it at commit.
-    updated: bool,
     text: Option<ShingleSet>,
 }
 
@@ -224,11 +221,10 @@ pub(super) unsafe fn recheck(
                     } else if writers.is_empty() {
                         writers.push((xwait, tid, None));
                     }
-                } else if is_own_row(tuple) {
+                } else if written_by_this_transaction(tuple) {
                     // Our own rows were checked against each other by the row trigger.
                     if value == fp && (verify.is_some() || own.is_empty()) {
-                        let updated = u32::from((*(*tuple).t_data).t_infomask) & pg_sys::HEAP_UPDATED != 0;
-                        own.push(OwnRow { tid, updated, text: text() });
+                        own.push(OwnRow { tid, text: text() });
                     }
                 } else if verify.is_some() {
                     others.push((distance, pg_sys::heap_copytuple(tuple), text()));
@@ -289,13 +285,7 @@ pub(super) unsafe fn recheck(
                     .min_by(|a, b| b.2.unwrap_or(0.0).total_cmp(&a.2.unwrap_or(0.0)).then(a.1.cmp(&b.1)));
                 if let Some((i, distance, similarity)) = best {
                     kept[i] = true;
-                    conflicts.push(Conflict {
-                        own_row: o.tid,
-                        own_row_updated: o.updated,
-                        distance,
-                        existing: others[i].1,
-                        similarity,
-                    });
+                    conflicts.push(Conflict { own_row: o.tid, distance, existing: others[i].1, similarity });
                 }
             }
             for (i, (_, tuple, _)) in others.into_iter().enumerate() {
@@ -332,16 +322,6 @@ unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Ver
             pg_sys::pfree(text.cast());
         }
         set
-    }
-}
-
-/// Whether this transaction wrote `tuple`. A frozen tuple keeps its (old) raw xmin, which after
-/// xid wraparound could equal one of ours: only a tuple whose inserter is not known committed can be.
-unsafe fn is_own_row(tuple: pg_sys::HeapTuple) -> bool {
-    unsafe {
-        let header = (*tuple).t_data;
-        (*header).t_infomask as u32 & pg_sys::HEAP_XMIN_COMMITTED == 0
-            && pg_sys::TransactionIdIsCurrentTransactionId((*header).t_choice.t_heap.t_xmin)
     }
 }
 

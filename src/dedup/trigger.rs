@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::config::{read_config, Action, Config};
 use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
-use super::pending::{remember, Pending};
+use super::pending::{remember, updates_older_row, Pending};
 use super::report::report;
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_name};
@@ -114,7 +114,8 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 // Keyed by the configuration too: a trigger replaced in the transaction (same OID)
                 // rechecks each row under the settings that let it through.
                 let key = format!("{}/{}/{:?}/{:?}", config.attnum, config.k, config.action, config.verify);
-                remember(relid, trigger_oid, key, fp, || Pending {
+                let older = old_row.is_some_and(|t| updates_older_row(t));
+                remember(relid, trigger_oid, key, fp, older, || Pending {
                     schema,
                     attnum: config.attnum,
                     column: config.column.clone(),
@@ -123,6 +124,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     trigger_name: trigger_name(trigger),
                     verify: config.verify.clone(),
                     fingerprints: Vec::new(),
+                    updated_older_rows: Default::default(),
                 });
             }
             return Datum::from(row);

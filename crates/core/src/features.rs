@@ -31,6 +31,7 @@ pub fn preload() {
     LazyLock::force(&JIEBA);
     LazyLock::force(&TFIDF);
     crate::fold::preload();
+    crate::shingles::preload();
 }
 
 /// Every keyword of `text` (not folded) with its integer weight, heaviest first, ties by text.

@@ -580,6 +580,22 @@ mod tests {
         assert!(one_pass > texts.len() / 4, "only {one_pass} of {} texts took one pass", texts.len());
     }
 
+    /// Every OpenCC phrase fits the converters' limit (a longer one would be left out).
+    #[test]
+    fn phrases_fit_the_limit() {
+        for file in [
+            include_str!("../data/opencc/TSPhrases.txt"),
+            include_str!("../data/opencc/TWPhrasesRev.txt"),
+            include_str!("../data/opencc/TWVariantsRevPhrases.txt"),
+        ] {
+            for (k, v) in opencc_pairs(file) {
+                for phrase in [k, v] {
+                    assert!(fold_without_script(phrase).chars().count() <= MAX_PHRASE, "{phrase}");
+                }
+            }
+        }
+    }
+
     /// Folding is a normal form: folding again changes nothing, and both sides of OpenCC's Taiwan
     /// vocabulary fold to the same text (all but a few entries that overlap other phrases).
     #[test]

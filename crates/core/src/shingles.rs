@@ -55,6 +55,11 @@ fn keep_shingle_chars(chars: &mut Vec<char>) {
     chars.truncate(kept);
 }
 
+/// Builds the character classes now rather than on first use.
+pub fn preload() {
+    LazyLock::force(&CHARACTER_CLASSES);
+}
+
 /// Whether a character is kept for shingles: letters, digits and combining marks (Devanagari vowel
 /// signs and Thai tone marks belong to their word).
 fn is_kept(c: char) -> bool {
@@ -525,8 +530,6 @@ mod tests {
         }
     }
 
-    /// The hashed sets give the Jaccard of the windows themselves, for every shingle length and
-    /// for texts shorter than n (one shingle, the whole text).
     /// The keys of short shingles are their characters packed, one to one: the key sets of two
     /// texts meet exactly where their windows do (the oracle compares the windows themselves).
     #[test]
@@ -538,6 +541,8 @@ mod tests {
         }
     }
 
+    /// The hashed sets give the Jaccard of the windows themselves, for every shingle length and
+    /// for texts shorter than n (one shingle, the whole text).
     #[test]
     fn jaccard_equals_the_windows_oracle() {
         let texts = [

@@ -1,4 +1,4 @@
--- The SimHash Radius Scan (src/radius_scan.rs): radius lookups that check the distance inside covering
+-- The SimHash Radius Scan (src/lookup/): radius lookups that check the distance inside covering
 -- segment B-trees and read the table only for rows within the radius.
 SET jit = off;
 CREATE TABLE rs (id int PRIMARY KEY, fp simhash64, note text);
