@@ -136,6 +136,25 @@ restart_cluster() {
     SIMHASH_SERVER_OPTIONS="$1" start_cluster
 }
 
+# Runs one of PostgreSQL's test drivers against the cluster, in a fresh database with the extension:
+# run_test_driver DRIVER INPUTDIR DATABASE OUTDIR TEST... (DRIVER: pg_regress or
+# pg_isolation_regress, from the server's pgxs). Prints regression.diffs on failure; returns the
+# driver's status.
+run_test_driver() {
+    local driver=$1 inputdir=$2 database=$3 outdir=$4 status=0 pgxs_dir=regress
+    shift 4
+    [ "$driver" = pg_isolation_regress ] && pgxs_dir=isolation
+    rm -rf "$outdir" && mkdir -p "$outdir" && chmod 777 "$outdir"
+    fresh_database "$database"
+    "$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/$pgxs_dir/$driver" --use-existing --bindir="$PG_BIN" \
+        --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname="$database" --inputdir="$inputdir" \
+        --outputdir="$outdir" "$@" || status=$?
+    if [ $status -ne 0 ] && [ -f "$outdir/regression.diffs" ]; then
+        cat "$outdir/regression.diffs"
+    fi
+    return $status
+}
+
 # Recreates database $1 with the extension installed.
 fresh_database() {
     PGOPTIONS="-c client_min_messages=warning" psql -q -v ON_ERROR_STOP=1 -d postgres \

@@ -8,17 +8,7 @@ cd "$REPO_ROOT"
 if [ $# -gt 0 ]; then specs=("$@"); else
     specs=($(ls tests/isolation/specs/*.spec | xargs -n1 basename | sed 's/\.spec$//'))
 fi
-outdir=${SIMHASH_ISOLATION_OUT:-/tmp/simhash-isolation}
-rm -rf "$outdir" && mkdir -p "$outdir" && chmod 777 "$outdir"
-fresh_database simhash_isolation
 # pg_isolation_regress runs isolationtester from its own directory. A step that neither finishes
 # nor waits for a lock is cancelled after this many seconds (isolationtester's default is 300).
 export PGISOLATIONTIMEOUT=${PGISOLATIONTIMEOUT:-60}
-PG_ISOLATION_REGRESS=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress
-status=0
-"$PG_ISOLATION_REGRESS" --use-existing --bindir="$PG_BIN" --host="$PGHOST" --port="$PGPORT" --user=postgres \
-    --dbname=simhash_isolation --inputdir=tests/isolation --outputdir="$outdir" "${specs[@]}" || status=$?
-if [ $status -ne 0 ] && [ -f "$outdir/regression.diffs" ]; then
-    cat "$outdir/regression.diffs"
-fi
-exit $status
+run_test_driver pg_isolation_regress tests/isolation simhash_isolation "${SIMHASH_ISOLATION_OUT:-/tmp/simhash-isolation}" "${specs[@]}"
