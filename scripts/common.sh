@@ -93,16 +93,18 @@ PY
 install_extension() {
     log "building and installing the extension (release)"
     (cd "$REPO_ROOT" && cargo pgrx install --release --pg-config "$PG_CONFIG")
-    # cargo pgrx installs the current version's script (from sql/simhash.sql) and the upgrade
-    # scripts sql/simhash--OLD--NEW.sql; the frozen install scripts of earlier releases
-    # (sql/simhash--VERSION.sql) go beside them, so that an earlier version can be created and
-    # updated (the upgrade test does).
-    local extdir
-    extdir="$("$PG_CONFIG" --sharedir)/extension"
+    install_release_scripts "$("$PG_CONFIG" --sharedir)/extension"
+}
+
+# cargo pgrx installs the current version's script (from sql/simhash.sql) and the upgrade scripts
+# sql/simhash--OLD--NEW.sql; this copies the frozen install scripts of earlier releases
+# (sql/simhash--VERSION.sql) beside them into extension directory $1, so that an earlier version
+# can be created and updated (the upgrade test does).
+install_release_scripts() {
     for script in "$REPO_ROOT"/sql/simhash--*.sql; do
         case "$(basename "$script")" in
             simhash--*--*.sql) ;;
-            *) cp "$script" "$extdir/" ;;
+            *) cp "$script" "$1/" ;;
         esac
     done
 }

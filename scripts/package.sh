@@ -27,14 +27,7 @@ package_major() (
     log "PostgreSQL $PG_MAJOR: building $(basename "$deb")"
     rm -rf "$root" && mkdir -p "$root"
     (cd "$REPO_ROOT" && cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$root")
-    # The frozen install scripts of earlier releases, as install_extension adds them.
-    local extdir="$root$("$PG_CONFIG" --sharedir)/extension"
-    for script in "$REPO_ROOT"/sql/simhash--*.sql; do
-        case "$(basename "$script")" in
-            simhash--*--*.sql) ;;
-            *) cp "$script" "$extdir/" ;;
-        esac
-    done
+    install_release_scripts "$root$("$PG_CONFIG" --sharedir)/extension"
     local depends="postgresql-$PG_MAJOR"
     # 18 comes from the wheel here, not from a Debian package: no package dependency to name.
     [ "$PG_MAJOR" = 18 ] && depends=""
