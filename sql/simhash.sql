@@ -6,26 +6,39 @@
 \echo Use "CREATE EXTENSION simhash" to load this file. \quit
 
 -- ---------------------------------------------------------------------------------------------
+-- The private schema
+-- ---------------------------------------------------------------------------------------------
+
+-- Functions that only the extension's own objects call (the type's I/O and comparison functions,
+-- the radius comparisons and their planner support, the aggregate's support functions, helpers of
+-- the PL/pgSQL functions) live in simhash_internal, out of users' search_path: their names and
+-- signatures are not part of the SQL surface and may change in any release. Everything a user
+-- calls is in the extension's schema.
+CREATE SCHEMA simhash_internal;
+GRANT USAGE ON SCHEMA simhash_internal TO PUBLIC;
+COMMENT ON SCHEMA simhash_internal IS 'internal functions of the simhash extension (not for direct use)';
+
+-- ---------------------------------------------------------------------------------------------
 -- simhash64 type
 -- ---------------------------------------------------------------------------------------------
 
 CREATE TYPE simhash64;
 
-CREATE FUNCTION simhash64_in(cstring) RETURNS simhash64
+CREATE FUNCTION simhash_internal.simhash64_in(cstring) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash64_in_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION simhash64_out(simhash64) RETURNS cstring
+CREATE FUNCTION simhash_internal.simhash64_out(simhash64) RETURNS cstring
     AS 'MODULE_PATHNAME', 'simhash64_out_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION simhash64_recv(internal) RETURNS simhash64
+CREATE FUNCTION simhash_internal.simhash64_recv(internal) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash64_recv_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION simhash64_send(simhash64) RETURNS bytea
+CREATE FUNCTION simhash_internal.simhash64_send(simhash64) RETURNS bytea
     AS 'MODULE_PATHNAME', 'simhash64_send_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- Like int8: 8 bytes, passed by value, double alignment.
 CREATE TYPE simhash64 (
-    INPUT = simhash64_in,
-    OUTPUT = simhash64_out,
-    RECEIVE = simhash64_recv,
-    SEND = simhash64_send,
+    INPUT = simhash_internal.simhash64_in,
+    OUTPUT = simhash_internal.simhash64_out,
+    RECEIVE = simhash_internal.simhash64_recv,
+    SEND = simhash_internal.simhash64_send,
     INTERNALLENGTH = 8,
     PASSEDBYVALUE,
     ALIGNMENT = double,
@@ -37,47 +50,47 @@ COMMENT ON TYPE simhash64 IS '64-bit SimHash fingerprint; text form is 16 hex di
 -- simhash64 comparison: equality and hashing are int8's (same 64 bits); order is unsigned,
 -- so that ORDER BY agrees with the hex text.
 
-CREATE FUNCTION simhash64_eq(simhash64, simhash64) RETURNS boolean
+CREATE FUNCTION simhash_internal.simhash64_eq(simhash64, simhash64) RETURNS boolean
     AS 'int8eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_ne(simhash64, simhash64) RETURNS boolean
+CREATE FUNCTION simhash_internal.simhash64_ne(simhash64, simhash64) RETURNS boolean
     AS 'int8ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_lt(simhash64, simhash64) RETURNS boolean
+CREATE FUNCTION simhash_internal.simhash64_lt(simhash64, simhash64) RETURNS boolean
     AS 'MODULE_PATHNAME', 'simhash64_lt_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_le(simhash64, simhash64) RETURNS boolean
+CREATE FUNCTION simhash_internal.simhash64_le(simhash64, simhash64) RETURNS boolean
     AS 'MODULE_PATHNAME', 'simhash64_le_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_gt(simhash64, simhash64) RETURNS boolean
+CREATE FUNCTION simhash_internal.simhash64_gt(simhash64, simhash64) RETURNS boolean
     AS 'MODULE_PATHNAME', 'simhash64_gt_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_ge(simhash64, simhash64) RETURNS boolean
+CREATE FUNCTION simhash_internal.simhash64_ge(simhash64, simhash64) RETURNS boolean
     AS 'MODULE_PATHNAME', 'simhash64_ge_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_cmp(simhash64, simhash64) RETURNS integer
+CREATE FUNCTION simhash_internal.simhash64_cmp(simhash64, simhash64) RETURNS integer
     AS 'MODULE_PATHNAME', 'simhash64_cmp_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_hash(simhash64) RETURNS integer
+CREATE FUNCTION simhash_internal.simhash64_hash(simhash64) RETURNS integer
     AS 'hashint8' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION simhash64_hash_extended(simhash64, bigint) RETURNS bigint
+CREATE FUNCTION simhash_internal.simhash64_hash_extended(simhash64, bigint) RETURNS bigint
     AS 'hashint8extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
 CREATE OPERATOR = (
-    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_eq,
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_eq,
     COMMUTATOR = =, NEGATOR = <>, RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES
 );
 CREATE OPERATOR <> (
-    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_ne,
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_ne,
     COMMUTATOR = <>, NEGATOR = =, RESTRICT = neqsel, JOIN = neqjoinsel
 );
 CREATE OPERATOR < (
-    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_lt,
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_lt,
     COMMUTATOR = >, NEGATOR = >=, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
 );
 CREATE OPERATOR <= (
-    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_le,
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_le,
     COMMUTATOR = >=, NEGATOR = >, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
 );
 CREATE OPERATOR > (
-    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_gt,
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_gt,
     COMMUTATOR = <, NEGATOR = <=, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
 );
 CREATE OPERATOR >= (
-    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash64_ge,
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_ge,
     COMMUTATOR = <=, NEGATOR = <, RESTRICT = scalargesel, JOIN = scalargejoinsel
 );
 
@@ -87,14 +100,14 @@ CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING btree AS
     OPERATOR 3 =,
     OPERATOR 4 >=,
     OPERATOR 5 >,
-    FUNCTION 1 simhash64_cmp(simhash64, simhash64),
+    FUNCTION 1 simhash_internal.simhash64_cmp(simhash64, simhash64),
     -- equality is bitwise, so B-tree deduplication is safe
     FUNCTION 4 btequalimage(oid);
 
 CREATE OPERATOR CLASS simhash64_hash_ops DEFAULT FOR TYPE simhash64 USING hash AS
     OPERATOR 1 =,
-    FUNCTION 1 simhash64_hash(simhash64),
-    FUNCTION 2 simhash64_hash_extended(simhash64, bigint);
+    FUNCTION 1 simhash_internal.simhash64_hash(simhash64),
+    FUNCTION 2 simhash_internal.simhash64_hash_extended(simhash64, bigint);
 
 -- simhash64 casts: int8 is the same 64 bits (two's complement); bit(64) lists them most
 -- significant first.
@@ -102,13 +115,13 @@ CREATE OPERATOR CLASS simhash64_hash_ops DEFAULT FOR TYPE simhash64 USING hash A
 CREATE CAST (simhash64 AS bigint) WITHOUT FUNCTION;
 CREATE CAST (bigint AS simhash64) WITHOUT FUNCTION;
 
-CREATE FUNCTION simhash64_to_bit(simhash64) RETURNS bit
+CREATE FUNCTION simhash_internal.simhash64_to_bit(simhash64) RETURNS bit
     AS $$ SELECT $1::bigint::bit(64) $$ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION simhash64_from_bit(bit) RETURNS simhash64
+CREATE FUNCTION simhash_internal.simhash64_from_bit(bit) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash64_from_bit_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-CREATE CAST (simhash64 AS bit) WITH FUNCTION simhash64_to_bit(simhash64);
-CREATE CAST (bit AS simhash64) WITH FUNCTION simhash64_from_bit(bit);
+CREATE CAST (simhash64 AS bit) WITH FUNCTION simhash_internal.simhash64_to_bit(simhash64);
+CREATE CAST (bit AS simhash64) WITH FUNCTION simhash_internal.simhash64_from_bit(bit);
 
 -- ---------------------------------------------------------------------------------------------
 -- Hamming distance
@@ -125,108 +138,108 @@ CREATE OPERATOR <~> (
     LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = hamming, COMMUTATOR = <~>
 );
 
-CREATE FUNCTION simhash_distance_support(internal) RETURNS internal
+CREATE FUNCTION simhash_internal.simhash_distance_support(internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'simhash_distance_support_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- distance <= k, distance < k, and the commuted k >= distance, k > distance: PostgreSQL's own
 -- integer comparisons plus the support function (src/lookup/support.rs). One set per type of k:
 -- integer, bigint, smallint (what some drivers send), and simhash_distance itself, which is what an
 -- untyped literal or parameter (`<= '3'`) resolves to.
-CREATE FUNCTION simhash_distance_le(simhash_distance, integer) RETURNS boolean
-    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt(simhash_distance, integer) RETURNS boolean
-    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le_commuted(integer, simhash_distance) RETURNS boolean
-    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt_commuted(integer, simhash_distance) RETURNS boolean
-    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le(simhash_distance, bigint) RETURNS boolean
-    AS 'int48le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt(simhash_distance, bigint) RETURNS boolean
-    AS 'int48lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le_commuted(bigint, simhash_distance) RETURNS boolean
-    AS 'int84ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt_commuted(bigint, simhash_distance) RETURNS boolean
-    AS 'int84gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le(simhash_distance, smallint) RETURNS boolean
-    AS 'int42le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt(simhash_distance, smallint) RETURNS boolean
-    AS 'int42lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le_commuted(smallint, simhash_distance) RETURNS boolean
-    AS 'int24ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt_commuted(smallint, simhash_distance) RETURNS boolean
-    AS 'int24gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le(simhash_distance, simhash_distance) RETURNS boolean
-    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt(simhash_distance, simhash_distance) RETURNS boolean
-    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_le_commuted(simhash_distance, simhash_distance) RETURNS boolean
-    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
-CREATE FUNCTION simhash_distance_lt_commuted(simhash_distance, simhash_distance) RETURNS boolean
-    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, integer) RETURNS boolean
+    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, integer) RETURNS boolean
+    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(integer, simhash_distance) RETURNS boolean
+    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(integer, simhash_distance) RETURNS boolean
+    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, bigint) RETURNS boolean
+    AS 'int48le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, bigint) RETURNS boolean
+    AS 'int48lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(bigint, simhash_distance) RETURNS boolean
+    AS 'int84ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(bigint, simhash_distance) RETURNS boolean
+    AS 'int84gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, smallint) RETURNS boolean
+    AS 'int42le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, smallint) RETURNS boolean
+    AS 'int42lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(smallint, simhash_distance) RETURNS boolean
+    AS 'int24ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(smallint, simhash_distance) RETURNS boolean
+    AS 'int24gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
 
 CREATE OPERATOR <= (
-    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_distance_le,
+    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_internal.simhash_distance_le,
     COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
 );
 CREATE OPERATOR < (
-    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_distance_lt,
+    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_internal.simhash_distance_lt,
     COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
 );
 CREATE OPERATOR >= (
-    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
     COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
 );
 CREATE OPERATOR > (
-    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
     COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
 );
 CREATE OPERATOR <= (
-    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_distance_le,
+    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_internal.simhash_distance_le,
     COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
 );
 CREATE OPERATOR < (
-    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_distance_lt,
+    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_internal.simhash_distance_lt,
     COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
 );
 CREATE OPERATOR >= (
-    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
     COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
 );
 CREATE OPERATOR > (
-    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
     COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
 );
 CREATE OPERATOR <= (
-    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_distance_le,
+    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_internal.simhash_distance_le,
     COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
 );
 CREATE OPERATOR < (
-    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_distance_lt,
+    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_internal.simhash_distance_lt,
     COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
 );
 CREATE OPERATOR >= (
-    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
     COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
 );
 CREATE OPERATOR > (
-    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
     COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
 );
 CREATE OPERATOR <= (
-    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le,
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le,
     COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
 );
 CREATE OPERATOR < (
-    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt,
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt,
     COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
 );
 CREATE OPERATOR >= (
-    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_le_commuted,
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
     COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
 );
 CREATE OPERATOR > (
-    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_distance_lt_commuted,
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
     COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
 );
 
@@ -261,17 +274,17 @@ CREATE FUNCTION simhash_containment(a text, b text, n integer DEFAULT 3) RETURNS
 CREATE FUNCTION simhash(features text[], weights double precision[]) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash_weighted_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-CREATE FUNCTION simhash_agg_transition(bigint[], text, double precision) RETURNS bigint[]
+CREATE FUNCTION simhash_internal.simhash_agg_transition(bigint[], text, double precision) RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'simhash_agg_transition_wrapper' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION simhash_agg_combine(bigint[], bigint[]) RETURNS bigint[]
+CREATE FUNCTION simhash_internal.simhash_agg_combine(bigint[], bigint[]) RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'simhash_agg_combine_wrapper' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION simhash_agg_final(bigint[]) RETURNS simhash64
+CREATE FUNCTION simhash_internal.simhash_agg_final(bigint[]) RETURNS simhash64
     AS 'MODULE_PATHNAME', 'simhash_agg_final_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE AGGREGATE simhash_agg(feature text, weight double precision) (
-    SFUNC = simhash_agg_transition,
+    SFUNC = simhash_internal.simhash_agg_transition,
     STYPE = bigint[],
-    COMBINEFUNC = simhash_agg_combine,
-    FINALFUNC = simhash_agg_final,
+    COMBINEFUNC = simhash_internal.simhash_agg_combine,
+    FINALFUNC = simhash_internal.simhash_agg_final,
     PARALLEL = SAFE
 );
 
@@ -380,7 +393,7 @@ $$;
 
 -- An index name of at most 63 bytes (NAMEDATALEN - 1) that keeps its suffix: the prefix is cut,
 -- a whole character at a time, so that the four segment indexes never collide.
-CREATE FUNCTION simhash_index_name(prefix text, suffix text) RETURNS text
+CREATE FUNCTION simhash_internal.simhash_index_name(prefix text, suffix text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
 BEGIN
     WHILE pg_catalog.octet_length(prefix || suffix) > 63 LOOP
@@ -418,12 +431,12 @@ BEGIN
     IF method IN ('btree', 'btree_compact') THEN
         FOR n IN 0..3 LOOP
             RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I, %s))%s',
-                how, @extschema@.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n,
+                how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n,
                 CASE WHEN method = 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
         END LOOP;
     ELSIF method = 'gin' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
-            how, @extschema@.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
+            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
     ELSE
         RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones) or ''gin'' (one bands index).';
@@ -453,6 +466,11 @@ CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer, verify n
                                      min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3) RETURNS text
 STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
 
+-- The argument checks of simhash_add_dedup (the limits live in src/dedup/config.rs).
+CREATE FUNCTION simhash_internal.simhash_dedup_check(function text, k integer, verify name,
+                                                      min_similarity double precision, n integer) RETURNS void
+IMMUTABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_check_wrapper';
+
 CREATE FUNCTION simhash_dedup_trigger() RETURNS trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_trigger';
 
@@ -480,10 +498,8 @@ DECLARE
     update_of text;
     verify_args text;
 BEGIN
-    IF k IS NULL OR k < 0 OR k > 11 THEN
-        RAISE EXCEPTION 'radius % is out of range for simhash_add_dedup', coalesce(k::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'The radius is an integer from 0 to 11.';
-    END IF;
+    -- The radius, and with verify the threshold and the shingle length (22023).
+    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
     IF action IS NULL OR action NOT IN ('error', 'skip', 'report') THEN
         RAISE EXCEPTION 'invalid action "%" for simhash_add_dedup', action
             USING ERRCODE = 'invalid_parameter_value', HINT = 'The action is ''error'', ''skip'' or ''report''.';
@@ -492,14 +508,6 @@ BEGIN
         RAISE EXCEPTION 'only action "report" takes a report table' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF verify IS NOT NULL THEN
-        IF min_similarity IS NULL OR NOT (min_similarity BETWEEN 0 AND 1) THEN
-            RAISE EXCEPTION 'min_similarity % is out of range for simhash_add_dedup', coalesce(min_similarity::text, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
-        END IF;
-        IF n IS NULL OR n < 1 OR n > 32 THEN
-            RAISE EXCEPTION 'shingle length % is out of range for simhash_add_dedup', coalesce(n::text, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
-        END IF;
         -- The text column, checked as the trigger will check it (42703, 42804).
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k, verify, min_similarity, n);
         verify_args := pg_catalog.format(', %L, %L, %L', 'verify=' || verify, 'min_similarity=' || min_similarity,
@@ -511,12 +519,12 @@ BEGIN
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
     SELECT pg_catalog.string_agg(s || ';', E'\n') INTO statements FROM @extschema@.simhash_index_statements(tbl, col) s;
-    row_trigger := @extschema@.simhash_index_name(rel_name || '_' || col, '_dedup');
-    notice_trigger := @extschema@.simhash_index_name(rel_name || '_' || col, '_dedup_notice');
+    row_trigger := simhash_internal.simhash_index_name(rel_name || '_' || col, '_dedup');
+    notice_trigger := simhash_internal.simhash_index_name(rel_name || '_' || col, '_dedup_notice');
     IF action = 'report' THEN
         IF report_table IS NULL THEN
             report_name := pg_catalog.format('%I.%I', rel_schema,
-                                             @extschema@.simhash_index_name(rel_name, '_near_duplicates'));
+                                             simhash_internal.simhash_index_name(rel_name, '_near_duplicates'));
         ELSE
             -- Schema-qualified (the table's schema by default), so that no search_path decides later.
             SELECT pg_catalog.string_agg(pg_catalog.quote_ident(part), '.') INTO report_name
@@ -592,35 +600,35 @@ COMMENT ON OPERATOR >= (simhash_distance, simhash_distance) IS 'radius test, com
 COMMENT ON OPERATOR > (simhash_distance, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
 -- The type's support functions and the radius comparisons: internal, called through the type and
 -- its operators; commented so that \df+ explains every object of the extension.
-COMMENT ON FUNCTION simhash64_in(cstring) IS 'input function of simhash64 (16 hexadecimal digits); internal';
-COMMENT ON FUNCTION simhash64_out(simhash64) IS 'output function of simhash64 (16 lower-case hexadecimal digits); internal';
-COMMENT ON FUNCTION simhash64_recv(internal) IS 'binary input function of simhash64 (8 bytes, big-endian); internal';
-COMMENT ON FUNCTION simhash64_send(simhash64) IS 'binary output function of simhash64 (8 bytes, big-endian); internal';
-COMMENT ON FUNCTION simhash64_eq(simhash64, simhash64) IS 'implementation of = for simhash64';
-COMMENT ON FUNCTION simhash64_ne(simhash64, simhash64) IS 'implementation of <> for simhash64';
-COMMENT ON FUNCTION simhash64_lt(simhash64, simhash64) IS 'implementation of < for simhash64 (unsigned order, as the hex text sorts)';
-COMMENT ON FUNCTION simhash64_le(simhash64, simhash64) IS 'implementation of <= for simhash64 (unsigned order)';
-COMMENT ON FUNCTION simhash64_gt(simhash64, simhash64) IS 'implementation of > for simhash64 (unsigned order)';
-COMMENT ON FUNCTION simhash64_ge(simhash64, simhash64) IS 'implementation of >= for simhash64 (unsigned order)';
-COMMENT ON FUNCTION simhash64_cmp(simhash64, simhash64) IS 'B-tree comparison support of simhash64 (unsigned order)';
-COMMENT ON FUNCTION simhash64_hash(simhash64) IS 'hash support of simhash64 (the int8 hash of the same 64 bits)';
-COMMENT ON FUNCTION simhash64_hash_extended(simhash64, bigint) IS 'extended hash support of simhash64 (the int8 hash of the same 64 bits)';
-COMMENT ON FUNCTION simhash_distance_le(simhash_distance, integer) IS 'implementation of simhash_distance <= integer, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, integer) IS 'implementation of simhash_distance < integer, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le_commuted(integer, simhash_distance) IS 'implementation of integer >= simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt_commuted(integer, simhash_distance) IS 'implementation of integer > simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le(simhash_distance, bigint) IS 'implementation of simhash_distance <= bigint, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, bigint) IS 'implementation of simhash_distance < bigint, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le_commuted(bigint, simhash_distance) IS 'implementation of bigint >= simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt_commuted(bigint, simhash_distance) IS 'implementation of bigint > simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le(simhash_distance, smallint) IS 'implementation of simhash_distance <= smallint, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, smallint) IS 'implementation of simhash_distance < smallint, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le_commuted(smallint, simhash_distance) IS 'implementation of smallint >= simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt_commuted(smallint, simhash_distance) IS 'implementation of smallint > simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le(simhash_distance, simhash_distance) IS 'implementation of simhash_distance <= simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt(simhash_distance, simhash_distance) IS 'implementation of simhash_distance < simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_le_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance >= simhash_distance, with the planner support that turns a radius test into index lookups';
-COMMENT ON FUNCTION simhash_distance_lt_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash64_in(cstring) IS 'input function of simhash64 (16 hexadecimal digits); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_out(simhash64) IS 'output function of simhash64 (16 lower-case hexadecimal digits); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_recv(internal) IS 'binary input function of simhash64 (8 bytes, big-endian); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_send(simhash64) IS 'binary output function of simhash64 (8 bytes, big-endian); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_eq(simhash64, simhash64) IS 'implementation of = for simhash64';
+COMMENT ON FUNCTION simhash_internal.simhash64_ne(simhash64, simhash64) IS 'implementation of <> for simhash64';
+COMMENT ON FUNCTION simhash_internal.simhash64_lt(simhash64, simhash64) IS 'implementation of < for simhash64 (unsigned order, as the hex text sorts)';
+COMMENT ON FUNCTION simhash_internal.simhash64_le(simhash64, simhash64) IS 'implementation of <= for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_gt(simhash64, simhash64) IS 'implementation of > for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_ge(simhash64, simhash64) IS 'implementation of >= for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_cmp(simhash64, simhash64) IS 'B-tree comparison support of simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_hash(simhash64) IS 'hash support of simhash64 (the int8 hash of the same 64 bits)';
+COMMENT ON FUNCTION simhash_internal.simhash64_hash_extended(simhash64, bigint) IS 'extended hash support of simhash64 (the int8 hash of the same 64 bits)';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, integer) IS 'implementation of simhash_distance <= integer, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, integer) IS 'implementation of simhash_distance < integer, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(integer, simhash_distance) IS 'implementation of integer >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(integer, simhash_distance) IS 'implementation of integer > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, bigint) IS 'implementation of simhash_distance <= bigint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, bigint) IS 'implementation of simhash_distance < bigint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(bigint, simhash_distance) IS 'implementation of bigint >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(bigint, simhash_distance) IS 'implementation of bigint > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, smallint) IS 'implementation of simhash_distance <= smallint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, smallint) IS 'implementation of simhash_distance < smallint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(smallint, simhash_distance) IS 'implementation of smallint >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(smallint, simhash_distance) IS 'implementation of smallint > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, simhash_distance) IS 'implementation of simhash_distance <= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, simhash_distance) IS 'implementation of simhash_distance < simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance > simhash_distance, with the planner support that turns a radius test into index lookups';
 COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (folded; jieba-rs words, the 20 heaviest TF-IDF keywords, FNV-1a-64); NULL when the text has no words';
 COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of the top_n heaviest keywords of the folded text (simhash(text) uses 20)';
 COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the set of the folded text''s character n-grams (each votes once)';
@@ -630,9 +638,9 @@ COMMENT ON FUNCTION simhash_containment(text, text, integer) IS 'share of the sm
 COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
 COMMENT ON FUNCTION simhash(text[], double precision[]) IS 'SimHash of custom features (FNV-1a-64 each), each voting with its weight';
 COMMENT ON AGGREGATE simhash_agg(text, double precision) IS 'SimHash of the (feature, weight) rows of a group; NULL features are left out';
-COMMENT ON FUNCTION simhash_agg_transition(bigint[], text, double precision) IS 'transition function of simhash_agg: the 64 vote totals';
-COMMENT ON FUNCTION simhash_agg_combine(bigint[], bigint[]) IS 'combine function of simhash_agg';
-COMMENT ON FUNCTION simhash_agg_final(bigint[]) IS 'final function of simhash_agg';
+COMMENT ON FUNCTION simhash_internal.simhash_agg_transition(bigint[], text, double precision) IS 'transition function of simhash_agg: the 64 vote totals';
+COMMENT ON FUNCTION simhash_internal.simhash_agg_combine(bigint[], bigint[]) IS 'combine function of simhash_agg';
+COMMENT ON FUNCTION simhash_internal.simhash_agg_final(bigint[]) IS 'final function of simhash_agg';
 COMMENT ON FUNCTION simhash_features(text) IS 'the features of simhash(text), heaviest first, with their weights and hashes';
 COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
@@ -646,17 +654,18 @@ COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name, double precisio
 COMMENT ON FUNCTION simhash_clusters_from_pairs(text) IS 'the groups (connected components) of the (id_a, id_b) pairs of a query: each id with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(text, integer, double precision, integer) IS 'each row with a verified near-duplicate (see simhash_pairs with min_similarity), with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name, double precision, name, integer) IS 'each row of a table with a verified near-duplicate, with the smallest id of its group';
-COMMENT ON FUNCTION simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
+COMMENT ON FUNCTION simhash_internal.simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
 COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree or gin)';
 COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
 COMMENT ON FUNCTION simhash_segment_probes(simhash64, integer, integer) IS 'values of segment n within r bits of the fingerprint''s (r = 0..3)';
 COMMENT ON FUNCTION simhash_bands(simhash64) IS 'the four segments tagged with their number (n << 16 | value), for a GIN index';
 COMMENT ON FUNCTION simhash_band_probes(simhash64, integer) IS 'band keys within r bits per segment of the fingerprint''s (r = 0..3)';
-COMMENT ON FUNCTION simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 11) into segment-index lookups';
-COMMENT ON FUNCTION simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
-COMMENT ON FUNCTION simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 11) into segment-index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
+COMMENT ON FUNCTION simhash_internal.simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
 COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups on a simhash64 column can use an index (segment B-trees or bands GIN)';
 COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
+COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
 COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column';
 COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';

@@ -8,6 +8,9 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::IntoDatum;
 
+use simhash_core::dedup::MAX_DEDUP_RADIUS;
+use simhash_core::shingles::MAX_SHINGLE;
+
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, type_name};
 
@@ -87,14 +90,12 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
                 None,
             );
         }
-        let max = simhash_core::dedup::MAX_DEDUP_RADIUS;
         let k = match args.get(1).map(|k| k.trim().parse::<u32>()) {
             None => 3,
-            Some(Ok(k)) if k <= max => k,
-            Some(_) => bad_argument(
-                format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]),
-                &format!("The radius is an integer from 0 to {max}."),
-            ),
+            Some(Ok(k)) if k <= MAX_DEDUP_RADIUS => k,
+            Some(_) => {
+                bad_argument(format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]), &radius_hint())
+            }
         };
         let action = match args.get(2).map(|a| a.as_str()) {
             None | Some("error") => Action::Error,
@@ -141,19 +142,16 @@ pub(super) unsafe fn read_verify(rel: pg_sys::Relation, options: &[&String], usa
                     Ok(x) if (0.0..=1.0).contains(&x) => min_similarity = x,
                     _ => bad_argument(
                         format!("invalid min_similarity \"{value}\" for simhash_dedup_trigger"),
-                        "The threshold is a number from 0 to 1.",
+                        MIN_SIMILARITY_HINT,
                     ),
                 },
-                _ => {
-                    let max = simhash_core::shingles::MAX_SHINGLE;
-                    match value.trim().parse::<usize>() {
-                        Ok(x) if (1..=max).contains(&x) => n = x,
-                        _ => bad_argument(
-                            format!("invalid shingle length \"{value}\" for simhash_dedup_trigger"),
-                            &format!("The shingle length n is an integer from 1 to {max}."),
-                        ),
-                    }
-                }
+                _ => match value.trim().parse::<usize>() {
+                    Ok(x) if (1..=MAX_SHINGLE).contains(&x) => n = x,
+                    _ => bad_argument(
+                        format!("invalid shingle length \"{value}\" for simhash_dedup_trigger"),
+                        &shingle_length_hint(),
+                    ),
+                },
             }
         }
         let Some(column) = column else {
@@ -215,6 +213,79 @@ pub(super) unsafe fn report_table_oid(name: &str) -> Oid {
     }
 }
 
+// The limits of the constraint's arguments, checked here for simhash_add_dedup and
+// simhash_dedup_lookup (SQL values, through `check_arguments`) and above for the trigger's own text
+// arguments. The numbers themselves are simhash_core's.
+
+fn radius_hint() -> String {
+    format!("The radius is an integer from 0 to {MAX_DEDUP_RADIUS}.")
+}
+
+const MIN_SIMILARITY_HINT: &str = "The threshold is a number from 0 to 1.";
+
+fn shingle_length_hint() -> String {
+    format!("The shingle length n is an integer from 1 to {MAX_SHINGLE}.")
+}
+
+/// Checks the radius and, with verification, the threshold and shingle length of a call of
+/// `function` (`simhash_add_dedup` or `simhash_dedup_lookup`): 22023 when out of range or NULL.
+pub(super) fn check_arguments(
+    function: &str,
+    k: Option<i32>,
+    verify: bool,
+    min_similarity: Option<f64>,
+    n: Option<i32>,
+) -> (u32, f64, usize) {
+    let k = match k {
+        Some(k) if (0..=MAX_DEDUP_RADIUS as i32).contains(&k) => k as u32,
+        _ => bad_argument(format!("radius {} is out of range for {function}", shown(k)), &radius_hint()),
+    };
+    if !verify {
+        return (k, Verify::DEFAULT_MIN_SIMILARITY, Verify::DEFAULT_N);
+    }
+    let min_similarity = match min_similarity {
+        Some(x) if (0.0..=1.0).contains(&x) => x,
+        _ => bad_argument(
+            format!("min_similarity {} is out of range for {function}", shown(min_similarity.map(float_text))),
+            MIN_SIMILARITY_HINT,
+        ),
+    };
+    let n = match n {
+        Some(n) if (1..=MAX_SHINGLE as i32).contains(&n) => n as usize,
+        _ => {
+            bad_argument(format!("shingle length {} is out of range for {function}", shown(n)), &shingle_length_hint())
+        }
+    };
+    (k, min_similarity, n)
+}
+
+fn shown<T: std::fmt::Display>(value: Option<T>) -> String {
+    value.map_or_else(|| "NULL".into(), |v| v.to_string())
+}
+
+/// A float8 as PostgreSQL prints it (Infinity, NaN), for messages.
+fn float_text(x: f64) -> String {
+    match x {
+        x if x.is_nan() => "NaN".into(),
+        f64::INFINITY => "Infinity".into(),
+        f64::NEG_INFINITY => "-Infinity".into(),
+        x => x.to_string(),
+    }
+}
+
+/// `simhash_internal.simhash_dedup_check(function, k, verify, min_similarity, n)`: the argument
+/// checks of `simhash_add_dedup` (a PL/pgSQL function), so that the limits live in one place.
+#[pg_extern(sql = false)]
+fn simhash_dedup_check(
+    function: Option<&str>,
+    k: Option<i32>,
+    verify: Option<&CStr>,
+    min_similarity: Option<f64>,
+    n: Option<i32>,
+) {
+    check_arguments(function.unwrap_or("simhash_add_dedup"), k, verify.is_some(), min_similarity, n);
+}
+
 pub(super) fn bad_argument(message: String, hint: &str) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, Some(hint.into()), None)
+    raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, None, Some(hint.into()))
 }

@@ -10,7 +10,7 @@ use std::ffi::{c_char, CStr, CString};
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
-use super::config::{bad_argument, read_verify, Config, Verify};
+use super::config::{check_arguments, read_verify, Config, Verify};
 use super::messages::key_columns;
 use crate::pg::errors::{raise, spi_failure};
 use crate::pg::names::{qualified_name, quote_identifier};
@@ -156,17 +156,11 @@ fn simhash_dedup_lookup(
 ) -> Option<String> {
     // NULL in, NULL out, but for the verification arguments, which are NULL without verification.
     let (tbl, col, k) = (tbl?, col?, k?);
-    let min_similarity = min_similarity.unwrap_or(Verify::DEFAULT_MIN_SIMILARITY);
-    let n = n.unwrap_or(Verify::DEFAULT_N as i32);
+    let min_similarity = min_similarity.or(Some(Verify::DEFAULT_MIN_SIMILARITY));
+    let n = n.or(Some(Verify::DEFAULT_N as i32));
+    let (k, min_similarity, n) = check_arguments("simhash_dedup_lookup", Some(k), verify.is_some(), min_similarity, n);
     unsafe {
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
-        let max = simhash_core::dedup::MAX_DEDUP_RADIUS;
-        if !(0..=max as i32).contains(&k) {
-            bad_argument(
-                format!("radius {k} is out of range for simhash_dedup_lookup"),
-                &format!("The radius is an integer from 0 to {max}."),
-            );
-        }
         let rel = pg_sys::RelationIdGetRelation(tbl);
         if rel.is_null() {
             raise(
@@ -185,7 +179,7 @@ fn simhash_dedup_lookup(
         });
         let options: Vec<&String> = options.iter().flatten().collect();
         let verify = read_verify(rel, &options, "");
-        let text = lookup_statement(rel, &col.to_string_lossy(), k as u32, schema, verify.as_ref());
+        let text = lookup_statement(rel, &col.to_string_lossy(), k, schema, verify.as_ref());
         pg_sys::RelationClose(rel);
         Some(text)
     }

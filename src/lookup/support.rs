@@ -3,7 +3,8 @@
 //!
 //! `<~>` returns the domain `simhash_distance`; the comparison operators `simhash_distance <= k`,
 //! `< k`, and their commuted forms `k >= simhash_distance`, `k > simhash_distance` are PostgreSQL's
-//! own integer comparisons with this function attached as SUPPORT. When the planner simplifies
+//! own integer comparisons with this function attached as SUPPORT (both live in the private schema
+//! `simhash_internal`). When the planner simplifies
 //! `fp <~> q <= k` with a constant `k` from 0 to 11, and `fp` is a column of a table that has the
 //! segment indexes, the test becomes
 //!
@@ -62,9 +63,10 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         let radius = u32::try_from(test.radius(const_integer(bound)?)?).ok()?;
         let segment_radius = simhash_core::probes::segment_radius(radius)?;
 
-        // The distance must be exactly our hamming(simhash64, simhash64), from our schema.
-        let ours = ExtensionObjects::lookup(pg_sys::get_func_namespace((*fcall).funcid))?;
+        // The distance must be exactly our hamming(simhash64, simhash64), from the extension's
+        // schema. (The comparison itself is in simhash_internal, so the schema is hamming's.)
         let (hamming_fn, hamming_args) = call_of(distance)?;
+        let ours = ExtensionObjects::lookup(pg_sys::get_func_namespace(hamming_fn))?;
         if hamming_fn != ours.hamming {
             return None;
         }

@@ -66,3 +66,22 @@ WHERE e.extname = 'simhash' AND d.deptype = 'e'
   -- (array types, which PostgreSQL 18 also records as members of the extension)
   AND NOT EXISTS (SELECT FROM pg_type t WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid AND t.typelem <> 0)
 ORDER BY 1;
+
+-- The SQL surface: functions a user calls are in the extension's schema; those that only the
+-- extension's own objects call (type I/O and comparison, the radius comparisons and their planner
+-- support, the aggregate's support, helpers) are in the private schema simhash_internal.
+SELECT n.nspname AS schema, count(*) AS functions,
+       string_agg(DISTINCT p.proname, ' ' ORDER BY p.proname) AS names
+FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE e.extname = 'simhash' AND d.deptype = 'e'
+GROUP BY n.nspname ORDER BY 1;
+-- A user's search_path does not need the private schema: the operators, casts, the aggregate and
+-- binary COPY reach their functions by OID.
+SET search_path = public;
+SELECT '0123456789abcdef'::simhash64 < 'fedcba9876543210'::simhash64 AS lt,
+       hamming('0000000000000000', '000000000000000f') AS d, ('0000000000000003'::simhash64)::bit(64) = (3::bigint)::bit(64) AS bit_cast,
+       simhash_agg(f, 1) = simhash(ARRAY['a', 'b'], ARRAY[1, 1]::float8[]) AS agg
+FROM unnest(ARRAY['a', 'b']) f;
+RESET search_path;

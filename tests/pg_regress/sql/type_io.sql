@@ -29,7 +29,7 @@ ffffffffffffffff
 SELECT fp FROM literals ORDER BY fp NULLS FIRST;
 
 -- Binary send/recv: 8 bytes, most significant first, and a binary COPY round trip.
-SELECT simhash64_send('0123456789abcdef');
+SELECT simhash_internal.simhash64_send('0123456789abcdef');
 CREATE TABLE binary_copy (fp simhash64);
 INSERT INTO binary_copy VALUES ('0123456789abcdef'), ('ffffffffffffffff'), (NULL);
 COPY binary_copy TO '/tmp/simhash_regress_binary_copy' (FORMAT binary);
