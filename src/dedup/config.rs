@@ -263,14 +263,9 @@ fn shown<T: std::fmt::Display>(value: Option<T>) -> String {
     value.map_or_else(|| "NULL".into(), |v| v.to_string())
 }
 
-/// A float8 as PostgreSQL prints it (Infinity, NaN), for messages.
+/// A float8 as PostgreSQL prints it (`1e+300`, `Infinity`, `NaN`), for messages.
 fn float_text(x: f64) -> String {
-    match x {
-        x if x.is_nan() => "NaN".into(),
-        f64::INFINITY => "Infinity".into(),
-        f64::NEG_INFINITY => "-Infinity".into(),
-        x => x.to_string(),
-    }
+    unsafe { CStr::from_ptr(pg_sys::float8out_internal(x)).to_string_lossy().into_owned() }
 }
 
 /// `simhash_internal.simhash_dedup_check(function, k, verify, min_similarity, n)`: the argument

@@ -92,6 +92,11 @@ SELECT simhash_add_dedup('vd', 'fp', 3, verify => 'body', n => 0);
 SELECT simhash_dedup_lookup('vd', 'fp', 12);
 SELECT simhash_dedup_lookup('vd', 'fp', 3, 'body', -1);
 \set VERBOSITY default
+-- The messages: the limits are simhash_core's, checked in one place for every entry point.
+SELECT simhash_add_dedup('vd', 'fp', 3, verify => 'body', min_similarity => 1e300);
+SELECT simhash_add_dedup('vd', 'fp', 3, verify => 'body', n => NULL);
+SELECT simhash_dedup_lookup('vd', 'fp', 3, 'body', 0.5, 40);
+SELECT simhash_dedup_lookup('vd', 'fp', 3, 'body', 'NaN');
 DROP TRIGGER vd_fp_dedup ON vd;
 CREATE TRIGGER t BEFORE INSERT ON vd FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error', 'min_similarity=0.5');
 INSERT INTO vd VALUES (20, 'x', '0000000000000000');
