@@ -55,19 +55,56 @@ struct Converter {
     /// bits 0-20 its replacement (0: none), bits 24-31 the length of the longest phrase that starts
     /// with it (0: none).
     bmp: Vec<u32>,
-    /// A bit per BMP character: set when it has a replacement. 8 KB, in the L1 cache.
-    bmp_replaced: Vec<u64>,
-    /// A bit per BMP character: set when a phrase starts with it. 8 KB, in the L1 cache.
-    bmp_starts: Vec<u64>,
+    /// Where this converter may change something (checked for every character).
+    gate: Gate,
     /// The same for characters outside the BMP.
     phrase_starts: CharMap<char, usize>,
     characters: CharMap<char, char>,
-    /// A bit per hash of the first two characters of each phrase: most positions where a phrase
-    /// starts with the character start none with the two, and this tells so without a lookup.
-    phrase_pairs: Vec<u64>,
     /// A bit per [`PhraseHash`] of each whole phrase: of the lengths a phrase starting at a position
     /// could have, those with the bit clear are left out without hashing the slice for `phrases`.
     phrase_hashes: Vec<u64>,
+}
+
+/// Where a converter may change something, as three bitmaps of 8 KB (in the L1 cache), so that the
+/// characters it leaves alone cost three reads: a bit per BMP character that has a replacement, a
+/// bit per BMP character that starts a phrase, and a bit per [`pair_bit`] of the first two
+/// characters of each phrase (most positions where a phrase starts with the character start none
+/// with the two).
+#[derive(Clone)]
+struct Gate {
+    replaced: Box<Bitmap16>,
+    starts: Box<Bitmap16>,
+    pairs: Box<Bitmap16>,
+}
+
+/// A bit per 16-bit number (fixed size, so that reading it needs no bounds check).
+type Bitmap16 = [u64; 0x10000 / 64];
+
+impl Gate {
+    fn new() -> Gate {
+        Gate { replaced: Box::new([0; 1024]), starts: Box::new([0; 1024]), pairs: Box::new([0; 1024]) }
+    }
+
+    /// Whether a converter may change something at a character `c` followed by the character
+    /// whose [`pair_bit`] with it is `pair`: it has a replacement, or a phrase may start there.
+    /// Without a branch on either answer (characters outside the BMP are always looked up).
+    #[inline]
+    fn may_change(&self, c: char, pair: usize) -> bool {
+        let word = |bits: &Bitmap16, bit: usize| bits[bit / 64 % 1024] >> (bit % 64);
+        let code = c as usize & 0xFFFF;
+        (c as u32) >= 0x10000
+            || (word(&self.replaced, code) | (word(&self.starts, code) & word(&self.pairs, pair))) & 1 != 0
+    }
+
+    /// Where either of two converters may change something (a superset, to check first).
+    fn union(&self, other: &Gate) -> Gate {
+        let or = |a: &Bitmap16, b: &Bitmap16| Box::new(std::array::from_fn(|i| a[i] | b[i]));
+        Gate {
+            replaced: or(&self.replaced, &other.replaced),
+            starts: or(&self.starts, &other.starts),
+            pairs: or(&self.pairs, &other.pairs),
+        }
+    }
 }
 
 /// The longest phrase a converter takes, in characters (OpenCC's longest has 13).
@@ -119,11 +156,9 @@ impl Converter {
         let mut converter = Converter {
             phrases: CharMap::default(),
             bmp: vec![0; 0x10000],
-            bmp_replaced: vec![0; 0x10000 / 64],
-            bmp_starts: vec![0; 0x10000 / 64],
+            gate: Gate::new(),
             phrase_starts: CharMap::default(),
             characters: CharMap::default(),
-            phrase_pairs: vec![0; (1 << 16) / 64],
             phrase_hashes: vec![0; (1 << 16) / 64],
         };
         for (key, value) in phrases {
@@ -133,7 +168,7 @@ impl Converter {
                 continue;
             }
             let (first, second) = (key[0], key[1]);
-            set_bit(&mut converter.phrase_pairs, pair_bit(first, second));
+            set_bit(&mut converter.gate.pairs[..], pair_bit(first, second));
             set_bit(&mut converter.phrase_hashes, key.iter().fold(PhraseHash::START, |h, &c| h.add(c)).bit());
             let longest = converter.phrase_starts.entry(first).or_insert(0);
             *longest = (*longest).max(chars);
@@ -156,10 +191,10 @@ impl Converter {
         }
         for (c, &entry) in converter.bmp.iter().enumerate() {
             if entry & 0x1F_FFFF != 0 {
-                set_bit(&mut converter.bmp_replaced, c);
+                set_bit(&mut converter.gate.replaced[..], c);
             }
             if entry >> 24 != 0 {
-                set_bit(&mut converter.bmp_starts, c);
+                set_bit(&mut converter.gate.starts[..], c);
             }
         }
         converter
@@ -180,44 +215,42 @@ impl Converter {
 
     /// Appends the conversion of `text` to `out`: unchanged stretches are copied as they are.
     fn convert(&self, text: &[char], out: &mut Vec<char>) {
-        let converted = self.convert_unless_changed_by(None, text, out);
+        let converted = self.convert_unless_changed_by(None, &self.gate, text, out);
         debug_assert!(converted);
-    }
-
-    /// Whether this converter may change something at a character `c` followed by the character
-    /// whose [`pair_bit`] with it is `pair`: it has a replacement, or a phrase may start there.
-    /// From three bitmaps in the L1 cache, without a branch on either answer (characters outside
-    /// the BMP are always looked up).
-    #[inline]
-    fn may_change(&self, c: char, pair: usize) -> bool {
-        let word = |bits: &[u64], bit: usize| bits[bit / 64] >> (bit % 64);
-        let code = c as usize & 0xFFFF;
-        (c as u32) >= 0x10000
-            || (word(&self.bmp_replaced, code) | (word(&self.bmp_starts, code) & word(&self.phrase_pairs, pair))) & 1
-                != 0
     }
 
     /// [`Converter::convert`], unless `first` would change `text` somewhere: then `false`, with
     /// `out` partly written. So the second of two conversions runs in the same pass as the check
     /// that the first has nothing to do (Simplified text has no Traditional character or phrase),
-    /// where the first's output would be `text` itself.
-    fn convert_unless_changed_by(&self, first: Option<&Converter>, text: &[char], out: &mut Vec<char>) -> bool {
+    /// where the first's output would be `text` itself. `either` is where either converter may
+    /// change something (this one's gate alone without `first`).
+    fn convert_unless_changed_by(
+        &self,
+        first: Option<&Converter>,
+        either: &Gate,
+        text: &[char],
+        out: &mut Vec<char>,
+    ) -> bool {
         let pair_at = |j: usize| pair_bit(text[j], text.get(j + 1).copied().unwrap_or('\0'));
         let mut copied = 0; // text[..copied] is done
         let mut i = 0;
         'next: while i < text.len() {
             let c = text[i];
             let pair = pair_at(i);
-            if first.is_some_and(|f| f.may_change(c, pair)) {
+            // Most characters neither change nor start a phrase with the next one.
+            if !either.may_change(c, pair) {
+                i += 1;
+                continue;
+            }
+            if first.is_some_and(|f| f.gate.may_change(c, pair)) {
                 return false;
             }
-            // Most characters neither change nor start a phrase with the next one.
-            if !self.may_change(c, pair) {
+            if !self.gate.may_change(c, pair) {
                 i += 1;
                 continue;
             }
             let (replacement, longest) = self.lookup(c);
-            if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.phrase_pairs, pair) {
+            if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.gate.pairs[..], pair) {
                 // The lengths of the prefixes of text[i..] whose hash bit is set (bit `len` of
                 // `lengths`), then the longest of them that is a phrase.
                 let mut lengths = 0u64;
@@ -232,7 +265,7 @@ impl Converter {
                     lengths &= !(1 << len);
                     if let Some(value) = self.phrases.get(&text[i..i + len]) {
                         // The rest of the phrase must be left alone by `first` too.
-                        if first.is_some_and(|f| (i + 1..i + len).any(|j| f.may_change(text[j], pair_at(j)))) {
+                        if first.is_some_and(|f| (i + 1..i + len).any(|j| f.gate.may_change(text[j], pair_at(j)))) {
                             return false;
                         }
                         out.extend_from_slice(&text[copied..i]);
@@ -309,10 +342,14 @@ static VOCABULARY: LazyLock<Converter> = LazyLock::new(|| {
     )
 });
 
+/// Where either step may change something.
+static EITHER: LazyLock<Gate> = LazyLock::new(|| CHARACTERS.gate.union(&VOCABULARY.gate));
+
 /// Loads the conversion tables now rather than on first use.
 pub fn preload() {
     LazyLock::force(&CHARACTERS);
     LazyLock::force(&VOCABULARY);
+    LazyLock::force(&EITHER);
 }
 
 /// The folded form of `text` (see the module documentation).
@@ -328,7 +365,7 @@ pub(crate) fn fold_chars(text: &str) -> Vec<char> {
     }
     // Text without Traditional characters or phrases (most Chinese text here) in one pass.
     let mut out = Vec::with_capacity(folded.len());
-    if VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &folded, &mut out) {
+    if VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &EITHER, &folded, &mut out) {
         return out;
     }
     let mut step = Vec::with_capacity(folded.len());
@@ -427,6 +464,27 @@ fn fold_simple_characters(text: &str) -> Option<Vec<char>> {
     }
     folded.truncate(len);
     Some(folded)
+}
+
+/// [`fold_chars`] in one pass, as a stream, for text that script folding leaves alone (most text
+/// in spaced scripts): calls `each` with every folded character, and with `None` where folding
+/// writes whitespace or an ellipsis. `false` (after calls for a prefix) where the text has a
+/// character that is not simple or that folds to U+2E80 or above, which [`fold_chars`] would run
+/// through the script conversion: the caller then takes [`fold_chars`].
+#[inline]
+pub(crate) fn fold_unscripted(text: &str, mut each: impl FnMut(Option<char>)) -> bool {
+    let table = &*SIMPLE_CHARACTERS;
+    for c in text.chars() {
+        let to = table.get(c as usize).copied().unwrap_or(NOT_SIMPLE);
+        if to < 0x2E80 {
+            each(Some(char::from_u32(to).unwrap_or(' ')));
+        } else if to == WHITESPACE || to == ELLIPSIS {
+            each(None);
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// NFKC, lower case and whitespace, for any text (ASCII text always takes the one-pass fold).
@@ -570,7 +628,7 @@ mod tests {
             let chars: Vec<char> = fold_without_script(text).chars().collect();
             let (unchanged_by_first, expected) = two_steps(&chars);
             let mut out = Vec::new();
-            let done = VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &chars, &mut out);
+            let done = VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &EITHER, &chars, &mut out);
             if done {
                 one_pass += 1;
                 assert!(unchanged_by_first, "{text}");

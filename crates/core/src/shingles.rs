@@ -9,7 +9,7 @@
 use std::sync::LazyLock;
 
 use crate::fingerprint::weighted_vote;
-use crate::fold::fold_chars;
+use crate::fold::{fold_chars, fold_unscripted};
 
 /// The shingle length the SQL functions use by default.
 pub const DEFAULT_SHINGLE: usize = 3;
@@ -21,8 +21,21 @@ pub fn shingle_text(text: &str) -> String {
     shingle_chars(text).into_iter().collect()
 }
 
-/// [`shingle_text`] as characters.
+/// [`shingle_text`] as characters: folded and kept in one pass where no script conversion applies
+/// (the same characters as the two steps, which the rest of the text takes).
 fn shingle_chars(text: &str) -> Vec<char> {
+    // A character folds to at most as many as it has bytes, and a space is kept only after a
+    // character left out: the text's length in bytes is room enough.
+    let mut chars = vec!['\0'; text.len() + 1];
+    let mut keeper = Keeper::new();
+    let unscripted = fold_unscripted(text, |c| match c {
+        Some(c) => keeper.push(&mut chars, c),
+        None => keeper.leave_out(),
+    });
+    if unscripted {
+        chars.truncate(keeper.kept);
+        return chars;
+    }
     let mut chars = fold_chars(text);
     keep_shingle_chars(&mut chars);
     chars
@@ -30,29 +43,53 @@ fn shingle_chars(text: &str) -> Vec<char> {
 
 /// Keeps the characters of folded text that shingles are cut from, in place (a space is added only
 /// where at least one character was left out, so the text never grows).
+fn keep_shingle_chars(chars: &mut Vec<char>) {
+    let mut keeper = Keeper::new();
+    for i in 0..chars.len() {
+        // (kept <= i: writing at `kept` never overwrites a character not yet read)
+        let c = chars[i];
+        keeper.push(chars, c);
+    }
+    chars.truncate(keeper.kept);
+}
+
+/// The characters shingles are cut from, written one at a time into the start of a buffer.
 ///
 /// Chinese and Japanese have no spaces between words: a space is kept only between two characters
 /// of spaced scripts, where punctuation or whitespace separated them.
-fn keep_shingle_chars(chars: &mut Vec<char>) {
-    let classes = &*CHARACTER_CLASSES;
-    let mut kept = 0;
-    // Whether the last character kept is of a spaced script, and whether one was left out since.
-    let mut previous_spaced = false;
-    let mut separated = false;
-    for i in 0..chars.len() {
-        let c = chars[i];
-        let (keep, spaced) = classes.of(c);
-        // Without a branch on either answer (punctuation and spaces are a sixth of a text): the
-        // space, then the character, each written always and kept or overwritten (kept < i when a
-        // space is kept, since a character was left out before it).
-        chars[kept] = ' ';
-        kept += usize::from(keep & separated & previous_spaced & spaced);
-        chars[kept] = c;
-        kept += usize::from(keep);
-        separated = !keep;
-        previous_spaced = if keep { spaced } else { previous_spaced };
+struct Keeper {
+    classes: &'static CharacterClasses,
+    /// How many characters are written.
+    kept: usize,
+    /// Whether the last character kept is of a spaced script, and whether one was left out since.
+    previous_spaced: bool,
+    separated: bool,
+}
+
+impl Keeper {
+    fn new() -> Keeper {
+        Keeper { classes: &CHARACTER_CLASSES, kept: 0, previous_spaced: false, separated: false }
     }
-    chars.truncate(kept);
+
+    /// Folded character `c`: kept (after a space, where one is due) or left out.
+    #[inline]
+    fn push(&mut self, out: &mut [char], c: char) {
+        let (keep, spaced) = self.classes.of(c);
+        // Without a branch on either answer (punctuation and spaces are a sixth of a text): the
+        // space, then the character, each written always and kept or overwritten.
+        out[self.kept] = ' ';
+        self.kept += usize::from(keep & self.separated & self.previous_spaced & spaced);
+        out[self.kept] = c;
+        self.kept += usize::from(keep);
+        self.separated = !keep;
+        self.previous_spaced = if keep { spaced } else { self.previous_spaced };
+    }
+
+    /// A character that is never kept (whitespace, punctuation).
+    #[inline]
+    fn leave_out(&mut self) {
+        self.separated = true;
+    }
 }
 
 /// Builds the character classes now rather than on first use.
@@ -543,6 +580,35 @@ mod tests {
 
     /// The hashed sets give the Jaccard of the windows themselves, for every shingle length and
     /// for texts shorter than n (one shingle, the whole text).
+    /// The one-pass fold and keep gives the characters of the two steps, for every text (random
+    /// texts from an alphabet of every kind of character the paths tell apart).
+    #[test]
+    fn one_pass_shingle_chars_equal_two_steps() {
+        let two_steps = |text: &str| {
+            let mut chars = fold_chars(text);
+            keep_shingle_chars(&mut chars);
+            chars
+        };
+        let alphabet: Vec<char> = "aZ9 \t\n\u{a0}\u{3000}…,.-'ÀΣσς\u{301}ﬁＡ１，한국어ไทย\u{e48}नमस्ते中文繁體軟體資訊程式，。😀\u{2019}"
+            .chars()
+            .collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let len = (state >> 58) as usize;
+            let text: String = (0..len)
+                .map(|_| {
+                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    alphabet[(state >> 33) as usize % alphabet.len()]
+                })
+                .collect();
+            assert_eq!(shingle_chars(&text), two_steps(&text), "{text:?}");
+        }
+        for text in ["", " ", "…", "a … b", "  Hello,   World!  ", "x...y", "don\u{2019}t", "ΣΑΣ"] {
+            assert_eq!(shingle_chars(text), two_steps(text), "{text:?}");
+        }
+    }
+
     #[test]
     fn jaccard_equals_the_windows_oracle() {
         let texts = [
