@@ -388,6 +388,28 @@ RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS
 $$;
 
 -- ---------------------------------------------------------------------------------------------
+-- The simhash index access method (src/index/)
+-- ---------------------------------------------------------------------------------------------
+
+-- A radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k, and what the planner
+-- rewrite turns that test into where the column has a simhash index.
+CREATE TYPE simhash_ball AS (center simhash64, radius integer);
+CREATE FUNCTION simhash_ball(center simhash64, radius integer) RETURNS simhash_ball
+    AS $$ SELECT ROW(center, radius)::@extschema@.simhash_ball $$ LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <@ (
+    LEFTARG = simhash64, RIGHTARG = simhash_ball, FUNCTION = simhash_internal.simhash_within_ball,
+    RESTRICT = contsel, JOIN = contjoinsel
+);
+
+CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_handler
+    AS 'MODULE_PATHNAME', 'simhash_amhandler' LANGUAGE C;
+CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandler;
+CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
+    OPERATOR 1 <@ (simhash64, simhash_ball);
+
+-- ---------------------------------------------------------------------------------------------
 -- Index helpers
 -- ---------------------------------------------------------------------------------------------
 
@@ -434,12 +456,15 @@ BEGIN
                 how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n,
                 CASE WHEN method = 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
         END LOOP;
+    ELSIF method = 'simhash' THEN
+        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING simhash (%I)',
+            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_simhash'), tbl, col);
     ELSIF method = 'gin' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
             how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
     ELSE
         RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones) or ''gin'' (one bands index).';
+            HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones), ''gin'' (one bands index) or ''simhash'' (the extension''s own index).';
     END IF;
 END $$;
 
@@ -654,8 +679,14 @@ COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name, double precisio
 COMMENT ON FUNCTION simhash_clusters_from_pairs(text) IS 'the groups (connected components) of the (id_a, id_b) pairs of a query: each id with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(text, integer, double precision, integer) IS 'each row with a verified near-duplicate (see simhash_pairs with min_similarity), with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name, double precision, name, integer) IS 'each row of a table with a verified near-duplicate, with the smallest id of its group';
+COMMENT ON TYPE simhash_ball IS 'a radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k';
+COMMENT ON FUNCTION simhash_ball(simhash64, integer) IS 'the ball of fingerprints within radius bits of center';
+COMMENT ON FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) IS 'implementation of simhash64 <@ simhash_ball';
+COMMENT ON OPERATOR <@ (simhash64, simhash_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_amhandler(internal) IS 'handler of the simhash index access method';
+COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests';
 COMMENT ON FUNCTION simhash_internal.simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
-COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree or gin)';
+COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree, btree_compact, gin or simhash)';
 COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
 COMMENT ON FUNCTION simhash_segment_probes(simhash64, integer, integer) IS 'values of segment n within r bits of the fingerprint''s (r = 0..3)';
 COMMENT ON FUNCTION simhash_bands(simhash64) IS 'the four segments tagged with their number (n << 16 | value), for a GIN index';

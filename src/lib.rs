@@ -12,6 +12,7 @@ use pgrx::prelude::*;
 
 mod dedup;
 mod fingerprint;
+mod index;
 mod lookup;
 mod pairs;
 mod pg;

@@ -28,6 +28,19 @@ pub(crate) struct ExtensionObjects {
     /// The text -> fingerprint functions: simhash(text), simhash(text, int), simhash_ngrams,
     /// minhash64 (memoized per backend, see `crate::fingerprint::text`).
     pub text_fingerprints: [Oid; 4],
+    /// The `simhash` index access method and what its radius test is made of:
+    /// `col <@ ROW(q, k)::simhash_ball` (`None` for catalogs of a version without it).
+    pub own_index: Option<OwnIndex>,
+}
+
+/// The objects of the `simhash` index access method (src/index/).
+#[derive(Clone, Copy)]
+pub(crate) struct OwnIndex {
+    pub access_method: Oid,
+    pub ball_type: Oid,
+    /// The operator `simhash64 <@ simhash_ball` and its function.
+    pub within: Oid,
+    pub within_function: Oid,
 }
 
 impl ExtensionObjects {
@@ -57,6 +70,7 @@ impl ExtensionObjects {
                     function_oid(schema, c"simhash_ngrams", &[pg_sys::TEXTOID, pg_sys::INT4OID])?,
                     function_oid(schema, c"minhash64", &[pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT4OID])?,
                 ],
+                own_index: own_index(schema, simhash64),
             })
         }
     }
@@ -77,6 +91,40 @@ pub(crate) unsafe fn function_oid(schema: Oid, name: &CStr, arg_types: &[Oid]) -
             Datum::from(0),
         );
         (oid != Oid::INVALID).then_some(oid)
+    }
+}
+
+/// The access method `simhash` and its operator, when the extension's catalog has them and the
+/// access method is ours (its handler is the extension's).
+unsafe fn own_index(schema: Oid, simhash64: Oid) -> Option<OwnIndex> {
+    unsafe {
+        let ball_type = pg_sys::GetSysCacheOid(
+            pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
+            pg_sys::Anum_pg_type_oid as i16,
+            Datum::from(c"simhash_ball".as_ptr()),
+            Datum::from(schema.to_u32()),
+            Datum::from(0),
+            Datum::from(0),
+        );
+        if ball_type == Oid::INVALID {
+            return None;
+        }
+        let within = pg_sys::GetSysCacheOid(
+            pg_sys::SysCacheIdentifier::OPERNAMENSP as i32,
+            pg_sys::Anum_pg_operator_oid as i16,
+            Datum::from(c"<@".as_ptr()),
+            Datum::from(simhash64.to_u32()),
+            Datum::from(ball_type.to_u32()),
+            Datum::from(schema.to_u32()),
+        );
+        if within == Oid::INVALID {
+            return None;
+        }
+        let access_method = pg_sys::get_index_am_oid(c"simhash".as_ptr(), true);
+        if access_method == Oid::INVALID {
+            return None;
+        }
+        Some(OwnIndex { access_method, ball_type, within, within_function: pg_sys::get_opcode(within) })
     }
 }
 
@@ -101,6 +149,8 @@ pub(crate) enum IndexKind {
     SegmentBtrees,
     /// A valid, non-partial GIN index on `simhash_bands(col)`.
     BandsGin,
+    /// A valid, non-partial index of the extension's own access method on the column.
+    OwnIndex,
 }
 
 /// A B-tree on `simhash_segment(col, n)`.
@@ -118,6 +168,8 @@ pub(crate) struct ColumnIndexes {
     segments: [Option<SegmentIndex>; SEGMENTS],
     /// Whether there is a GIN index on `simhash_bands(col)`.
     bands: bool,
+    /// Whether there is an index of the `simhash` access method on the column.
+    own: bool,
 }
 
 impl ColumnIndexes {
@@ -136,12 +188,21 @@ impl ColumnIndexes {
             let relkind = (*(*rel).rd_rel).relkind as u8;
             let mut segments = [None; SEGMENTS];
             let mut bands = false;
+            let mut own = false;
             if [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind)
             {
                 for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
                     // The planner takes the same lock on every index of the table moments later.
                     let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
                     let form = (*index).rd_index;
+                    // The extension's own access method, on the column itself.
+                    if let Some(own_index) = ours.own_index {
+                        own |= (*(*index).rd_rel).relam == own_index.access_method
+                            && (*form).indisvalid
+                            && (*form).indnkeyatts == 1
+                            && (*form).indkey.values.as_slice(1)[0] == attno
+                            && pg_sys::RelationGetIndexPredicate(index).is_null();
+                    }
                     let usable = (*form).indisvalid
                         && (*form).indnkeyatts == 1
                         && (*form).indkey.values.as_slice(1)[0] == 0
@@ -188,13 +249,15 @@ impl ColumnIndexes {
                 }
             }
             pg_sys::RelationClose(rel);
-            Some(ColumnIndexes { segments, bands })
+            Some(ColumnIndexes { segments, bands, own })
         }
     }
 
-    /// The kind of lookup the column supports, B-trees preferred.
+    /// The kind of lookup the column supports: the own access method, then B-trees, then GIN.
     pub(crate) fn kind(&self) -> Option<IndexKind> {
-        if self.segments.iter().all(|s| s.is_some()) {
+        if self.own {
+            Some(IndexKind::OwnIndex)
+        } else if self.segments.iter().all(|s| s.is_some()) {
             Some(IndexKind::SegmentBtrees)
         } else if self.bands {
             Some(IndexKind::BandsGin)

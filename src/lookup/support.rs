@@ -28,7 +28,7 @@ use pgrx::PgList;
 
 use super::catalog::{ColumnIndexes, ExtensionObjects, IndexKind};
 use super::shape::{band_candidates, exact_test, segment_candidates, segments_equal};
-use crate::pg::nodes::{call_of, const_integer, func_name, is_param_or_const, strip_relabel};
+use crate::pg::nodes::{call_of, const_integer, copy, func_name, int4_const, is_param_or_const, strip_relabel};
 
 #[pg_extern(sql = false)]
 fn simhash_distance_support(request: Internal) -> Internal {
@@ -61,7 +61,8 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
 
         // Only a constant, non-NULL bound. (All-constant calls were folded before we are asked.)
         let radius = u32::try_from(test.radius(const_integer(bound)?)?).ok()?;
-        let segment_radius = simhash_core::probes::segment_radius(radius)?;
+        // (the segment indexes answer radii up to 11; the extension's own index any radius)
+        let segment_radius = simhash_core::probes::segment_radius(radius);
 
         // The distance must be exactly our hamming(simhash64, simhash64), from the extension's
         // schema. (The comparison itself is in simhash_internal, so the schema is hamming's.)
@@ -81,7 +82,14 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         // and whichever the planner puts on the inner side probes its indexes with the other's value.
         // The exact test comes first in the AND, so a candidate test only runs on true matches.
         let mut candidate_tests = Vec::new();
+        let mut own_tests = PgList::<Node>::new();
         for (probed, index, other) in probe_targets((*(*root).parse).rtable, a, b, &ours) {
+            if index == IndexKind::OwnIndex {
+                // Exact on its own: `probed <@ ROW(other, k)::simhash_ball`.
+                own_tests.push(within_ball(probed, other, radius, &ours)?);
+                continue;
+            }
+            let Some(segment_radius) = segment_radius else { continue };
             let test = match index {
                 // Symmetric: one test serves both sides.
                 IndexKind::SegmentBtrees if segment_radius == 0 => {
@@ -92,8 +100,16 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
                 }
                 IndexKind::SegmentBtrees => segment_candidates(probed, other, segment_radius, &ours),
                 IndexKind::BandsGin => band_candidates(probed, other, segment_radius, &ours),
+                IndexKind::OwnIndex => continue,
             };
             candidate_tests.push((index, test));
+        }
+        if !own_tests.is_empty() {
+            return Some(if own_tests.len() == 1 {
+                own_tests.get_ptr(0)?
+            } else {
+                pg_sys::make_andclause(own_tests.into_pg()).cast()
+            });
         }
         if candidate_tests.is_empty() {
             return None;
@@ -200,6 +216,37 @@ unsafe extern "C-unwind" fn refers_to_rows(node: *mut Node, context: *mut std::f
 /// The operands to probe through their table's indexes: (operand, index kind, other operand).
 /// An operand qualifies when it is a column of this query level of a table (plain, partitioned or
 /// materialised view) that has the indexes, and the other operand is not a column of the same row.
+/// `probed <@ ROW(other, radius)::simhash_ball`: the radius test as the operator of the extension's
+/// own index access method (src/index/), exact for every radius.
+unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &ExtensionObjects) -> Option<*mut Node> {
+    unsafe {
+        let own = ours.own_index?;
+        let mut row = pgrx::PgBox::<pg_sys::RowExpr>::alloc_node(NodeTag::T_RowExpr);
+        let mut args = PgList::<Node>::new();
+        args.push(copy(other));
+        args.push(int4_const(radius.min(64) as i32).cast());
+        row.args = args.into_pg();
+        row.row_typeid = own.ball_type;
+        row.row_format = pg_sys::CoercionForm::COERCE_EXPLICIT_CAST;
+        let mut names = PgList::<Node>::new();
+        names.push(pg_sys::makeString(pg_sys::pstrdup(c"center".as_ptr())).cast());
+        names.push(pg_sys::makeString(pg_sys::pstrdup(c"radius".as_ptr())).cast());
+        row.colnames = names.into_pg();
+        row.location = -1;
+        let call = pg_sys::make_opclause(
+            own.within,
+            pg_sys::BOOLOID,
+            false,
+            copy(probed).cast(),
+            row.into_pg().cast(),
+            Oid::INVALID,
+            Oid::INVALID,
+        );
+        (*(call as *mut pg_sys::OpExpr)).opfuncid = own.within_function;
+        Some(call.cast())
+    }
+}
+
 unsafe fn probe_targets(
     rtable: *mut pg_sys::List,
     a: *mut Node,

@@ -1,0 +1,170 @@
+//! CREATE INDEX: every row's fingerprint read from the table, the bucket bits chosen for that many
+//! rows, then the pages written in block order (metapage, directory, each segment's buckets) and
+//! WAL-logged whole at the end, as pgvector's builds do. An unlogged table's empty index (the init
+//! fork) is written the same way and always logged.
+
+use pgrx::pg_sys::{self, Page};
+use pgrx::prelude::*;
+use simhash_core::buckets::{bucket_bits, bucket_of};
+
+use super::page::{self, DirectoryEntry, Entry, Kind};
+use super::{fingerprint_of, SEGMENTS};
+
+struct BuildState {
+    entries: Vec<Entry>,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn build_callback(
+    _index: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    values: *mut pg_sys::Datum,
+    isnull: *mut bool,
+    _alive: bool,
+    state: *mut core::ffi::c_void,
+) {
+    unsafe {
+        let state = &mut *(state as *mut BuildState);
+        if let Some(fp) = fingerprint_of(*values, *isnull) {
+            state.entries.push(Entry { fp, tid: *tid });
+        }
+        pgrx::check_for_interrupts!();
+    }
+}
+
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn ambuild(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+) -> *mut pg_sys::IndexBuildResult {
+    unsafe {
+        if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
+            error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
+        }
+        let mut state = BuildState { entries: Vec::new() };
+        let heap_tuples = pg_sys::table_index_build_scan(
+            heap,
+            index,
+            index_info,
+            true,
+            true,
+            Some(build_callback),
+            (&mut state as *mut BuildState).cast(),
+            std::ptr::null_mut(),
+        );
+        write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, &state.entries);
+        let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
+        (*result).heap_tuples = heap_tuples;
+        (*result).index_tuples = state.entries.len() as f64;
+        result
+    }
+}
+
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
+    unsafe { write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[]) };
+}
+
+/// Writes the whole index for `entries` into `fork` (empty), then logs its pages.
+unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, entries: &[Entry]) {
+    unsafe {
+        let bits = bucket_bits(entries.len() as u64, page::entries_per_page() as u64);
+        let directory_pages = page::directory_pages(bits);
+        let buckets = 1usize << bits;
+        let per_page = page::entries_per_page();
+
+        // Each bucket's pages, in block order: segment by segment, bucket by bucket.
+        let first_bucket_page = 1 + SEGMENTS * directory_pages;
+        let mut next_block = first_bucket_page;
+        let mut directory = vec![DirectoryEntry::EMPTY; SEGMENTS as usize * buckets];
+        let mut counts = vec![0usize; SEGMENTS as usize * buckets];
+        for entry in entries {
+            for segment in 0..SEGMENTS {
+                counts[segment as usize * buckets + bucket_of(entry.fp, segment, bits) as usize] += 1;
+            }
+        }
+        for (slot, &count) in counts.iter().enumerate() {
+            if count > 0 {
+                let pages = count.div_ceil(per_page) as u32;
+                directory[slot] = DirectoryEntry { head: next_block, tail: next_block + pages - 1 };
+                next_block += pages;
+            }
+        }
+        // The metapage.
+        write_page(index, fork, 0, |page| {
+            page::init_page(page, Kind::Meta, 0);
+            *page::meta(page) = page::new_meta(bits, directory_pages);
+            page::set_used(page, std::mem::size_of::<page::Meta>());
+        });
+        // The directory.
+        let per_directory_page = page::directory_entries_per_page();
+        for segment in 0..SEGMENTS {
+            for d in 0..directory_pages {
+                let block = 1 + segment * directory_pages + d;
+                write_page(index, fork, block, |page| {
+                    page::init_page(page, Kind::Directory, segment as u16);
+                    let first = d as usize * per_directory_page;
+                    let last = (first + per_directory_page).min(buckets);
+                    for bucket in first..last {
+                        *page::directory_entry(page, bucket - first) = directory[segment as usize * buckets + bucket];
+                    }
+                    page::set_used(page, (last - first) * std::mem::size_of::<DirectoryEntry>());
+                });
+            }
+        }
+        // The buckets, one segment at a time (its entries sorted by bucket with a counting sort):
+        // each chain's pages are consecutive blocks.
+        let mut block = first_bucket_page;
+        for segment in 0..SEGMENTS {
+            let mut starts = vec![0usize; buckets + 1];
+            for bucket in 0..buckets {
+                starts[bucket + 1] = starts[bucket] + counts[segment as usize * buckets + bucket];
+            }
+            let mut sorted = vec![Entry { fp: 0, tid: pg_sys::ItemPointerData::default() }; entries.len()];
+            for entry in entries {
+                let slot = &mut starts[bucket_of(entry.fp, segment, bits) as usize];
+                sorted[*slot] = *entry;
+                *slot += 1;
+            }
+            // (starts[b] is now the end of bucket b)
+            let mut start = 0;
+            for &end in &starts[..buckets] {
+                let chunks: Vec<&[Entry]> = sorted[start..end].chunks(per_page).collect();
+                for (i, chunk) in chunks.iter().enumerate() {
+                    let last = i + 1 == chunks.len();
+                    write_page(index, fork, block, |page| {
+                        page::init_page(page, Kind::Bucket, segment as u16);
+                        for entry in *chunk {
+                            page::push_entry(page, *entry);
+                        }
+                        (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
+                    });
+                    block += 1;
+                }
+                start = end;
+            }
+            pgrx::check_for_interrupts!();
+        }
+        debug_assert_eq!(block, next_block);
+
+        // WAL: every page whole (the init fork of an unlogged index too, which GenericXLog would
+        // not log).
+        if fork == pg_sys::ForkNumber::INIT_FORKNUM || (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as core::ffi::c_char {
+            pg_sys::log_newpage_range(index, fork, 0, block, true);
+        }
+    }
+}
+
+/// Appends block `block` (the next one) to `fork`, filled by `fill`.
+unsafe fn write_page(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, block: u32, fill: impl FnOnce(Page)) {
+    unsafe {
+        let buffer = page::new_buffer(index, fork);
+        if pg_sys::BufferGetBlockNumber(buffer) != block {
+            error!("simhash index build expected block {block}, got {}", pg_sys::BufferGetBlockNumber(buffer));
+        }
+        fill(pg_sys::BufferGetPage(buffer));
+        pg_sys::MarkBufferDirty(buffer);
+        pg_sys::UnlockReleaseBuffer(buffer);
+    }
+}

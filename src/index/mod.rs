@@ -1,0 +1,128 @@
+//! The `simhash` index access method: `CREATE INDEX ... USING simhash (fp)`.
+//!
+//! Each fingerprint is filed under each of its four 16-bit segments, in the bucket of the
+//! segment's top bits (`simhash_core::buckets` has the layout and why a lookup is exact; `page` the
+//! pages). A radius test reaches it as the operator `fp <@ simhash_ball(q, k)`, which the planner
+//! rewrite makes of `fp <~> q <= k` where the column has such an index (`crate::lookup::support`);
+//! the scan (`scan`) reads the buckets of the values within `k / 4` bits of the query's segments
+//! and checks each entry's distance in the page, so the table is read only for the rows within
+//! `k`. `build` writes a new index, `insert` adds a row, `vacuum` removes the entries of removed
+//! rows; every change is WAL-logged (GenericXLog, or whole pages after a build).
+//!
+//! Stage 1 of the index (issue 19): radius tests at every k (a full pass of one segment beyond 11).
+//! Not yet: ORDER BY fp <~> q, parallel scans, the near-duplicate constraint through it.
+
+use pgrx::pg_sys::{self, Datum};
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+use crate::pg::errors::raise;
+
+mod build;
+mod insert;
+mod page;
+mod scan;
+mod vacuum;
+
+pub(crate) const SEGMENTS: u32 = simhash_core::SEGMENTS;
+
+/// The fingerprint of an index value (`None` for NULL).
+pub(super) fn fingerprint_of(value: Datum, isnull: bool) -> Option<u64> {
+    (!isnull).then(|| value.value() as u64)
+}
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_simhash_amhandler() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The access method's handler: its capabilities and callbacks.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn simhash_amhandler(_fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    unsafe {
+        let am = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexAmRoutine>()) as *mut pg_sys::IndexAmRoutine;
+        (*am).type_ = pg_sys::NodeTag::T_IndexAmRoutine;
+        (*am).amstrategies = 1;
+        (*am).amsupport = 0;
+        (*am).amoptsprocnum = 0;
+        (*am).amcanorder = false;
+        (*am).amcanorderbyop = false;
+        (*am).amcanbackward = false;
+        (*am).amcanunique = false;
+        (*am).amcanmulticol = false;
+        (*am).amoptionalkey = false;
+        (*am).amsearcharray = false;
+        (*am).amsearchnulls = false;
+        (*am).amstorage = false;
+        (*am).amclusterable = false;
+        (*am).ampredlocks = false;
+        (*am).amcanparallel = false;
+        (*am).amcaninclude = false;
+        (*am).amusemaintenanceworkmem = false;
+        (*am).amparallelvacuumoptions = 0; // VACUUM_OPTION_NO_PARALLEL
+        (*am).amkeytype = pg_sys::InvalidOid;
+
+        (*am).ambuild = Some(build::ambuild);
+        (*am).ambuildempty = Some(build::ambuildempty);
+        (*am).aminsert = Some(insert::aminsert);
+        (*am).ambulkdelete = Some(vacuum::ambulkdelete);
+        (*am).amvacuumcleanup = Some(vacuum::amvacuumcleanup);
+        (*am).amcostestimate = Some(scan::amcostestimate);
+        (*am).amoptions = Some(amoptions);
+        (*am).amvalidate = Some(amvalidate);
+        (*am).ambeginscan = Some(scan::ambeginscan);
+        (*am).amrescan = Some(scan::amrescan);
+        (*am).amgettuple = Some(scan::amgettuple);
+        (*am).amgetbitmap = Some(scan::amgetbitmap);
+        (*am).amendscan = Some(scan::amendscan);
+        Datum::from(am)
+    }
+}
+
+/// `WITH (...)`: a simhash index takes no options.
+#[pg_guard]
+unsafe extern "C-unwind" fn amoptions(reloptions: Datum, validate: bool) -> *mut pg_sys::bytea {
+    if validate && !reloptions.is_null() {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "simhash indexes take no storage parameters".into(),
+            None,
+            Some("Leave out the WITH clause.".into()),
+        );
+    }
+    std::ptr::null_mut()
+}
+
+/// The operator classes are the extension's own (sql/simhash.sql): nothing to check.
+#[pg_guard]
+unsafe extern "C-unwind" fn amvalidate(_opclass: pg_sys::Oid) -> bool {
+    true
+}
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_simhash_within_ball() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// `fp <@ simhash_ball(q, k)`: whether `fp` is within `k` bits of `q` (NULL when the ball's center
+/// or radius is NULL), as `fp <~> q <= k`.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn simhash_within_ball(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    unsafe {
+        let args = (*fcinfo).args.as_slice(2);
+        // STRICT: both arguments are non-NULL here.
+        match scan::ball_of(args[1].value) {
+            Some(ball) => Datum::from(scan::within(args[0].value.value() as u64, ball)),
+            None => {
+                (*fcinfo).isnull = true;
+                Datum::from(0)
+            }
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The pages of a `simhash` index: block 0 is the metapage; then the directory, four runs of
+//! pages (one per segment) of [`DirectoryEntry`]s, one per bucket, giving the first and last page of
+//! the bucket's chain; then the bucket pages, each a packed array of [`Entry`]s (fingerprint and
+//! heap TID) and a link to the next page of its bucket. Every page has the standard layout (the
+//! entries end at `pd_lower`, the special space holds [`Special`]), so GenericXLog can log it.
+//!
+//! Pages are never freed: VACUUM compacts bucket pages in place, and a chain only grows. So a scan
+//! that follows a chain one page at a time, with a share lock on each, never lands on a page that
+//! became something else.
+
+use std::mem::size_of;
+
+use pgrx::pg_sys::{self, BlockNumber, Buffer, Page};
+
+use crate::pg::errors::raise;
+use pgrx::PgSqlErrorCode;
+
+pub(super) const INVALID_BLOCK: BlockNumber = pg_sys::InvalidBlockNumber;
+const MAGIC: u32 = 0x5348_4958; // "SHIX"
+const VERSION: u32 = 1;
+
+/// What a page is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u16)]
+pub(super) enum Kind {
+    Meta = 1,
+    Directory = 2,
+    Bucket = 3,
+}
+
+/// The special space of every page.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct Special {
+    pub kind: u16,
+    /// The segment (0..4) of a directory or bucket page.
+    pub segment: u16,
+    /// The next page of a bucket's chain.
+    pub next: BlockNumber,
+}
+
+/// The metapage's contents.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct Meta {
+    pub magic: u32,
+    pub version: u32,
+    /// Each segment's buckets are its top `bits` bits (`simhash_core::buckets`).
+    pub bits: u32,
+    /// Directory pages per segment; segment n's start at block 1 + n * directory_pages.
+    pub directory_pages: u32,
+}
+
+/// A bucket's chain: its first and last page (both invalid while it is empty).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct DirectoryEntry {
+    pub head: BlockNumber,
+    pub tail: BlockNumber,
+}
+
+impl DirectoryEntry {
+    pub const EMPTY: DirectoryEntry = DirectoryEntry { head: INVALID_BLOCK, tail: INVALID_BLOCK };
+}
+
+/// One fingerprint of a heap row, in a bucket page (14 bytes, unaligned).
+#[repr(C, packed)]
+#[derive(Clone, Copy)]
+pub(super) struct Entry {
+    pub fp: u64,
+    pub tid: pg_sys::ItemPointerData,
+}
+
+fn usable() -> usize {
+    pg_sys::BLCKSZ as usize - header_contents_offset() - maxalign(size_of::<Special>())
+}
+
+/// Where the contents start: right after the page header (`PageGetContents`).
+fn header_contents_offset() -> usize {
+    maxalign(size_of::<pg_sys::PageHeaderData>())
+}
+
+fn maxalign(len: usize) -> usize {
+    (len + 7) & !7
+}
+
+/// Entries of a bucket page.
+pub(super) fn entries_per_page() -> usize {
+    usable() / size_of::<Entry>()
+}
+
+/// Directory entries of a directory page.
+pub(super) fn directory_entries_per_page() -> usize {
+    usable() / size_of::<DirectoryEntry>()
+}
+
+/// Initializes `page` as an empty page of `kind` for `segment`.
+///
+/// # Safety
+///
+/// `page` is a page-sized buffer (a locked buffer's page or a GenericXLog copy).
+pub(super) unsafe fn init_page(page: Page, kind: Kind, segment: u16) {
+    unsafe {
+        pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, size_of::<Special>());
+        *special(page) = Special { kind: kind as u16, segment, next: INVALID_BLOCK };
+        set_used(page, 0);
+    }
+}
+
+/// # Safety
+///
+/// `page` is an initialized page of this index.
+pub(super) unsafe fn special(page: Page) -> *mut Special {
+    unsafe { pg_sys::PageGetSpecialPointer(page).cast() }
+}
+
+/// # Safety
+///
+/// `page` is a page of this index, of `kind` (else an ERROR: the index is corrupt).
+pub(super) unsafe fn expect_kind(page: Page, kind: Kind, index: pg_sys::Relation, block: BlockNumber) {
+    unsafe {
+        if pg_sys::PageIsNew(page) || pg_sys::PageGetSpecialSize(page) as usize != maxalign(size_of::<Special>())
+            || (*special(page)).kind != kind as u16
+        {
+            raise(
+                PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+                format!(
+                    "block {block} of simhash index \"{}\" is not a {kind:?} page",
+                    crate::pg::names::relation_name(index)
+                ),
+                None,
+                Some("REINDEX the index.".into()),
+            );
+        }
+    }
+}
+
+/// The bytes used after the header.
+///
+/// # Safety
+///
+/// `page` is an initialized page.
+pub(super) unsafe fn used(page: Page) -> usize {
+    unsafe { (*(page as *mut pg_sys::PageHeaderData)).pd_lower as usize - header_contents_offset() }
+}
+
+/// # Safety
+///
+/// `page` is an initialized page and `bytes` fits.
+pub(super) unsafe fn set_used(page: Page, bytes: usize) {
+    unsafe { (*(page as *mut pg_sys::PageHeaderData)).pd_lower = (header_contents_offset() + bytes) as u16 };
+}
+
+/// # Safety
+///
+/// `page` is an initialized page.
+pub(super) unsafe fn contents(page: Page) -> *mut u8 {
+    unsafe { (page as *mut u8).add(header_contents_offset()) }
+}
+
+/// The metapage's contents.
+///
+/// # Safety
+///
+/// `page` is the metapage.
+pub(super) unsafe fn meta(page: Page) -> *mut Meta {
+    unsafe { contents(page).cast() }
+}
+
+pub(super) fn new_meta(bits: u32, directory_pages: u32) -> Meta {
+    Meta { magic: MAGIC, version: VERSION, bits, directory_pages }
+}
+
+/// Checks the metapage and returns its contents.
+///
+/// # Safety
+///
+/// `page` is block 0 of `index`, share-locked.
+pub(super) unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
+    unsafe {
+        expect_kind(page, Kind::Meta, index, 0);
+        let meta = *meta(page);
+        if meta.magic != MAGIC || meta.version != VERSION {
+            raise(
+                PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+                format!(
+                    "simhash index \"{}\" has version {} of the page format, not {VERSION}",
+                    crate::pg::names::relation_name(index),
+                    meta.version
+                ),
+                None,
+                Some("REINDEX the index.".into()),
+            );
+        }
+        meta
+    }
+}
+
+/// The entries of a bucket page.
+///
+/// # Safety
+///
+/// `page` is a locked bucket page.
+pub(super) unsafe fn entries(page: Page) -> &'static [Entry] {
+    unsafe {
+        let n = used(page) / size_of::<Entry>();
+        std::slice::from_raw_parts(contents(page).cast::<Entry>(), n)
+    }
+}
+
+/// Appends `entry` to a bucket page; `false` when it is full.
+///
+/// # Safety
+///
+/// `page` is an exclusively locked bucket page (or its GenericXLog copy).
+pub(super) unsafe fn push_entry(page: Page, entry: Entry) -> bool {
+    unsafe {
+        let n = used(page) / size_of::<Entry>();
+        if n >= entries_per_page() {
+            return false;
+        }
+        contents(page).cast::<Entry>().add(n).write_unaligned(entry);
+        set_used(page, (n + 1) * size_of::<Entry>());
+        true
+    }
+}
+
+/// Keeps the entries of a bucket page for which `keep` holds, in order; returns how many were removed.
+///
+/// # Safety
+///
+/// `page` is an exclusively locked bucket page (or its GenericXLog copy).
+pub(super) unsafe fn retain_entries(page: Page, mut keep: impl FnMut(&Entry) -> bool) -> usize {
+    unsafe {
+        let n = used(page) / size_of::<Entry>();
+        let base = contents(page).cast::<Entry>();
+        let mut kept = 0;
+        for i in 0..n {
+            let entry = base.add(i).read_unaligned();
+            if keep(&entry) {
+                base.add(kept).write_unaligned(entry);
+                kept += 1;
+            }
+        }
+        set_used(page, kept * size_of::<Entry>());
+        n - kept
+    }
+}
+
+/// The directory entry of `bucket` on a directory page (the slot within the page).
+///
+/// # Safety
+///
+/// `page` is a locked directory page and `slot` within it.
+pub(super) unsafe fn directory_entry(page: Page, slot: usize) -> *mut DirectoryEntry {
+    unsafe { contents(page).cast::<DirectoryEntry>().add(slot) }
+}
+
+/// Where the directory entry of `bucket` of segment `segment` is: block and slot.
+pub(super) fn directory_position(meta: &Meta, segment: u32, bucket: u32) -> (BlockNumber, usize) {
+    let per_page = directory_entries_per_page();
+    (1 + segment * meta.directory_pages + bucket / per_page as u32, bucket as usize % per_page)
+}
+
+/// Directory pages per segment for `bits`.
+pub(super) fn directory_pages(bits: u32) -> u32 {
+    (1usize << bits).div_ceil(directory_entries_per_page()) as u32
+}
+
+/// A new page at the end of the index, exclusively locked (the relation extension lock serializes
+/// growth, as PostgreSQL 15's `ReadBuffer(P_NEW)` and 18's compatibility path both expect).
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn new_buffer(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) -> Buffer {
+    unsafe {
+        let local = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
+        if !local {
+            pg_sys::LockRelationForExtension(index, pg_sys::ExclusiveLock as i32);
+        }
+        let buffer =
+            pg_sys::ReadBufferExtended(index, fork, INVALID_BLOCK, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut());
+        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+        if !local {
+            pg_sys::UnlockRelationForExtension(index, pg_sys::ExclusiveLock as i32);
+        }
+        buffer
+    }
+}
+
+/// Reads block `block` of the main fork, locked in `mode`.
+///
+/// # Safety
+///
+/// `index` is an open index relation with that block.
+pub(super) unsafe fn read_locked(index: pg_sys::Relation, block: BlockNumber, mode: u32) -> Buffer {
+    unsafe {
+        let buffer = pg_sys::ReadBuffer(index, block);
+        pg_sys::LockBuffer(buffer, mode as i32);
+        buffer
+    }
+}
+
+/// One WAL record of changes to up to four locked buffers (GenericXLog): register each buffer, change
+/// the page it returns, then `finish`.
+pub(super) struct Change {
+    state: *mut pg_sys::GenericXLogState,
+}
+
+impl Change {
+    /// # Safety
+    ///
+    /// `index` is an open index relation.
+    pub(super) unsafe fn start(index: pg_sys::Relation) -> Change {
+        Change { state: unsafe { pg_sys::GenericXLogStart(index) } }
+    }
+
+    /// The page of `buffer` to change (`full`: a new or rewritten page, logged whole).
+    ///
+    /// # Safety
+    ///
+    /// `buffer` is exclusively locked and stays so until `finish`.
+    pub(super) unsafe fn page(&mut self, buffer: Buffer, full: bool) -> Page {
+        let flags = if full { pg_sys::GENERIC_XLOG_FULL_IMAGE as i32 } else { 0 };
+        unsafe { pg_sys::GenericXLogRegisterBuffer(self.state, buffer, flags) }
+    }
+
+    /// Writes the changes (and their WAL record).
+    pub(super) fn finish(self) {
+        unsafe { pg_sys::GenericXLogFinish(self.state) };
+    }
+
+    /// Drops the changes.
+    pub(super) fn abort(self) {
+        unsafe { pg_sys::GenericXLogAbort(self.state) };
+    }
+}

@@ -1,0 +1,113 @@
+//! VACUUM: every bucket page compacted in place without the entries of removed rows (each row has
+//! one entry per segment, each removed), one GenericXLog record per changed page. Pages are kept,
+//! even when empty (see `page`).
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::page::{self, Kind};
+use super::SEGMENTS;
+
+/// The bucket pages of the index, each exclusively locked in turn, with `visit`.
+unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl FnMut(pg_sys::Buffer)) -> u32 {
+    unsafe {
+        let index = (*info).index;
+        let meta_buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
+        let meta = page::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let first = 1 + SEGMENTS * meta.directory_pages;
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        for block in first..blocks {
+            pgrx::check_for_interrupts!();
+            let buffer = pg_sys::ReadBufferExtended(
+                index,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                block,
+                pg_sys::ReadBufferMode::RBM_NORMAL,
+                (*info).strategy,
+            );
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            let bucket_page = pg_sys::BufferGetPage(buffer);
+            // (a page added by an insert that failed before writing it is new: nothing in it)
+            if !pg_sys::PageIsNew(bucket_page) {
+                page::expect_kind(bucket_page, Kind::Bucket, index, block);
+                visit(buffer);
+            }
+            pg_sys::UnlockReleaseBuffer(buffer);
+        }
+        blocks
+    }
+}
+
+fn stats_or_new(stats: *mut pg_sys::IndexBulkDeleteResult) -> *mut pg_sys::IndexBulkDeleteResult {
+    if stats.is_null() {
+        unsafe { pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBulkDeleteResult>()).cast() }
+    } else {
+        stats
+    }
+}
+
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn ambulkdelete(
+    info: *mut pg_sys::IndexVacuumInfo,
+    stats: *mut pg_sys::IndexBulkDeleteResult,
+    callback: pg_sys::IndexBulkDeleteCallback,
+    callback_state: *mut core::ffi::c_void,
+) -> *mut pg_sys::IndexBulkDeleteResult {
+    unsafe {
+        let stats = stats_or_new(stats);
+        let Some(callback) = callback else { return stats };
+        let index = (*info).index;
+        let mut rows = 0.0;
+        let mut removed = 0.0;
+        let blocks = each_bucket_page(info, |buffer| {
+            let segment_zero = (*page::special(pg_sys::BufferGetPage(buffer))).segment == 0;
+            let mut change = page::Change::start(index);
+            let changed = change.page(buffer, false);
+            let gone = page::retain_entries(changed, |entry| {
+                let mut tid = entry.tid;
+                !callback(&mut tid, callback_state)
+            });
+            if segment_zero {
+                rows += page::entries(changed).len() as f64;
+                removed += gone as f64;
+            }
+            if gone > 0 {
+                change.finish();
+            } else {
+                change.abort();
+            }
+        });
+        (*stats).num_pages = blocks;
+        (*stats).num_index_tuples = rows;
+        (*stats).tuples_removed += removed;
+        stats
+    }
+}
+
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
+    info: *mut pg_sys::IndexVacuumInfo,
+    stats: *mut pg_sys::IndexBulkDeleteResult,
+) -> *mut pg_sys::IndexBulkDeleteResult {
+    unsafe {
+        if (*info).analyze_only {
+            return stats;
+        }
+        if !stats.is_null() {
+            return stats; // counted by ambulkdelete
+        }
+        // No bulk delete ran: count the rows (segment 0's entries) and pages.
+        let stats = stats_or_new(stats);
+        let mut rows = 0.0;
+        let blocks = each_bucket_page(info, |buffer| {
+            let bucket_page = pg_sys::BufferGetPage(buffer);
+            if (*page::special(bucket_page)).segment == 0 {
+                rows += page::entries(bucket_page).len() as f64;
+            }
+        });
+        (*stats).num_pages = blocks;
+        (*stats).num_index_tuples = rows;
+        stats
+    }
+}
