@@ -2,7 +2,8 @@
 -- The functions that only the extension's own objects call move into the private schema
 -- simhash_internal (same objects, same OIDs: indexes, operators, casts, the aggregate and stored
 -- views keep working without a REINDEX). simhash_add_dedup checks its limits through
--- simhash_internal.simhash_dedup_check, which holds them once for every entry point.
+-- simhash_internal.simhash_dedup_check, which holds them once for every entry point. New: the
+-- index access method simhash, with the operator simhash64 <@ simhash_ball.
 
 \echo Use "ALTER EXTENSION simhash UPDATE TO '0.3.0'" to load this file. \quit
 
@@ -74,12 +75,15 @@ BEGIN
                 how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n,
                 CASE WHEN method = 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
         END LOOP;
+    ELSIF method = 'simhash' THEN
+        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING simhash (%I)',
+            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_simhash'), tbl, col);
     ELSIF method = 'gin' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
             how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
     ELSE
         RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones) or ''gin'' (one bands index).';
+            HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones), ''gin'' (one bands index) or ''simhash'' (the extension''s own index).';
     END IF;
 END $$;
 
@@ -176,3 +180,41 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
+
+-- The simhash index access method (src/index/).
+-- A radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k, and what the planner
+-- rewrite turns that test into where the column has a simhash index.
+CREATE TYPE simhash_ball AS (center simhash64, radius integer);
+CREATE FUNCTION simhash_ball(center simhash64, radius integer) RETURNS simhash_ball
+    AS $$ SELECT ROW(center, radius)::@extschema@.simhash_ball $$ LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <@ (
+    LEFTARG = simhash64, RIGHTARG = simhash_ball, FUNCTION = simhash_internal.simhash_within_ball,
+    RESTRICT = contsel, JOIN = contjoinsel
+);
+
+CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_handler
+    AS 'MODULE_PATHNAME', 'simhash_amhandler' LANGUAGE C;
+CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandler;
+CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
+    OPERATOR 1 <@ (simhash64, simhash_ball);
+
+COMMENT ON TYPE simhash_ball IS 'a radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k';
+COMMENT ON FUNCTION simhash_ball(simhash64, integer) IS 'the ball of fingerprints within radius bits of center';
+COMMENT ON FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) IS 'implementation of simhash64 <@ simhash_ball';
+COMMENT ON OPERATOR <@ (simhash64, simhash_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_amhandler(internal) IS 'handler of the simhash index access method';
+COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests';
+COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree, btree_compact, gin or simhash)';
+-- Comments on the operator classes and casts too.
+COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
+COMMENT ON OPERATOR CLASS simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
+COMMENT ON OPERATOR FAMILY simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
+COMMENT ON OPERATOR CLASS simhash64_ops USING simhash IS 'radius tests of simhash64 (fp <@ simhash_ball(q, k)) in a simhash index';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING simhash IS 'radius tests of simhash64 in a simhash index';
+COMMENT ON CAST (simhash64 AS bigint) IS 'the same 64 bits as a two''s complement bigint';
+COMMENT ON CAST (bigint AS simhash64) IS 'the same 64 bits as a fingerprint';
+COMMENT ON CAST (simhash64 AS bit) IS 'the 64 bits, most significant first (write fp::bit(64))';
+COMMENT ON CAST (bit AS simhash64) IS 'a bit(64), most significant first (other lengths: 22026)';

@@ -700,3 +700,13 @@ COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTI
 COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
 COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column';
 COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';
+COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
+COMMENT ON OPERATOR CLASS simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
+COMMENT ON OPERATOR FAMILY simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
+COMMENT ON OPERATOR CLASS simhash64_ops USING simhash IS 'radius tests of simhash64 (fp <@ simhash_ball(q, k)) in a simhash index';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING simhash IS 'radius tests of simhash64 in a simhash index';
+COMMENT ON CAST (simhash64 AS bigint) IS 'the same 64 bits as a two''s complement bigint';
+COMMENT ON CAST (bigint AS simhash64) IS 'the same 64 bits as a fingerprint';
+COMMENT ON CAST (simhash64 AS bit) IS 'the 64 bits, most significant first (write fp::bit(64))';
+COMMENT ON CAST (bit AS simhash64) IS 'a bit(64), most significant first (other lengths: 22026)';

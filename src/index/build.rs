@@ -150,7 +150,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
 
         // WAL: every page whole (the init fork of an unlogged index too, which GenericXLog would
         // not log).
-        if fork == pg_sys::ForkNumber::INIT_FORKNUM || (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as core::ffi::c_char {
+        if fork == pg_sys::ForkNumber::INIT_FORKNUM
+            || (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as core::ffi::c_char
+        {
             pg_sys::log_newpage_range(index, fork, 0, block, true);
         }
     }

@@ -119,7 +119,8 @@ pub(super) unsafe fn special(page: Page) -> *mut Special {
 /// `page` is a page of this index, of `kind` (else an ERROR: the index is corrupt).
 pub(super) unsafe fn expect_kind(page: Page, kind: Kind, index: pg_sys::Relation, block: BlockNumber) {
     unsafe {
-        if pg_sys::PageIsNew(page) || pg_sys::PageGetSpecialSize(page) as usize != maxalign(size_of::<Special>())
+        if pg_sys::PageIsNew(page)
+            || pg_sys::PageGetSpecialSize(page) as usize != maxalign(size_of::<Special>())
             || (*special(page)).kind != kind as u16
         {
             raise(
@@ -279,8 +280,13 @@ pub(super) unsafe fn new_buffer(index: pg_sys::Relation, fork: pg_sys::ForkNumbe
         if !local {
             pg_sys::LockRelationForExtension(index, pg_sys::ExclusiveLock as i32);
         }
-        let buffer =
-            pg_sys::ReadBufferExtended(index, fork, INVALID_BLOCK, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut());
+        let buffer = pg_sys::ReadBufferExtended(
+            index,
+            fork,
+            INVALID_BLOCK,
+            pg_sys::ReadBufferMode::RBM_NORMAL,
+            std::ptr::null_mut(),
+        );
         pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
         if !local {
             pg_sys::UnlockRelationForExtension(index, pg_sys::ExclusiveLock as i32);

@@ -96,7 +96,10 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
 }
 
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _direction: pg_sys::ScanDirection::Type) -> bool {
+pub(super) unsafe extern "C-unwind" fn amgettuple(
+    scan: pg_sys::IndexScanDesc,
+    _direction: pg_sys::ScanDirection::Type,
+) -> bool {
     unsafe {
         let snapshot = (*scan).xs_snapshot;
         if snapshot.is_null()

@@ -589,9 +589,10 @@ mod tests {
             keep_shingle_chars(&mut chars);
             chars
         };
-        let alphabet: Vec<char> = "aZ9 \t\n\u{a0}\u{3000}…,.-'ÀΣσς\u{301}ﬁＡ１，한국어ไทย\u{e48}नमस्ते中文繁體軟體資訊程式，。😀\u{2019}"
-            .chars()
-            .collect();
+        let alphabet: Vec<char> =
+            "aZ9 \t\n\u{a0}\u{3000}…,.-'ÀΣσς\u{301}ﬁＡ１，한국어ไทย\u{e48}नमस्ते中文繁體軟體資訊程式，。😀\u{2019}"
+                .chars()
+                .collect();
         let mut state = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {
             state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);

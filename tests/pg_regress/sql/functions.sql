@@ -56,12 +56,12 @@ FROM pg_proc WHERE proname IN ('simhash', 'hamming', 'simhash_segment') ORDER BY
 SELECT pg_typeof(simhash('x y')), typlen, typbyval, typalign, typstorage
 FROM pg_type WHERE typname = 'simhash64';
 
--- Every function, aggregate, type, domain and operator of the extension carries a COMMENT
--- (\df+ and \dT+ explain them): none listed.
+-- Every object of the extension (functions, aggregate, types, domain, operators, operator classes
+-- and families, casts, the access method, the private schema) carries a COMMENT (\df+, \dT+,
+-- \dC+ explain them): none listed.
 SELECT pg_describe_object(d.classid, d.objid, 0) AS without_comment
 FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
 WHERE e.extname = 'simhash' AND d.deptype = 'e'
-  AND d.classid IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_operator'::regclass)
   AND obj_description(d.objid, d.classid::regclass::text) IS NULL
   -- (array types, which PostgreSQL 18 also records as members of the extension)
   AND NOT EXISTS (SELECT FROM pg_type t WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid AND t.typelem <> 0)
