@@ -102,7 +102,9 @@ label[gin]='one GIN on `simhash_bands(fp)`, `fp <~> q <= k`'
 covering_arm() { echo "SELECT id FROM fps WHERE simhash_segment(fp, $1) = ANY(simhash_segment_probes(QFP, $1, :r)) AND hamming(fp, QFP)::int <= :k"; }
 query[covering]="SELECT count(DISTINCT id) FROM ($(covering_arm 0) UNION ALL $(covering_arm 1) UNION ALL $(covering_arm 2) UNION ALL $(covering_arm 3)) s"
 label[covering]='stock: four covering B-trees `(segment) INCLUDE (fp, id)`, UNION ALL of index-only scans'
-routes="seq_bit_count seq_hamming btree gin covering radius"
+query[own]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k"
+label[own]='one `simhash` index (the extension'"'"'s own access method), `fp <~> q <= k`'
+routes="seq_bit_count seq_hamming btree gin covering radius own"
 # The verified lookup (real texts): the query point's text, looked up once per lookup.
 QTEXT="(SELECT qt.body FROM queries qt WHERE qt.j = :j)"
 query[verified]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k AND simhash_similarity(body, QTEXT) >= $MIN_SIMILARITY"
@@ -187,6 +189,11 @@ if [[ $DATA == real ]]; then
     done
 fi
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
+
+log "own: the simhash index access method"
+t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'simhash')" >/dev/null; build[own]=$(elapsed "$t0")
+psql -q -c "VACUUM ANALYZE fps"; size[own]=$(index_size fps_fp_simhash); prewarm; measure own
+psql -q -c "DROP INDEX fps_fp_simhash"
 
 log "covering: four B-trees (segment) INCLUDE (fp, id)"
 t0=$(now)

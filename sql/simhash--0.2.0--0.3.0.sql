@@ -199,12 +199,16 @@ CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_ha
 CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandler;
 CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
     OPERATOR 1 <@ (simhash64, simhash_ball);
+-- The structure of a simhash index, checked (as amcheck checks a B-tree); the number of rows in it.
+CREATE FUNCTION simhash_index_check(index regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'simhash_index_check_wrapper' LANGUAGE C STRICT;
 
 COMMENT ON TYPE simhash_ball IS 'a radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k';
 COMMENT ON FUNCTION simhash_ball(simhash64, integer) IS 'the ball of fingerprints within radius bits of center';
 COMMENT ON FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) IS 'implementation of simhash64 <@ simhash_ball';
 COMMENT ON OPERATOR <@ (simhash64, simhash_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
 COMMENT ON FUNCTION simhash_internal.simhash_amhandler(internal) IS 'handler of the simhash index access method';
+COMMENT ON FUNCTION simhash_index_check(regclass) IS 'checks the structure of a simhash index (XX002 if corrupt); returns the number of rows in it';
 COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests';
 COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree, btree_compact, gin or simhash)';
 -- Comments on the operator classes and casts too.

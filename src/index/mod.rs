@@ -19,6 +19,7 @@ use pgrx::PgSqlErrorCode;
 use crate::pg::errors::raise;
 
 mod build;
+mod check;
 mod insert;
 mod page;
 mod scan;

@@ -1,0 +1,109 @@
+//! `simhash_index_check(index)`: the structure of a simhash index, checked as amcheck checks a
+//! B-tree: the metapage, each bucket's chain (pages of the right kind and segment, no cycle, each
+//! page in one chain), each entry in the bucket of its fingerprint, and as many entries in every
+//! segment (a row has one in each). Returns the number of rows indexed; a fault is an ERROR with
+//! SQLSTATE XX002 (index corrupted). It holds a ShareLock on the index, so writers wait.
+
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use simhash_core::buckets::bucket_of;
+
+use super::page::{self, Kind, INVALID_BLOCK};
+use super::SEGMENTS;
+use crate::pg::errors::raise;
+
+fn corrupt(index: pg_sys::Relation, what: String) -> ! {
+    let name = unsafe { crate::pg::names::relation_name(index) };
+    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, format!("simhash index \"{name}\" is corrupt: {what}"), None, None)
+}
+
+#[pg_extern(sql = false)]
+fn simhash_index_check(index_oid: Oid) -> i64 {
+    unsafe {
+        // ShareLock: no row is inserted while the segments are counted (as bt_index_parent_check).
+        let index = pg_sys::index_open(index_oid, pg_sys::ShareLock as i32);
+        let access_method = pg_sys::get_index_am_oid(c"simhash".as_ptr(), true);
+        if (*(*index).rd_rel).relam != access_method || access_method == Oid::INVALID {
+            raise(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("\"{}\" is not a simhash index", crate::pg::names::relation_name(index)),
+                None,
+                None,
+            );
+        }
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        if blocks == 0 {
+            corrupt(index, "it has no metapage".into());
+        }
+        let meta_buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
+        let meta = page::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        if meta.bits > simhash_core::buckets::MAX_BUCKET_BITS
+            || meta.directory_pages != page::directory_pages(meta.bits)
+            || 1 + SEGMENTS * meta.directory_pages > blocks
+        {
+            corrupt(index, format!("bad metapage (bits {}, directory pages {})", meta.bits, meta.directory_pages));
+        }
+        let mut seen = vec![false; blocks as usize];
+        let mut entries = [0i64; SEGMENTS as usize];
+        for segment in 0..SEGMENTS {
+            for bucket in 0..1u32 << meta.bits {
+                let (directory_block, slot) = page::directory_position(&meta, segment, bucket);
+                let directory = page::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_SHARE);
+                let directory_page = pg_sys::BufferGetPage(directory);
+                page::expect_kind(directory_page, Kind::Directory, index, directory_block);
+                let chain = *page::directory_entry(directory_page, slot);
+                pg_sys::UnlockReleaseBuffer(directory);
+                if (chain.head == INVALID_BLOCK) != (chain.tail == INVALID_BLOCK) {
+                    corrupt(index, format!("segment {segment} bucket {bucket} has a head or a tail, not both"));
+                }
+                let mut block = chain.head;
+                let mut last = INVALID_BLOCK;
+                while block != INVALID_BLOCK {
+                    if block >= blocks || block < 1 + SEGMENTS * meta.directory_pages || seen[block as usize] {
+                        corrupt(index, format!("segment {segment} bucket {bucket} links to block {block} again or out of range"));
+                    }
+                    seen[block as usize] = true;
+                    let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                    let bucket_page = pg_sys::BufferGetPage(buffer);
+                    page::expect_kind(bucket_page, Kind::Bucket, index, block);
+                    if (*page::special(bucket_page)).segment as u32 != segment {
+                        corrupt(index, format!("block {block} of segment {segment} says segment {}", (*page::special(bucket_page)).segment));
+                    }
+                    for entry in page::entries(bucket_page) {
+                        let fp = entry.fp;
+                        if bucket_of(fp, segment, meta.bits) != bucket {
+                            corrupt(index, format!("fingerprint {fp:016x} in block {block} is not of bucket {bucket}"));
+                        }
+                        entries[segment as usize] += 1;
+                    }
+                    last = block;
+                    block = (*page::special(bucket_page)).next;
+                    pg_sys::UnlockReleaseBuffer(buffer);
+                }
+                if last != chain.tail {
+                    corrupt(index, format!("segment {segment} bucket {bucket} ends at block {last}, not its tail {}", chain.tail));
+                }
+                pgrx::check_for_interrupts!();
+            }
+        }
+        // Pages in no chain: only new (empty) ones, left by an insert that failed after extending.
+        for block in 1 + SEGMENTS * meta.directory_pages..blocks {
+            if !seen[block as usize] {
+                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let orphan = !pg_sys::PageIsNew(pg_sys::BufferGetPage(buffer))
+                    && !page::entries(pg_sys::BufferGetPage(buffer)).is_empty();
+                pg_sys::UnlockReleaseBuffer(buffer);
+                if orphan {
+                    corrupt(index, format!("block {block} holds entries but is in no bucket"));
+                }
+            }
+        }
+        if entries.iter().any(|&n| n != entries[0]) {
+            corrupt(index, format!("the segments hold {entries:?} entries, not one per row each"));
+        }
+        pg_sys::index_close(index, pg_sys::ShareLock as i32);
+        entries[0]
+    }
+}
