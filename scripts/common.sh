@@ -24,6 +24,7 @@ PGRX_VERSION=0.18.0
 # The server's own client programs (psql, pg_regress) come first.
 export PATH="$PG_BIN:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
+die() { echo "error: $*" >&2; exit 1; }
 log() { printf '\n==> %s\n' "$*"; }
 
 # RUST_BACKTRACE stays out of the server: with it, errors raised through Rust carry a backtrace.

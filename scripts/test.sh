@@ -29,6 +29,8 @@ test_major() (
     "$REPO_ROOT/scripts/isolation.sh"
     log "PostgreSQL $PG_MAJOR: concurrency test of the near-duplicate constraint"
     "$REPO_ROOT/tests/concurrency/dedup.sh" 3 7 7:verify
+    log "PostgreSQL $PG_MAJOR: crash recovery of the simhash index"
+    "$REPO_ROOT/tests/crash/index_am.sh"
 )
 
 majors=(${PG_MAJORS:-15 18})

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Crash recovery of the simhash index: a table with the index under a concurrent load (4 clients
+# inserting rows, one deleting rows and running VACUUM) when the server is killed (SIGKILL to the
+# postmaster and its processes, no checkpoint); after the restart replays the WAL (and VACUUM), the
+# index's own check is clean, it holds every row, and every lookup (20 query points, k = 0..64) answers exactly
+# what a sequential scan answers.
+#   usage: tests/crash/index_am.sh     (PG_MAJOR=15|18; the scripts/common.sh cluster)
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+set -euo pipefail
+db=simhash_crash
+work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
+start_cluster
+fresh_database "$db"
+q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+q <<'SQL'
+CREATE TABLE c (id bigserial PRIMARY KEY, fp simhash64);
+INSERT INTO c (fp) SELECT ('x' || substr(md5('c' || i), 1, 16))::bit(64)::bigint::simhash64 FROM generate_series(1, 20000) i;
+CREATE INDEX c_fp ON c USING simhash (fp);
+CHECKPOINT;
+SQL
+cat > "$work/insert.sql" <<'SQL'
+INSERT INTO c (fp) SELECT ('x' || substr(md5(random()::text), 1, 16))::bit(64)::bigint::simhash64 FROM generate_series(1, 50);
+SQL
+cat > "$work/vacuum.sql" <<'SQL'
+DELETE FROM c WHERE id IN (SELECT id FROM c TABLESAMPLE SYSTEM (1) LIMIT 200);
+VACUUM c;
+SQL
+log "crash: a concurrent load, then SIGKILL of PostgreSQL $PG_MAJOR"
+(cd "$work" && pgbench -n -c 5 -T 30 -d "$db" -f insert.sql@9 -f vacuum.sql@1 >"$work/pgbench.log" 2>&1 || true) &
+load=$!
+sleep 12
+postmaster=$(head -1 "$SIMHASH_PGDATA/postmaster.pid")
+kill -9 "$postmaster"
+pkill -9 -P "$postmaster" || true
+wait "$load" || true
+for _ in $(seq 1 50); do pgrep -P "$postmaster" >/dev/null || break; sleep 0.2; done
+rm -f "$SIMHASH_PGDATA/postmaster.pid" "$PGHOST/.s.PGSQL.$PGPORT" "$PGHOST/.s.PGSQL.$PGPORT.lock"
+start_cluster
+grep -q "database system was interrupted\|was not properly shut down" "$SIMHASH_PGDATA/server.log" \
+    || die "the server did not recover from a crash (server.log)"
+# (VACUUM first: the index, like a B-tree, keeps the entries of rows whose transactions the crash
+# aborted until VACUUM removes them)
+q -c "VACUUM c"
+result=$(q -At <<'SQL'
+SET jit = off;
+CREATE TEMP TABLE queries AS SELECT row_number() OVER () AS j, fp FROM (SELECT fp FROM c ORDER BY md5(id::text) LIMIT 20) s;
+CREATE TEMP TABLE differences (j bigint, k int);
+DO $$
+DECLARE
+    q record;
+    k int;
+    got bigint[];
+    want bigint[];
+BEGIN
+    FOR q IN SELECT * FROM queries LOOP
+        FOR k IN 0..64 LOOP
+            SET LOCAL enable_seqscan = off;
+            EXECUTE format('SELECT array_agg(id ORDER BY id) FROM c WHERE fp <~> %L <= %s', q.fp, k) INTO got;
+            RESET enable_seqscan;
+            SELECT array_agg(id ORDER BY id) INTO want FROM c WHERE bit_count((fp::bigint # q.fp::bigint)::bit(64)) <= k;
+            IF got IS DISTINCT FROM want THEN INSERT INTO differences VALUES (q.j, k); END IF;
+        END LOOP;
+    END LOOP;
+END $$;
+SELECT format('%s rows, index check %s, %s lookups differ', (SELECT count(*) FROM c),
+              CASE WHEN simhash_index_check('c_fp') = (SELECT count(fp) FROM c) THEN 'clean' ELSE 'MISMATCH' END,
+              (SELECT count(*) FROM differences));
+SQL
+)
+echo "after the crash: $result"
+[[ $result == *"index check clean, 0 lookups differ" ]] || die "the simhash index is wrong after crash recovery"
+log "crash recovery of the simhash index passed"
