@@ -398,9 +398,14 @@ CREATE FUNCTION simhash_ball(center simhash64, radius integer) RETURNS simhash_b
     AS $$ SELECT ROW(center, radius)::@extschema@.simhash_ball $$ LANGUAGE sql IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) RETURNS boolean
     AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- Estimates: the share of uniform fingerprints within the radius (src/index/selectivity.rs).
+CREATE FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_ball_sel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_ball_joinsel(internal, oid, internal, smallint, internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_ball_joinsel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE OPERATOR <@ (
     LEFTARG = simhash64, RIGHTARG = simhash_ball, FUNCTION = simhash_internal.simhash_within_ball,
-    RESTRICT = contsel, JOIN = contjoinsel
+    RESTRICT = simhash_internal.simhash_ball_sel, JOIN = simhash_internal.simhash_ball_joinsel
 );
 
 CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_handler
@@ -411,6 +416,8 @@ CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
 -- The structure of a simhash index, checked (as amcheck checks a B-tree); the number of rows in it.
 CREATE FUNCTION simhash_index_check(index regclass) RETURNS bigint
     AS 'MODULE_PATHNAME', 'simhash_index_check_wrapper' LANGUAGE C STRICT;
+-- (like amcheck's functions: it locks the index against writers while it runs)
+REVOKE EXECUTE ON FUNCTION simhash_index_check(regclass) FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- Index helpers
@@ -686,6 +693,8 @@ COMMENT ON TYPE simhash_ball IS 'a radius around a fingerprint: fp <@ simhash_ba
 COMMENT ON FUNCTION simhash_ball(simhash64, integer) IS 'the ball of fingerprints within radius bits of center';
 COMMENT ON FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) IS 'implementation of simhash64 <@ simhash_ball';
 COMMENT ON OPERATOR <@ (simhash64, simhash_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) IS 'selectivity of simhash64 <@ simhash_ball (uniform fingerprints)';
+COMMENT ON FUNCTION simhash_internal.simhash_ball_joinsel(internal, oid, internal, smallint, internal) IS 'join selectivity of simhash64 <@ simhash_ball (uniform fingerprints)';
 COMMENT ON FUNCTION simhash_internal.simhash_amhandler(internal) IS 'handler of the simhash index access method';
 COMMENT ON FUNCTION simhash_index_check(regclass) IS 'checks the structure of a simhash index (XX002 if corrupt); returns the number of rows in it';
 COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests';

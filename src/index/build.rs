@@ -26,7 +26,7 @@ unsafe extern "C-unwind" fn build_callback(
     unsafe {
         let state = &mut *(state as *mut BuildState);
         if let Some(fp) = fingerprint_of(*values, *isnull) {
-            state.entries.push(Entry { fp, tid: *tid });
+            super::push(&mut state.entries, Entry { fp, tid: *tid });
         }
         pgrx::check_for_interrupts!();
     }
@@ -121,7 +121,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             for bucket in 0..buckets {
                 starts[bucket + 1] = starts[bucket] + counts[segment as usize * buckets + bucket];
             }
-            let mut sorted = vec![Entry { fp: 0, tid: pg_sys::ItemPointerData::default() }; entries.len()];
+            let mut sorted = Vec::new();
+            super::reserve(&mut sorted, entries.len());
+            sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
             for entry in entries {
                 let slot = &mut starts[bucket_of(entry.fp, segment, bits) as usize];
                 sorted[*slot] = *entry;
@@ -149,10 +151,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         debug_assert_eq!(block, next_block);
 
         // WAL: every page whole (the init fork of an unlogged index too, which GenericXLog would
-        // not log).
-        if fork == pg_sys::ForkNumber::INIT_FORKNUM
-            || (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as core::ffi::c_char
-        {
+        // not log), unless the relation must not be logged (wal_level minimal, storage new in this
+        // transaction: fsynced at commit instead).
+        if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
             pg_sys::log_newpage_range(index, fork, 0, block, true);
         }
     }

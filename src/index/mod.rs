@@ -23,9 +23,30 @@ mod check;
 mod insert;
 mod page;
 mod scan;
+mod selectivity;
 mod vacuum;
 
 pub(crate) const SEGMENTS: u32 = simhash_core::SEGMENTS;
+
+/// Room for `more` items, or an ERROR (53200) instead of the abort of a failed allocation.
+pub(super) fn reserve<T>(vec: &mut Vec<T>, more: usize) {
+    if vec.try_reserve(more).is_err() {
+        raise(
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            format!("out of memory for {more} more entries of a simhash index"),
+            None,
+            None,
+        );
+    }
+}
+
+/// `vec.push(item)`, or an ERROR (53200) when memory runs out.
+pub(super) fn push<T>(vec: &mut Vec<T>, item: T) {
+    if vec.len() == vec.capacity() {
+        reserve(vec, vec.len().max(1024));
+    }
+    vec.push(item);
+}
 
 /// The fingerprint of an index value (`None` for NULL).
 pub(super) fn fingerprint_of(value: Datum, isnull: bool) -> Option<u64> {

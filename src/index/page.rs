@@ -181,6 +181,18 @@ pub(super) unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
     unsafe {
         expect_kind(page, Kind::Meta, index, 0);
         let meta = *meta(page);
+        if meta.magic == MAGIC
+            && meta.version == VERSION
+            && (meta.bits > simhash_core::buckets::MAX_BUCKET_BITS
+                || meta.directory_pages != directory_pages(meta.bits))
+        {
+            raise(
+                PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+                format!("the metapage of simhash index \"{}\" is corrupt", crate::pg::names::relation_name(index)),
+                None,
+                Some("REINDEX the index.".into()),
+            );
+        }
         if meta.magic != MAGIC || meta.version != VERSION {
             raise(
                 PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,

@@ -53,6 +53,29 @@ struct ScanState {
     searched: bool,
 }
 
+/// The scan's state: Rust memory, freed by `amendscan`, or, when the query fails before that, by a
+/// callback of the memory context the scan lives in.
+#[repr(C)]
+struct Holder {
+    callback: pg_sys::MemoryContextCallback,
+    state: *mut ScanState,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn free_state(holder: *mut core::ffi::c_void) {
+    unsafe {
+        let holder = holder as *mut Holder;
+        if !(*holder).state.is_null() {
+            drop(Box::from_raw((*holder).state));
+            (*holder).state = std::ptr::null_mut();
+        }
+    }
+}
+
+unsafe fn state_of<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
+    unsafe { &mut *(*((*scan).opaque as *mut Holder)).state }
+}
+
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambeginscan(
     index: pg_sys::Relation,
@@ -61,7 +84,12 @@ pub(super) unsafe extern "C-unwind" fn ambeginscan(
 ) -> pg_sys::IndexScanDesc {
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-        (*scan).opaque = Box::into_raw(Box::<ScanState>::default()).cast();
+        let holder = pg_sys::palloc0(std::mem::size_of::<Holder>()) as *mut Holder;
+        (*holder).state = Box::into_raw(Box::<ScanState>::default());
+        (*holder).callback.func = Some(free_state);
+        (*holder).callback.arg = holder.cast();
+        pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*holder).callback);
+        (*scan).opaque = holder.cast();
         scan
     }
 }
@@ -75,7 +103,7 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
     _norderbys: i32,
 ) {
     unsafe {
-        let state = &mut *((*scan).opaque as *mut ScanState);
+        let state = state_of(scan);
         if !keys.is_null() && nkeys > 0 {
             std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
         }
@@ -115,7 +143,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                 None,
             );
         }
-        let state = &mut *((*scan).opaque as *mut ScanState);
+        let state = state_of(scan);
         if !state.searched {
             state.results = search((*scan).indexRelation, &state.balls);
             state.searched = true;
@@ -135,7 +163,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
     unsafe {
-        let state = &mut *((*scan).opaque as *mut ScanState);
+        let state = state_of(scan);
         let mut results = search((*scan).indexRelation, &state.balls);
         let n = results.len();
         if n > 0 {
@@ -149,8 +177,7 @@ pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, 
 pub(super) unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
     unsafe {
         if !(*scan).opaque.is_null() {
-            drop(Box::from_raw((*scan).opaque as *mut ScanState));
-            (*scan).opaque = std::ptr::null_mut();
+            free_state((*scan).opaque);
         }
     }
 }
@@ -182,7 +209,7 @@ unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPoi
                 for bucket in buckets {
                     read_bucket(index, &meta, segment, bucket, |fp, tid| {
                         if in_all(fp) && reported_in(fp, query, segment, k) {
-                            results.push(tid);
+                            super::push(&mut results, tid);
                         }
                     });
                 }
@@ -191,7 +218,7 @@ unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPoi
             for bucket in 0..1u32 << meta.bits {
                 read_bucket(index, &meta, 0, bucket, |fp, tid| {
                     if in_all(fp) {
-                        results.push(tid);
+                        super::push(&mut results, tid);
                     }
                 });
             }

@@ -213,9 +213,6 @@ unsafe extern "C-unwind" fn refers_to_rows(node: *mut Node, context: *mut std::f
     }
 }
 
-/// The operands to probe through their table's indexes: (operand, index kind, other operand).
-/// An operand qualifies when it is a column of this query level of a table (plain, partitioned or
-/// materialised view) that has the indexes, and the other operand is not a column of the same row.
 /// `probed <@ ROW(other, radius)::simhash_ball`: the radius test as the operator of the extension's
 /// own index access method (src/index/), exact for every radius.
 unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &ExtensionObjects) -> Option<*mut Node> {
@@ -223,15 +220,25 @@ unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &E
         let own = ours.own_index?;
         let mut row = pgrx::PgBox::<pg_sys::RowExpr>::alloc_node(NodeTag::T_RowExpr);
         let mut args = PgList::<Node>::new();
-        args.push(copy(other));
+        // (the ball's center is a simhash64: a domain over it is relabeled, as the parser does)
+        let center = if pg_sys::exprType(other) == ours.simhash64 {
+            copy(other)
+        } else {
+            pg_sys::makeRelabelType(
+                copy(other).cast(),
+                ours.simhash64,
+                -1,
+                pg_sys::InvalidOid,
+                pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+            )
+            .cast()
+        };
+        args.push(center);
         args.push(int4_const(radius.min(64) as i32).cast());
         row.args = args.into_pg();
         row.row_typeid = own.ball_type;
         row.row_format = pg_sys::CoercionForm::COERCE_EXPLICIT_CAST;
-        let mut names = PgList::<Node>::new();
-        names.push(pg_sys::makeString(pg_sys::pstrdup(c"center".as_ptr())).cast());
-        names.push(pg_sys::makeString(pg_sys::pstrdup(c"radius".as_ptr())).cast());
-        row.colnames = names.into_pg();
+        // (colnames stay NIL: the row is of a named composite type)
         row.location = -1;
         let call = pg_sys::make_opclause(
             own.within,
@@ -247,6 +254,9 @@ unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &E
     }
 }
 
+/// The operands to probe through their table's indexes: (operand, index kind, other operand).
+/// An operand qualifies when it is a column of this query level of a table (plain, partitioned or
+/// materialised view) that has the indexes, and the other operand is not a column of the same row.
 unsafe fn probe_targets(
     rtable: *mut pg_sys::List,
     a: *mut Node,

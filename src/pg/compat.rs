@@ -89,3 +89,27 @@ pub(crate) unsafe fn adjust_to_child(
         return pg_sys::adjust_appendrel_attrs_multilevel(root, node, child_rel, (*child_rel).top_parent);
     }
 }
+
+/// PostgreSQL's `RelationNeedsWAL`: a permanent relation, unless `wal_level` is minimal and its
+/// storage was created in this transaction (then it is fsynced at commit instead, and must not be
+/// WAL-logged: replaying such records after a crash would undo later changes).
+///
+/// # Safety
+///
+/// `rel` is an open relation.
+pub(crate) unsafe fn relation_needs_wal(rel: pg_sys::Relation) -> bool {
+    unsafe {
+        let permanent = (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as core::ffi::c_char;
+        let wal_needed = pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32;
+        #[cfg(feature = "pg15")]
+        let new_storage = (*rel).rd_firstRelfilenodeSubid;
+        #[cfg(feature = "pg18")]
+        let new_storage = (*rel).rd_firstRelfilelocatorSubid;
+        permanent
+            && (wal_needed
+                || ((*rel).rd_createSubid == INVALID_SUBTRANSACTION && new_storage == INVALID_SUBTRANSACTION))
+    }
+}
+
+/// `InvalidSubTransactionId`.
+const INVALID_SUBTRANSACTION: pg_sys::SubTransactionId = 0;

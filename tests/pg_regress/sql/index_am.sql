@@ -25,6 +25,14 @@ EXPLAIN (COSTS OFF) SELECT id FROM am_docs WHERE '0123456789abcdef' <~> fp < 40;
 SET enable_bitmapscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM am_docs WHERE fp <~> '0123456789abcdef' <= 11;
 RESET enable_bitmapscan;
+-- The planner's estimate: the share of uniform fingerprints within k (k = 64: every row).
+CREATE FUNCTION am_estimate(k int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+    EXECUTE format('EXPLAIN (FORMAT JSON) SELECT id FROM am_docs WHERE fp <~> %L <= %s', '0123456789abcdef', k) INTO plan;
+    RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::bigint;
+END $$;
+SELECT am_estimate(0) AS k0, am_estimate(20) AS k20, am_estimate(64) = (SELECT count(*) FROM am_docs) AS k64_all;
 -- The operator itself: NULL ball fields give NULL, as fp <~> NULL <= k does.
 SELECT '0123456789abcdef'::simhash64 <@ simhash_ball('0123456789abcdee', 1) AS one_bit,
        '0123456789abcdef'::simhash64 <@ simhash_ball('0123456789abcdee', 0) AS zero,
@@ -82,7 +90,7 @@ SELECT simhash_index_check('am_docs_fp') = (SELECT count(fp) FROM am_docs) AS ch
 
 -- DELETE and VACUUM: the removed rows' entries go.
 DELETE FROM am_docs WHERE id % 3 = 0;
-VACUUM am_docs;
+VACUUM (INDEX_CLEANUP ON) am_docs;
 SELECT * FROM am_check('after delete and vacuum');
 INSERT INTO am_docs SELECT i, ('x' || substr(md5('again' || i), 1, 16))::bit(64)::bigint::simhash64
 FROM generate_series(100001, 101000) i;
@@ -137,6 +145,12 @@ CREATE INDEX ON am_docs USING simhash (fp) WITH (fillfactor = 50);
 CREATE INDEX ON am_docs USING simhash (id);
 CREATE INDEX ON am_docs USING simhash (fp, fp);
 SELECT simhash_index_check('am_docs_pkey');
+-- simhash_index_check is for superusers and roles granted it (it locks writers out while it runs).
+CREATE ROLE regress_am_reader;
+SET ROLE regress_am_reader;
+SELECT simhash_index_check('am_docs_fp');
+RESET ROLE;
+DROP ROLE regress_am_reader;
 \set VERBOSITY default
 DROP TABLE am_docs, am_queries, am_empty, am_unlogged, am_temp;
-DROP FUNCTION am_check(text);
+DROP FUNCTION am_check(text), am_estimate(int);

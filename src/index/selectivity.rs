@@ -1,0 +1,63 @@
+//! The planner's estimates for `fp <@ simhash_ball(q, k)`: the share of uniformly random
+//! fingerprints within `k` bits (`simhash_core::probes::uniform_share_within`), the same model the
+//! radius scan's costs use; real fingerprints cluster more, which the estimate does not know.
+
+use pgrx::pg_sys::{self, Datum, Node, NodeTag};
+use pgrx::prelude::*;
+use pgrx::PgList;
+
+use crate::pg::nodes::const_integer;
+
+/// Without a constant radius (a parameter), the estimate of a radius of 7.
+const DEFAULT_RADIUS: u32 = 7;
+
+/// The radius of the ball operand (the second argument), when it is known at plan time.
+unsafe fn radius_of(args: *mut pg_sys::List) -> Option<i64> {
+    unsafe {
+        let args = PgList::<Node>::from_pg(args);
+        let ball = args.get_ptr(1)?;
+        match (*ball).type_ {
+            NodeTag::T_RowExpr => {
+                let fields = PgList::<Node>::from_pg((*(ball as *mut pg_sys::RowExpr)).args);
+                const_integer(fields.get_ptr(1)?)
+            }
+            NodeTag::T_Const => {
+                let constant = ball as *mut pg_sys::Const;
+                if (*constant).constisnull {
+                    return Some(-1);
+                }
+                super::scan::ball_of((*constant).constvalue).map(|(_, radius)| i64::from(radius))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn selectivity(args: *mut pg_sys::List) -> f64 {
+    let radius = unsafe { radius_of(args) }.unwrap_or(i64::from(DEFAULT_RADIUS));
+    if radius < 0 {
+        return 0.0;
+    }
+    simhash_core::probes::uniform_share_within(radius.min(64) as u32).clamp(0.0, 1.0)
+}
+
+#[pg_extern(sql = false)]
+fn simhash_ball_sel(
+    _root: pgrx::datum::Internal,
+    _operator: pg_sys::Oid,
+    args: pgrx::datum::Internal,
+    _var_relid: i32,
+) -> f64 {
+    selectivity(args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr()))
+}
+
+#[pg_extern(sql = false)]
+fn simhash_ball_joinsel(
+    _root: pgrx::datum::Internal,
+    _operator: pg_sys::Oid,
+    args: pgrx::datum::Internal,
+    _join_type: i16,
+    _join_info: pgrx::datum::Internal,
+) -> f64 {
+    selectivity(args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr()))
+}
