@@ -10,14 +10,9 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::bucket_of;
 
-use super::page::{self, Kind, INVALID_BLOCK};
+use super::page::{self, corrupt, Kind, INVALID_BLOCK};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
-
-fn corrupt(index: pg_sys::Relation, what: String) -> ! {
-    let name = unsafe { crate::pg::names::relation_name(index) };
-    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, format!("simhash index \"{name}\" is corrupt: {what}"), None, None)
-}
 
 #[pg_extern(sql = false)]
 fn simhash_index_check(index_oid: Oid) -> i64 {
@@ -37,25 +32,15 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         if blocks == 0 {
             corrupt(index, "it has no metapage".into());
         }
-        let meta_buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
-        let meta = page::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
-        if meta.bits > simhash_core::buckets::MAX_BUCKET_BITS
-            || meta.directory_pages != page::directory_pages(meta.bits)
-            || 1 + SEGMENTS * meta.directory_pages > blocks
-        {
-            corrupt(index, format!("bad metapage (bits {}, directory pages {})", meta.bits, meta.directory_pages));
+        let meta = page::load_meta(index);
+        if 1 + SEGMENTS * meta.directory_pages > blocks {
+            corrupt(index, format!("its {blocks} blocks cannot hold its directory"));
         }
         let mut seen = vec![false; blocks as usize];
         let mut entries = [0i64; SEGMENTS as usize];
         for segment in 0..SEGMENTS {
             for bucket in 0..1u32 << meta.bits {
-                let (directory_block, slot) = page::directory_position(&meta, segment, bucket);
-                let directory = page::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_SHARE);
-                let directory_page = pg_sys::BufferGetPage(directory);
-                page::expect_kind(directory_page, Kind::Directory, index, directory_block);
-                let chain = *page::directory_entry(directory_page, slot);
-                pg_sys::UnlockReleaseBuffer(directory);
+                let chain = page::chain(index, &meta, segment, bucket);
                 if (chain.head == INVALID_BLOCK) != (chain.tail == INVALID_BLOCK) {
                     corrupt(index, format!("segment {segment} bucket {bucket} has a head or a tail, not both"));
                 }

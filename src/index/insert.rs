@@ -25,9 +25,7 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
         let Some(fp) = fingerprint_of(*values, *isnull) else {
             return false; // NULL fingerprints are not indexed (no radius test is true for them)
         };
-        let meta_buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
-        let meta = page::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let meta = page::load_meta(index);
         let entry = Entry { fp, tid: *heap_tid };
         for segment in 0..SEGMENTS {
             insert_into_bucket(index, &meta, segment, bucket_of(fp, segment, meta.bits), entry);

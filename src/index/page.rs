@@ -123,15 +123,7 @@ pub(super) unsafe fn expect_kind(page: Page, kind: Kind, index: pg_sys::Relation
             || pg_sys::PageGetSpecialSize(page) as usize != maxalign(size_of::<Special>())
             || (*special(page)).kind != kind as u16
         {
-            raise(
-                PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-                format!(
-                    "block {block} of simhash index \"{}\" is not a {kind:?} page",
-                    crate::pg::names::relation_name(index)
-                ),
-                None,
-                Some("REINDEX the index.".into()),
-            );
+            corrupt(index, format!("block {block} is not a {kind:?} page"));
         }
     }
 }
@@ -159,6 +151,17 @@ pub(super) unsafe fn contents(page: Page) -> *mut u8 {
     unsafe { (page as *mut u8).add(header_contents_offset()) }
 }
 
+/// ERROR XX002: the index is corrupt (`what` says how).
+pub(super) fn corrupt(index: pg_sys::Relation, what: String) -> ! {
+    let name = unsafe { crate::pg::names::relation_name(index) };
+    raise(
+        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        format!("simhash index \"{name}\" is corrupt: {what}"),
+        None,
+        Some("REINDEX the index.".into()),
+    )
+}
+
 /// The metapage's contents.
 ///
 /// # Safety
@@ -177,35 +180,47 @@ pub(super) fn new_meta(bits: u32, directory_pages: u32) -> Meta {
 /// # Safety
 ///
 /// `page` is block 0 of `index`, share-locked.
-pub(super) unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
+unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
     unsafe {
         expect_kind(page, Kind::Meta, index, 0);
         let meta = *meta(page);
-        if meta.magic == MAGIC
-            && meta.version == VERSION
-            && (meta.bits > simhash_core::buckets::MAX_BUCKET_BITS
-                || meta.directory_pages != directory_pages(meta.bits))
-        {
-            raise(
-                PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-                format!("the metapage of simhash index \"{}\" is corrupt", crate::pg::names::relation_name(index)),
-                None,
-                Some("REINDEX the index.".into()),
-            );
-        }
         if meta.magic != MAGIC || meta.version != VERSION {
-            raise(
-                PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-                format!(
-                    "simhash index \"{}\" has version {} of the page format, not {VERSION}",
-                    crate::pg::names::relation_name(index),
-                    meta.version
-                ),
-                None,
-                Some("REINDEX the index.".into()),
-            );
+            corrupt(index, format!("its metapage has version {} of the page format, not {VERSION}", meta.version));
+        }
+        if meta.bits > simhash_core::buckets::MAX_BUCKET_BITS || meta.directory_pages != directory_pages(meta.bits) {
+            corrupt(index, format!("bad metapage (bits {}, directory pages {})", meta.bits, meta.directory_pages));
         }
         meta
+    }
+}
+
+/// The metapage of `index`, read under a share lock and checked.
+///
+/// # Safety
+///
+/// `index` is an open simhash index.
+pub(super) unsafe fn load_meta(index: pg_sys::Relation) -> Meta {
+    unsafe {
+        let buffer = read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
+        let meta = read_meta(index, pg_sys::BufferGetPage(buffer));
+        pg_sys::UnlockReleaseBuffer(buffer);
+        meta
+    }
+}
+
+/// The chain (first and last page) of `bucket` of `segment`, read under a share lock.
+///
+/// # Safety
+///
+/// `index` is an open simhash index with that `meta`.
+pub(super) unsafe fn chain(index: pg_sys::Relation, meta: &Meta, segment: u32, bucket: u32) -> DirectoryEntry {
+    unsafe {
+        let (block, slot) = directory_position(meta, segment, bucket);
+        let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+        expect_kind(pg_sys::BufferGetPage(buffer), Kind::Directory, index, block);
+        let entry = *directory_entry(pg_sys::BufferGetPage(buffer), slot);
+        pg_sys::UnlockReleaseBuffer(buffer);
+        entry
     }
 }
 

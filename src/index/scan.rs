@@ -42,7 +42,7 @@ pub(super) unsafe fn ball_of(datum: Datum) -> Ball {
 
 /// Whether `fp` is in `ball` (`None` when the ball is NULL).
 pub(super) fn within(fp: u64, ball: (u64, i32)) -> bool {
-    i64::from((fp ^ ball.0).count_ones()) <= i64::from(ball.1)
+    i64::from(simhash_core::hamming(fp, ball.0)) <= i64::from(ball.1)
 }
 
 #[derive(Default)]
@@ -197,9 +197,7 @@ unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPoi
             return Vec::new();
         }
         let k = radius.min(64) as u32;
-        let meta_buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
-        let meta = page::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let meta = page::load_meta(index);
 
         let mut results = Vec::new();
         let in_all = |fp: u64| balls.iter().all(|&ball| within(fp, ball));
@@ -237,11 +235,7 @@ unsafe fn read_bucket(
     mut each: impl FnMut(u64, pg_sys::ItemPointerData),
 ) {
     unsafe {
-        let (directory_block, slot) = page::directory_position(meta, segment, bucket);
-        let directory = page::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_SHARE);
-        page::expect_kind(pg_sys::BufferGetPage(directory), Kind::Directory, index, directory_block);
-        let mut block = (*page::directory_entry(pg_sys::BufferGetPage(directory), slot)).head;
-        pg_sys::UnlockReleaseBuffer(directory);
+        let mut block = page::chain(index, meta, segment, bucket).head;
         while block != INVALID_BLOCK {
             let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
             let bucket_page = pg_sys::BufferGetPage(buffer);

@@ -12,9 +12,7 @@ use super::SEGMENTS;
 unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl FnMut(pg_sys::Buffer)) -> u32 {
     unsafe {
         let index = (*info).index;
-        let meta_buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
-        let meta = page::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let meta = page::load_meta(index);
         let first = 1 + SEGMENTS * meta.directory_pages;
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
         for block in first..blocks {

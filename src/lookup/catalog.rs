@@ -98,14 +98,7 @@ pub(crate) unsafe fn function_oid(schema: Oid, name: &CStr, arg_types: &[Oid]) -
 /// access method is ours (its handler is the extension's).
 unsafe fn own_index(schema: Oid, simhash64: Oid) -> Option<OwnIndex> {
     unsafe {
-        let ball_type = pg_sys::GetSysCacheOid(
-            pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
-            pg_sys::Anum_pg_type_oid as i16,
-            Datum::from(c"simhash_ball".as_ptr()),
-            Datum::from(schema.to_u32()),
-            Datum::from(0),
-            Datum::from(0),
-        );
+        let ball_type = type_oid(schema, c"simhash_ball");
         if ball_type == Oid::INVALID {
             return None;
         }
@@ -130,11 +123,16 @@ unsafe fn own_index(schema: Oid, simhash64: Oid) -> Option<OwnIndex> {
 
 /// The oid of the `simhash64` type in the extension's `schema` (InvalidOid if there is none).
 pub(crate) fn simhash64_type(schema: Oid) -> Oid {
+    type_oid(schema, c"simhash64")
+}
+
+/// The oid of type `name` in `schema` (InvalidOid if there is none).
+fn type_oid(schema: Oid, name: &CStr) -> Oid {
     unsafe {
         pg_sys::GetSysCacheOid(
             pg_sys::SysCacheIdentifier::TYPENAMENSP as i32,
             pg_sys::Anum_pg_type_oid as i16,
-            Datum::from(c"simhash64".as_ptr()),
+            Datum::from(name.as_ptr()),
             Datum::from(schema.to_u32()),
             Datum::from(0),
             Datum::from(0),
