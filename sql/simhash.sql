@@ -408,11 +408,23 @@ CREATE OPERATOR <@ (
     RESTRICT = simhash_internal.simhash_ball_sel, JOIN = simhash_internal.simhash_ball_joinsel
 );
 
+-- The same distance as a plain integer, for ORDER BY fp <-> q: the form a simhash index serves
+-- (an ORDER BY of <~>'s domain sorts as its base type integer, which hides the operator from
+-- the index).
+CREATE FUNCTION simhash_internal.simhash_distance_integer(simhash64, simhash64) RETURNS integer
+    AS 'MODULE_PATHNAME', 'hamming_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE OPERATOR <-> (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash_distance_integer,
+    COMMUTATOR = <->
+);
+
 CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_handler
     AS 'MODULE_PATHNAME', 'simhash_amhandler' LANGUAGE C;
 CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandler;
+-- Strategy 1: radius tests; 2: ORDER BY fp <-> q (nearest first; <~> sorts as an integer).
 CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
-    OPERATOR 1 <@ (simhash64, simhash_ball);
+    OPERATOR 1 <@ (simhash64, simhash_ball),
+    OPERATOR 2 <-> (simhash64, simhash64) FOR ORDER BY integer_ops;
 -- The structure of a simhash index, checked (as amcheck checks a B-tree); the number of rows in it.
 CREATE FUNCTION simhash_index_check(index regclass) RETURNS bigint
     AS 'MODULE_PATHNAME', 'simhash_index_check_wrapper' LANGUAGE C STRICT;
@@ -695,9 +707,11 @@ COMMENT ON FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball
 COMMENT ON OPERATOR <@ (simhash64, simhash_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
 COMMENT ON FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) IS 'selectivity of simhash64 <@ simhash_ball (uniform fingerprints)';
 COMMENT ON FUNCTION simhash_internal.simhash_ball_joinsel(internal, oid, internal, smallint, internal) IS 'join selectivity of simhash64 <@ simhash_ball (uniform fingerprints)';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_integer(simhash64, simhash64) IS 'implementation of simhash64 <-> simhash64';
+COMMENT ON OPERATOR <-> (simhash64, simhash64) IS 'Hamming distance as an integer, for ORDER BY fp <-> q LIMIT n (nearest first, served by a simhash index)';
 COMMENT ON FUNCTION simhash_internal.simhash_amhandler(internal) IS 'handler of the simhash index access method';
 COMMENT ON FUNCTION simhash_index_check(regclass) IS 'checks the structure of a simhash index (XX002 if corrupt); returns the number of rows in it';
-COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests';
+COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests and ORDER BY distance';
 COMMENT ON FUNCTION simhash_internal.simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
 COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree, btree_compact, gin or simhash)';
 COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
@@ -717,8 +731,8 @@ COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash6
 COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
 COMMENT ON OPERATOR CLASS simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
 COMMENT ON OPERATOR FAMILY simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
-COMMENT ON OPERATOR CLASS simhash64_ops USING simhash IS 'radius tests of simhash64 (fp <@ simhash_ball(q, k)) in a simhash index';
-COMMENT ON OPERATOR FAMILY simhash64_ops USING simhash IS 'radius tests of simhash64 in a simhash index';
+COMMENT ON OPERATOR CLASS simhash64_ops USING simhash IS 'radius tests (fp <@ simhash_ball(q, k)) and ORDER BY fp <-> q of simhash64 in a simhash index';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING simhash IS 'radius tests and ORDER BY distance of simhash64 in a simhash index';
 COMMENT ON CAST (simhash64 AS bigint) IS 'the same 64 bits as a two''s complement bigint';
 COMMENT ON CAST (bigint AS simhash64) IS 'the same 64 bits as a fingerprint';
 COMMENT ON CAST (simhash64 AS bit) IS 'the 64 bits, most significant first (write fp::bit(64))';

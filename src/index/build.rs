@@ -12,6 +12,8 @@ use super::{fingerprint_of, SEGMENTS};
 
 struct BuildState {
     entries: Vec<Entry>,
+    /// The rows whose fingerprint is NULL.
+    nulls: Vec<Entry>,
 }
 
 #[pg_guard]
@@ -25,8 +27,9 @@ unsafe extern "C-unwind" fn build_callback(
 ) {
     unsafe {
         let state = &mut *(state as *mut BuildState);
-        if let Some(fp) = fingerprint_of(*values, *isnull) {
-            super::push(&mut state.entries, Entry { fp, tid: *tid });
+        match fingerprint_of(*values, *isnull) {
+            Some(fp) => super::push(&mut state.entries, Entry { fp, tid: *tid }),
+            None => super::push(&mut state.nulls, Entry { fp: 0, tid: *tid }),
         }
         pgrx::check_for_interrupts!();
     }
@@ -42,7 +45,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
         if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
-        let mut state = BuildState { entries: Vec::new() };
+        let mut state = BuildState { entries: Vec::new(), nulls: Vec::new() };
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -53,21 +56,22 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
         );
-        write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, &state.entries);
+        write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, &state.entries, &state.nulls);
         let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
         (*result).heap_tuples = heap_tuples;
-        (*result).index_tuples = state.entries.len() as f64;
+        (*result).index_tuples = (state.entries.len() + state.nulls.len()) as f64;
         result
     }
 }
 
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
-    unsafe { write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[]) };
+    unsafe { write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], &[]) };
 }
 
-/// Writes the whole index for `entries` into `fork` (empty), then logs its pages.
-unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, entries: &[Entry]) {
+/// Writes the whole index for `entries` and the rows with NULL fingerprints `nulls` into `fork`
+/// (empty), then logs its pages.
+unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, entries: &[Entry], nulls: &[Entry]) {
     unsafe {
         let bits = bucket_bits(entries.len() as u64, page::entries_per_page() as u64);
         let directory_pages = page::directory_pages(bits);
@@ -91,10 +95,16 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
                 next_block += pages;
             }
         }
+        // The chain of NULL rows, after the buckets.
+        let null_pages = nulls.len().div_ceil(per_page) as u32;
+        let mut meta = page::new_meta(bits, directory_pages);
+        if null_pages > 0 {
+            meta.nulls = DirectoryEntry { head: next_block, tail: next_block + null_pages - 1 };
+        }
         // The metapage.
         write_page(index, fork, 0, |page| {
             page::init_page(page, Kind::Meta, 0);
-            *page::meta(page) = page::new_meta(bits, directory_pages);
+            *page::meta(page) = meta;
             page::set_used(page, std::mem::size_of::<page::Meta>());
         });
         // The directory.
@@ -116,6 +126,16 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         // The buckets, one segment at a time (its entries sorted by bucket with a counting sort):
         // each chain's pages are consecutive blocks.
         let mut block = first_bucket_page;
+        // Writes `chunk` as page `block` of a chain, linked to the next block unless `last`.
+        let write_chain_page = |block: u32, kind: Kind, segment: u16, chunk: &[Entry], last: bool| {
+            write_page(index, fork, block, |page| {
+                page::init_page(page, kind, segment);
+                for entry in chunk {
+                    page::push_entry(page, *entry);
+                }
+                (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
+            });
+        };
         for segment in 0..SEGMENTS {
             let mut starts = vec![0usize; buckets + 1];
             for bucket in 0..buckets {
@@ -134,14 +154,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             for &end in &starts[..buckets] {
                 let chunks: Vec<&[Entry]> = sorted[start..end].chunks(per_page).collect();
                 for (i, chunk) in chunks.iter().enumerate() {
-                    let last = i + 1 == chunks.len();
-                    write_page(index, fork, block, |page| {
-                        page::init_page(page, Kind::Bucket, segment as u16);
-                        for entry in *chunk {
-                            page::push_entry(page, *entry);
-                        }
-                        (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
-                    });
+                    write_chain_page(block, Kind::Bucket, segment as u16, chunk, i + 1 == chunks.len());
                     block += 1;
                 }
                 start = end;
@@ -149,6 +162,10 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             pgrx::check_for_interrupts!();
         }
         debug_assert_eq!(block, next_block);
+        for (i, chunk) in nulls.chunks(per_page).enumerate() {
+            write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, chunk, i as u32 + 1 == null_pages);
+            block += 1;
+        }
 
         // WAL: every page whole (the init fork of an unlogged index too, which GenericXLog would
         // not log), unless the relation must not be logged (wal_level minimal, storage new in this

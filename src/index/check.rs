@@ -2,7 +2,8 @@
 //! B-tree: the metapage, each bucket's chain (pages of the right kind and segment, no cycle, each
 //! page in one chain), each entry in the bucket of its fingerprint, and as many entries in every
 //! segment (a row has one in each; a WARNING otherwise, which an interrupted insert explains until
-//! VACUUM). Returns the number of entries in segment 0 (the rows indexed, dead ones until VACUUM); a
+//! VACUUM), and the chain of NULL rows. Returns the number of rows indexed (entries in segment 0
+//! plus NULL rows, dead ones until VACUUM); a
 //! fault is an ERROR with SQLSTATE XX002 (index corrupted). It holds a ShareLock on the index, so writers wait.
 
 use pgrx::pg_sys::{self, Oid};
@@ -10,7 +11,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::bucket_of;
 
-use super::page::{self, corrupt, Kind, INVALID_BLOCK};
+use super::page::{self, corrupt, ChainSlot, INVALID_BLOCK};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
 
@@ -37,57 +38,63 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
             corrupt(index, format!("its {blocks} blocks cannot hold its directory"));
         }
         let mut seen = vec![false; blocks as usize];
+        let first_chain_block = 1 + SEGMENTS * meta.directory_pages;
+        // Follows the chain of `slot` (called `name`), checking its pages and calling `each` with
+        // every entry and its block; returns the number of entries.
+        let mut walk = |slot: ChainSlot, name: &str, each: &mut dyn FnMut(u64, u32)| -> i64 {
+            let (kind, segment) = slot.page_kind();
+            let chain = page::chain_of(index, slot);
+            if (chain.head == INVALID_BLOCK) != (chain.tail == INVALID_BLOCK) {
+                corrupt(index, format!("{name} has a head or a tail, not both"));
+            }
+            let mut count = 0;
+            let mut block = chain.head;
+            let mut last = INVALID_BLOCK;
+            while block != INVALID_BLOCK {
+                if block >= blocks || block < first_chain_block || seen[block as usize] {
+                    corrupt(index, format!("{name} links to block {block} again or out of range"));
+                }
+                seen[block as usize] = true;
+                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let chain_page = pg_sys::BufferGetPage(buffer);
+                page::expect_kind(chain_page, kind, index, block);
+                if (*page::special(chain_page)).segment != segment {
+                    corrupt(
+                        index,
+                        format!("block {block} of {name} says segment {}", (*page::special(chain_page)).segment),
+                    );
+                }
+                for entry in page::entries(chain_page) {
+                    each(entry.fp, block);
+                    count += 1;
+                }
+                last = block;
+                block = (*page::special(chain_page)).next;
+                pg_sys::UnlockReleaseBuffer(buffer);
+            }
+            if last != chain.tail {
+                corrupt(index, format!("{name} ends at block {last}, not its tail {}", chain.tail));
+            }
+            pgrx::check_for_interrupts!();
+            count
+        };
         let mut entries = [0i64; SEGMENTS as usize];
         for segment in 0..SEGMENTS {
             for bucket in 0..1u32 << meta.bits {
-                let chain = page::chain(index, &meta, segment, bucket);
-                if (chain.head == INVALID_BLOCK) != (chain.tail == INVALID_BLOCK) {
-                    corrupt(index, format!("segment {segment} bucket {bucket} has a head or a tail, not both"));
-                }
-                let mut block = chain.head;
-                let mut last = INVALID_BLOCK;
-                while block != INVALID_BLOCK {
-                    if block >= blocks || block < 1 + SEGMENTS * meta.directory_pages || seen[block as usize] {
-                        corrupt(
-                            index,
-                            format!("segment {segment} bucket {bucket} links to block {block} again or out of range"),
-                        );
-                    }
-                    seen[block as usize] = true;
-                    let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-                    let bucket_page = pg_sys::BufferGetPage(buffer);
-                    page::expect_kind(bucket_page, Kind::Bucket, index, block);
-                    if (*page::special(bucket_page)).segment as u32 != segment {
-                        corrupt(
-                            index,
-                            format!(
-                                "block {block} of segment {segment} says segment {}",
-                                (*page::special(bucket_page)).segment
-                            ),
-                        );
-                    }
-                    for entry in page::entries(bucket_page) {
-                        let fp = entry.fp;
+                entries[segment as usize] += walk(
+                    ChainSlot::bucket(&meta, segment, bucket),
+                    &format!("segment {segment} bucket {bucket}"),
+                    &mut |fp, block| {
                         if bucket_of(fp, segment, meta.bits) != bucket {
                             corrupt(index, format!("fingerprint {fp:016x} in block {block} is not of bucket {bucket}"));
                         }
-                        entries[segment as usize] += 1;
-                    }
-                    last = block;
-                    block = (*page::special(bucket_page)).next;
-                    pg_sys::UnlockReleaseBuffer(buffer);
-                }
-                if last != chain.tail {
-                    corrupt(
-                        index,
-                        format!("segment {segment} bucket {bucket} ends at block {last}, not its tail {}", chain.tail),
-                    );
-                }
-                pgrx::check_for_interrupts!();
+                    },
+                );
             }
         }
+        let nulls = walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, _| {});
         // Pages in no chain: only new (empty) ones, left by an insert that failed after extending.
-        for block in 1 + SEGMENTS * meta.directory_pages..blocks {
+        for block in first_chain_block..blocks {
             if !seen[block as usize] {
                 let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
                 let orphan = !pg_sys::PageIsNew(pg_sys::BufferGetPage(buffer))
@@ -107,6 +114,6 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
             );
         }
         pg_sys::index_close(index, pg_sys::ShareLock as i32);
-        entries[0]
+        entries[0] + nulls
     }
 }

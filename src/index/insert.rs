@@ -1,12 +1,13 @@
 //! INSERT: the row's fingerprint appended to the last page of its bucket in each segment, or to a
 //! new page linked at the end of the chain. Each is one GenericXLog record over the directory page
 //! (exclusively locked, which serializes the writers of its buckets), the last page and the new one.
+//! A row whose fingerprint is NULL goes to the chain of NULL rows the same way, under the metapage.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use simhash_core::buckets::bucket_of;
 
-use super::page::{self, Entry, Kind, INVALID_BLOCK};
+use super::page::{self, ChainSlot, Entry, INVALID_BLOCK};
 use super::{fingerprint_of, SEGMENTS};
 
 #[pg_guard]
@@ -22,28 +23,35 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
     _index_info: *mut pg_sys::IndexInfo,
 ) -> bool {
     unsafe {
-        let Some(fp) = fingerprint_of(*values, *isnull) else {
-            return false; // NULL fingerprints are not indexed (no radius test is true for them)
-        };
         let meta = page::load_meta(index);
+        let Some(fp) = fingerprint_of(*values, *isnull) else {
+            // For ORDER BY, which returns every row (no radius test is true for them). An index
+            // built by 0.3.0 has no such chain: the update to 0.4.0 rebuilds it.
+            if meta.indexes_nulls() {
+                insert_into_chain(index, ChainSlot::Nulls, Entry { fp: 0, tid: *heap_tid });
+            }
+            return false;
+        };
         let entry = Entry { fp, tid: *heap_tid };
         for segment in 0..SEGMENTS {
-            insert_into_bucket(index, &meta, segment, bucket_of(fp, segment, meta.bits), entry);
+            insert_into_chain(index, ChainSlot::bucket(&meta, segment, bucket_of(fp, segment, meta.bits)), entry);
         }
         false
     }
 }
 
-unsafe fn insert_into_bucket(index: pg_sys::Relation, meta: &page::Meta, segment: u32, bucket: u32, entry: Entry) {
+/// Appends `entry` to the chain of `slot`.
+unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Entry) {
     unsafe {
-        let (directory_block, slot) = page::directory_position(meta, segment, bucket);
+        let (kind, segment) = slot.page_kind();
+        let directory_block = slot.block();
         let directory = page::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
-        page::expect_kind(pg_sys::BufferGetPage(directory), Kind::Directory, index, directory_block);
-        let tail = (*page::directory_entry(pg_sys::BufferGetPage(directory), slot)).tail;
+        page::expect_kind(pg_sys::BufferGetPage(directory), slot.holder_kind(), index, directory_block);
+        let tail = (*slot.ends(pg_sys::BufferGetPage(directory))).tail;
 
         if tail != INVALID_BLOCK {
             let tail_buffer = page::read_locked(index, tail, pg_sys::BUFFER_LOCK_EXCLUSIVE);
-            page::expect_kind(pg_sys::BufferGetPage(tail_buffer), Kind::Bucket, index, tail);
+            page::expect_kind(pg_sys::BufferGetPage(tail_buffer), kind, index, tail);
             let mut change = page::Change::start(index);
             let tail_page = change.page(tail_buffer, false);
             if page::push_entry(tail_page, entry) {
@@ -56,11 +64,11 @@ unsafe fn insert_into_bucket(index: pg_sys::Relation, meta: &page::Meta, segment
             let new_buffer = page::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);
             let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
             let new_page = change.page(new_buffer, true);
-            page::init_page(new_page, Kind::Bucket, segment as u16);
+            page::init_page(new_page, kind, segment);
             page::push_entry(new_page, entry);
             (*page::special(tail_page)).next = new_block;
             let directory_page = change.page(directory, false);
-            (*page::directory_entry(directory_page, slot)).tail = new_block;
+            (*slot.ends(directory_page)).tail = new_block;
             change.finish();
             pg_sys::UnlockReleaseBuffer(new_buffer);
             pg_sys::UnlockReleaseBuffer(tail_buffer);
@@ -73,10 +81,10 @@ unsafe fn insert_into_bucket(index: pg_sys::Relation, meta: &page::Meta, segment
         let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
         let mut change = page::Change::start(index);
         let new_page = change.page(new_buffer, true);
-        page::init_page(new_page, Kind::Bucket, segment as u16);
+        page::init_page(new_page, kind, segment);
         page::push_entry(new_page, entry);
         let directory_page = change.page(directory, false);
-        *page::directory_entry(directory_page, slot) = page::DirectoryEntry { head: new_block, tail: new_block };
+        *slot.ends(directory_page) = page::DirectoryEntry { head: new_block, tail: new_block };
         change.finish();
         pg_sys::UnlockReleaseBuffer(new_buffer);
         pg_sys::UnlockReleaseBuffer(directory);

@@ -9,8 +9,7 @@
 //! `k`. `build` writes a new index, `insert` adds a row, `vacuum` removes the entries of removed
 //! rows; every change is WAL-logged (GenericXLog, or whole pages after a build).
 //!
-//! Stage 1 of the index (issue 19): radius tests at every k (a full pass of one segment beyond 11).
-//! Not yet: ORDER BY fp <~> q, parallel scans, the near-duplicate constraint through it.
+//! `ORDER BY fp <~> q` is served too, nearest first (`scan`). Not yet: parallel scans.
 
 use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
@@ -67,15 +66,17 @@ pub unsafe extern "C-unwind" fn simhash_amhandler(_fcinfo: pg_sys::FunctionCallI
     unsafe {
         let am = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexAmRoutine>()) as *mut pg_sys::IndexAmRoutine;
         (*am).type_ = pg_sys::NodeTag::T_IndexAmRoutine;
-        (*am).amstrategies = 1;
+        (*am).amstrategies = 2; // 1: fp <@ simhash_ball, 2: ORDER BY fp <~> q
         (*am).amsupport = 0;
         (*am).amoptsprocnum = 0;
         (*am).amcanorder = false;
-        (*am).amcanorderbyop = false;
+        (*am).amcanorderbyop = true;
         (*am).amcanbackward = false;
         (*am).amcanunique = false;
         (*am).amcanmulticol = false;
-        (*am).amoptionalkey = false;
+        // ORDER BY without a radius test: the scan returns every row, those with a NULL
+        // fingerprint too (the index holds them in a chain of their own).
+        (*am).amoptionalkey = true;
         (*am).amsearcharray = false;
         (*am).amsearchnulls = false;
         (*am).amstorage = false;

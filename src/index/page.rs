@@ -1,7 +1,9 @@
 //! The pages of a `simhash` index: block 0 is the metapage; then the directory, four runs of
 //! pages (one per segment) of [`DirectoryEntry`]s, one per bucket, giving the first and last page of
 //! the bucket's chain; then the bucket pages, each a packed array of [`Entry`]s (fingerprint and
-//! heap TID) and a link to the next page of its bucket. Every page has the standard layout (the
+//! heap TID) and a link to the next page of its bucket. The rows whose fingerprint is NULL are one
+//! more chain, of [`Kind::Nulls`] pages, whose first and last page the metapage holds (since
+//! version 2 of the format, for `ORDER BY`, which returns every row). Every page has the standard layout (the
 //! entries end at `pd_lower`, the special space holds [`Special`]), so GenericXLog can log it.
 //!
 //! Pages are never freed: VACUUM compacts bucket pages in place, and a chain only grows. So a scan
@@ -17,7 +19,9 @@ use pgrx::PgSqlErrorCode;
 
 pub(super) const INVALID_BLOCK: BlockNumber = pg_sys::InvalidBlockNumber;
 const MAGIC: u32 = 0x5348_4958; // "SHIX"
-const VERSION: u32 = 1;
+/// The page format: 2 since release 0.4.0 (the chain of NULL rows); 1 (0.3.0) is read too, its
+/// indexes hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0 rebuilds them).
+const VERSION: u32 = 2;
 
 /// What a page is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -26,6 +30,8 @@ pub(super) enum Kind {
     Meta = 1,
     Directory = 2,
     Bucket = 3,
+    /// A page of the chain of rows whose fingerprint is NULL (entries with `fp` 0).
+    Nulls = 4,
 }
 
 /// The special space of every page.
@@ -49,6 +55,15 @@ pub(super) struct Meta {
     pub bits: u32,
     /// Directory pages per segment; segment n's start at block 1 + n * directory_pages.
     pub directory_pages: u32,
+    /// The chain of the rows whose fingerprint is NULL (version 2).
+    pub nulls: DirectoryEntry,
+}
+
+impl Meta {
+    /// Whether the index holds the rows whose fingerprint is NULL (not one built by 0.3.0).
+    pub fn indexes_nulls(&self) -> bool {
+        self.version >= 2
+    }
 }
 
 /// A bucket's chain: its first and last page (both invalid while it is empty).
@@ -172,7 +187,7 @@ pub(super) unsafe fn meta(page: Page) -> *mut Meta {
 }
 
 pub(super) fn new_meta(bits: u32, directory_pages: u32) -> Meta {
-    Meta { magic: MAGIC, version: VERSION, bits, directory_pages }
+    Meta { magic: MAGIC, version: VERSION, bits, directory_pages, nulls: DirectoryEntry::EMPTY }
 }
 
 /// Checks the metapage and returns its contents.
@@ -183,8 +198,10 @@ pub(super) fn new_meta(bits: u32, directory_pages: u32) -> Meta {
 unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
     unsafe {
         expect_kind(page, Kind::Meta, index, 0);
-        let meta = *meta(page);
-        if meta.magic != MAGIC || meta.version != VERSION {
+        let mut meta = *meta(page);
+        if meta.magic == MAGIC && meta.version == 1 {
+            meta.nulls = DirectoryEntry::EMPTY; // (not in a version 1 metapage)
+        } else if meta.magic != MAGIC || meta.version != VERSION {
             corrupt(index, format!("its metapage has version {} of the page format, not {VERSION}", meta.version));
         }
         if meta.bits > simhash_core::buckets::MAX_BUCKET_BITS || meta.directory_pages != directory_pages(meta.bits) {
@@ -208,19 +225,96 @@ pub(super) unsafe fn load_meta(index: pg_sys::Relation) -> Meta {
     }
 }
 
-/// The chain (first and last page) of `bucket` of `segment`, read under a share lock.
+/// Where a chain's first and last page are kept: a bucket's directory entry, or the metapage for
+/// the chain of NULL rows.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ChainSlot {
+    Bucket { segment: u32, block: BlockNumber, slot: usize },
+    Nulls,
+}
+
+/// `Special::segment` of the pages of the chain of NULL rows.
+pub(super) const NULLS_SEGMENT: u16 = simhash_core::SEGMENTS as u16;
+
+impl ChainSlot {
+    pub(super) fn bucket(meta: &Meta, segment: u32, bucket: u32) -> ChainSlot {
+        let (block, slot) = directory_position(meta, segment, bucket);
+        ChainSlot::Bucket { segment, block, slot }
+    }
+
+    /// The page that holds the chain's ends.
+    pub(super) fn block(&self) -> BlockNumber {
+        match *self {
+            ChainSlot::Bucket { block, .. } => block,
+            ChainSlot::Nulls => 0,
+        }
+    }
+
+    /// The kind of the page that holds the chain's ends.
+    pub(super) fn holder_kind(&self) -> Kind {
+        match self {
+            ChainSlot::Bucket { .. } => Kind::Directory,
+            ChainSlot::Nulls => Kind::Meta,
+        }
+    }
+
+    /// The kind and `Special::segment` of the chain's pages.
+    pub(super) fn page_kind(&self) -> (Kind, u16) {
+        match *self {
+            ChainSlot::Bucket { segment, .. } => (Kind::Bucket, segment as u16),
+            ChainSlot::Nulls => (Kind::Nulls, NULLS_SEGMENT),
+        }
+    }
+
+    /// The chain's ends on the holding page.
+    ///
+    /// # Safety
+    ///
+    /// `page` is the locked holding page (or its GenericXLog copy).
+    pub(super) unsafe fn ends(&self, page: Page) -> *mut DirectoryEntry {
+        unsafe {
+            match *self {
+                ChainSlot::Bucket { slot, .. } => directory_entry(page, slot),
+                ChainSlot::Nulls => &mut (*meta(page)).nulls,
+            }
+        }
+    }
+}
+
+/// The chain (first and last page) of `slot`, read under a share lock.
 ///
 /// # Safety
 ///
-/// `index` is an open simhash index with that `meta`.
-pub(super) unsafe fn chain(index: pg_sys::Relation, meta: &Meta, segment: u32, bucket: u32) -> DirectoryEntry {
+/// `index` is an open simhash index, and `slot` one of its chains.
+pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> DirectoryEntry {
     unsafe {
-        let (block, slot) = directory_position(meta, segment, bucket);
+        let block = slot.block();
         let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-        expect_kind(pg_sys::BufferGetPage(buffer), Kind::Directory, index, block);
-        let entry = *directory_entry(pg_sys::BufferGetPage(buffer), slot);
+        expect_kind(pg_sys::BufferGetPage(buffer), slot.holder_kind(), index, block);
+        let entry = *slot.ends(pg_sys::BufferGetPage(buffer));
         pg_sys::UnlockReleaseBuffer(buffer);
         entry
+    }
+}
+
+/// Calls `each` with every entry of the chain of `slot`, one page at a time under a share lock.
+///
+/// # Safety
+///
+/// `index` is an open simhash index, and `slot` one of its chains.
+pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut each: impl FnMut(&[Entry])) {
+    unsafe {
+        let (kind, _) = slot.page_kind();
+        let mut block = chain_of(index, slot).head;
+        while block != INVALID_BLOCK {
+            let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+            let chain_page = pg_sys::BufferGetPage(buffer);
+            expect_kind(chain_page, kind, index, block);
+            each(entries(chain_page));
+            block = (*special(chain_page)).next;
+            pg_sys::UnlockReleaseBuffer(buffer);
+        }
+        pgrx::check_for_interrupts!();
     }
 }
 

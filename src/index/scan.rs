@@ -3,6 +3,12 @@
 //! few), sorted by TID so that the table is read in order. A radius beyond what the segments answer
 //! reads every bucket of segment 0.
 //!
+//! `ORDER BY fp <~> q` (with `amgettuple`) returns the rows nearest first. With a radius test too,
+//! its matches are sorted by distance. Without one, the buckets are read ring by ring around the
+//! query (`simhash_core::nearest`), a ring at a time as rows are asked for, so that `LIMIT n` reads
+//! only the rings that hold the nearest rows; the rows whose fingerprint is NULL come last (as
+//! `NULLS LAST`, the order of the sort the index replaces).
+//!
 //! The answers are computed ahead of the table reads, with no page pinned in between, so only MVCC
 //! snapshots are accepted (as pgvector's scans do): a row VACUUM removed in between cannot be
 //! visible to the scan's snapshot.
@@ -11,8 +17,9 @@ use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::{probe_buckets, reported_in, MAX_PROBED_RADIUS};
+use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
-use super::page::{self, Kind, INVALID_BLOCK};
+use super::page::{self, ChainSlot};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
 
@@ -48,9 +55,27 @@ pub(super) fn within(fp: u64, ball: (u64, i32)) -> bool {
 #[derive(Default)]
 struct ScanState {
     balls: Vec<Ball>,
+    /// `ORDER BY fp <~> q`: `Some(q)`, `Some(None)` for a NULL `q` (any order).
+    order: Option<Option<u64>>,
     results: Vec<pg_sys::ItemPointerData>,
+    /// With ORDER BY and a radius test: the distance of each result.
+    distances: Vec<u32>,
     next: usize,
     searched: bool,
+    /// An ordered scan without a radius test.
+    nearest: Option<Box<Ordered>>,
+}
+
+/// An ordered scan over the whole index, a ring of buckets at a time (TIDs as `tid_order` keys).
+struct Ordered {
+    meta: page::Meta,
+    query: u64,
+    nearest: Nearest<u64>,
+    ready: Vec<u64>,
+    /// The distance of the rows in `ready` (`None`: the rows whose fingerprint is NULL).
+    ready_distance: Option<u32>,
+    next: usize,
+    nulls_done: bool,
 }
 
 /// The scan's state: Rust memory, freed by `amendscan`, or, when the query fails before that, by a
@@ -84,6 +109,10 @@ pub(super) unsafe extern "C-unwind" fn ambeginscan(
 ) -> pg_sys::IndexScanDesc {
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
+        if norderbys > 0 {
+            (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<Datum>() * norderbys as usize).cast();
+            (*scan).xs_orderbynulls = pg_sys::palloc0(norderbys as usize).cast();
+        }
         let holder = pg_sys::palloc0(std::mem::size_of::<Holder>()) as *mut Holder;
         (*holder).state = Box::into_raw(Box::<ScanState>::default());
         (*holder).callback.func = Some(free_state);
@@ -99,14 +128,32 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
     scan: pg_sys::IndexScanDesc,
     keys: pg_sys::ScanKey,
     nkeys: i32,
-    _orderbys: pg_sys::ScanKey,
-    _norderbys: i32,
+    orderbys: pg_sys::ScanKey,
+    norderbys: i32,
 ) {
     unsafe {
         let state = state_of(scan);
         if !keys.is_null() && nkeys > 0 {
             std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
         }
+        if !orderbys.is_null() && norderbys > 0 {
+            std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
+        }
+        state.order = match (*scan).numberOfOrderBys {
+            0 => None,
+            1 => {
+                let key = &*(*scan).orderByData;
+                Some((key.sk_flags & pg_sys::SK_ISNULL as i32 == 0).then(|| key.sk_argument.value() as u64))
+            }
+            // More than one distance (ORDER BY fp <-> a, fp <-> b): ordered by the first, the
+            // executor sorts each run of equal first distances by the others (see amgettuple).
+            _ => {
+                let key = &*(*scan).orderByData;
+                Some((key.sk_flags & pg_sys::SK_ISNULL as i32 == 0).then(|| key.sk_argument.value() as u64))
+            }
+        };
+        state.nearest = None;
+        state.distances.clear();
         state.balls = (0..(*scan).numberOfKeys as usize)
             .map(|i| {
                 let key = &*(*scan).keyData.add(i);
@@ -144,19 +191,55 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
             );
         }
         let state = state_of(scan);
+        let index = (*scan).indexRelation;
         if !state.searched {
-            state.results = search((*scan).indexRelation, &state.balls);
+            match state.order {
+                // No key at all (the planner makes no such scan; it would be every row).
+                None if state.balls.is_empty() => state.nearest = Some(Box::new(Ordered::new(index, None))),
+                None => state.results = search(index, &state.balls),
+                // A radius test too: its matches, by distance.
+                Some(order) if !state.balls.is_empty() => {
+                    let query = order.unwrap_or(0);
+                    let mut found: Vec<(u32, u64)> = search_fingerprints(index, &state.balls)
+                        .into_iter()
+                        .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
+                        .collect();
+                    found.sort_unstable();
+                    state.results = found.iter().map(|&(_, key)| tid_of_key(key)).collect();
+                    state.distances = found.into_iter().map(|(d, _)| d).collect();
+                }
+                Some(order) => state.nearest = Some(Box::new(Ordered::new(index, order))),
+            }
             state.searched = true;
         }
-        match state.results.get(state.next) {
-            Some(tid) => {
-                (*scan).xs_heaptid = *tid;
-                (*scan).xs_recheck = false;
-                state.next += 1;
-                true
+        let found = if let Some(ordered) = state.nearest.as_mut() {
+            ordered.next_tid(index)
+        } else {
+            let found = state.results.get(state.next).map(|&tid| (tid, state.distances.get(state.next).copied()));
+            state.next += 1;
+            found
+        };
+        let Some((tid, distance)) = found else { return false };
+        (*scan).xs_heaptid = tid;
+        (*scan).xs_recheck = false;
+        if state.order.is_some() {
+            // The first distance is exact and comes out in order. With more ORDER BY distances the
+            // values go to the executor (the first exact, the others a lower bound of 0), which
+            // then sorts each run of equal first distances.
+            let norderbys = (*scan).numberOfOrderBys as usize;
+            (*scan).xs_recheckorderby = norderbys > 1;
+            if norderbys > 1 {
+                let values = std::slice::from_raw_parts_mut((*scan).xs_orderbyvals, norderbys);
+                let nulls = std::slice::from_raw_parts_mut((*scan).xs_orderbynulls, norderbys);
+                values.fill(Datum::from(0i32));
+                nulls.fill(false);
+                match (distance, state.order) {
+                    (Some(d), Some(Some(_))) => values[0] = Datum::from(d as i32),
+                    _ => nulls[0] = true, // a NULL fingerprint, or ORDER BY a NULL
+                }
             }
-            None => false,
         }
+        true
     }
 }
 
@@ -185,6 +268,15 @@ pub(super) unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
 /// The TIDs of the rows in every ball, ascending.
 unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
+        let mut found = search_fingerprints(index, balls);
+        found.sort_unstable_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
+        found.into_iter().map(|(_, tid)| tid).collect()
+    }
+}
+
+/// The rows in every ball: fingerprint and TID, in no particular order.
+unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u64, pg_sys::ItemPointerData)> {
+    unsafe {
         // A NULL ball, or none at all (the operator class has no other strategy), matches nothing.
         let Some(balls) = balls.iter().copied().collect::<Option<Vec<(u64, i32)>>>() else {
             return Vec::new();
@@ -205,49 +297,143 @@ unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPoi
             for segment in 0..SEGMENTS {
                 let buckets = probe_buckets(query, segment, k, meta.bits).unwrap_or_default();
                 for bucket in buckets {
-                    read_bucket(index, &meta, segment, bucket, |fp, tid| {
-                        if in_all(fp) && reported_in(fp, query, segment, k) {
-                            super::push(&mut results, tid);
+                    page::read_chain(index, ChainSlot::bucket(&meta, segment, bucket), |entries| {
+                        for entry in entries {
+                            let (fp, tid) = (entry.fp, entry.tid);
+                            if in_all(fp) && reported_in(fp, query, segment, k) {
+                                super::push(&mut results, (fp, tid));
+                            }
                         }
                     });
                 }
             }
         } else {
             for bucket in 0..1u32 << meta.bits {
-                read_bucket(index, &meta, 0, bucket, |fp, tid| {
-                    if in_all(fp) {
-                        super::push(&mut results, tid);
+                page::read_chain(index, ChainSlot::bucket(&meta, 0, bucket), |entries| {
+                    for entry in entries {
+                        let (fp, tid) = (entry.fp, entry.tid);
+                        if in_all(fp) {
+                            super::push(&mut results, (fp, tid));
+                        }
                     }
                 });
             }
         }
-        results.sort_unstable_by_key(crate::pg::tid::tid_order);
         results
     }
 }
 
-/// Calls `each` with every entry of a bucket, one page at a time under a share lock.
-unsafe fn read_bucket(
-    index: pg_sys::Relation,
-    meta: &page::Meta,
-    segment: u32,
-    bucket: u32,
-    mut each: impl FnMut(u64, pg_sys::ItemPointerData),
-) {
-    unsafe {
-        let mut block = page::chain(index, meta, segment, bucket).head;
-        while block != INVALID_BLOCK {
-            let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-            let bucket_page = pg_sys::BufferGetPage(buffer);
-            page::expect_kind(bucket_page, Kind::Bucket, index, block);
-            for entry in page::entries(bucket_page) {
-                let (fp, tid) = (entry.fp, entry.tid);
-                each(fp, tid);
-            }
-            block = (*page::special(bucket_page)).next;
-            pg_sys::UnlockReleaseBuffer(buffer);
+fn tid_of_key(key: u64) -> pg_sys::ItemPointerData {
+    let mut tid = pg_sys::ItemPointerData::default();
+    pgrx::itemptr::item_pointer_set_all(&mut tid, (key >> 16) as u32, key as u16);
+    tid
+}
+
+fn out_of_memory() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        "out of memory for the rows of an ordered simhash index scan".into(),
+        None,
+        None,
+    )
+}
+
+impl Ordered {
+    /// An ordered scan of `index` by distance from `query` (`None`: NULL, any order).
+    unsafe fn new(index: pg_sys::Relation, query: Option<u64>) -> Ordered {
+        let meta = unsafe { page::load_meta(index) };
+        if !meta.indexes_nulls() {
+            raise(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "simhash index \"{}\" was built by simhash 0.3.0 and cannot serve ORDER BY",
+                    unsafe { crate::pg::names::relation_name(index) }
+                ),
+                None,
+                Some("REINDEX the index.".into()),
+            );
         }
-        pgrx::check_for_interrupts!();
+        let query = query.unwrap_or(0);
+        // The rows waiting take 8 bytes each: at most about work_mem of them.
+        let budget = unsafe { pg_sys::work_mem } as usize * 1024 / 8;
+        Ordered {
+            meta,
+            query,
+            nearest: Nearest::new(query, meta.bits, budget),
+            ready: Vec::new(),
+            ready_distance: None,
+            next: 0,
+            nulls_done: false,
+        }
+    }
+
+    /// The next row and its distance, nearest first, then the rows whose fingerprint is NULL.
+    unsafe fn next_tid(&mut self, index: pg_sys::Relation) -> Option<(pg_sys::ItemPointerData, Option<u32>)> {
+        unsafe {
+            loop {
+                if let Some(&key) = self.ready.get(self.next) {
+                    self.next += 1;
+                    return Some((tid_of_key(key), self.ready_distance));
+                }
+                self.next = 0;
+                if let Some(distance) = self.nearest.pop_ready(&mut self.ready) {
+                    self.ready_distance = Some(distance);
+                    continue;
+                }
+                if let Some(step) = self.nearest.begin() {
+                    self.read(index, step);
+                    self.nearest.end();
+                } else if !self.nulls_done {
+                    self.nulls_done = true;
+                    self.ready.clear();
+                    self.ready_distance = None;
+                    page::read_chain(index, ChainSlot::Nulls, |entries| {
+                        for entry in entries {
+                            let tid = entry.tid;
+                            super::push(&mut self.ready, crate::pg::tid::tid_order(&tid));
+                        }
+                    });
+                    self.ready.sort_unstable();
+                } else {
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Reads the buckets of `step`, offering every entry.
+    unsafe fn read(&mut self, index: pg_sys::Relation, step: Step) {
+        unsafe {
+            let (meta, query) = (self.meta, self.query);
+            let nearest = &mut self.nearest;
+            let mut read_bucket = |segment: u32, bucket: u32| {
+                page::read_chain(index, ChainSlot::bucket(&meta, segment, bucket), |entries| {
+                    for entry in entries {
+                        let fp = entry.fp;
+                        nearest
+                            .offer(segment, fp, || {
+                                let tid = entry.tid;
+                                crate::pg::tid::tid_order(&tid)
+                            })
+                            .unwrap_or_else(|_| out_of_memory());
+                    }
+                });
+            };
+            match step {
+                Step::Ring(r) => {
+                    for segment in 0..SEGMENTS {
+                        for bucket in ring_buckets(query, segment, r, meta.bits) {
+                            read_bucket(segment, bucket);
+                        }
+                    }
+                }
+                Step::Rest => {
+                    for bucket in 0..1u32 << meta.bits {
+                        read_bucket(0, bucket);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -8,7 +8,8 @@ use pgrx::prelude::*;
 use super::page::{self, Kind};
 use super::SEGMENTS;
 
-/// The bucket pages of the index, each exclusively locked in turn, with `visit`.
+/// The bucket pages of the index (and those of the chain of NULL rows), each exclusively locked in
+/// turn, with `visit`.
 unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl FnMut(pg_sys::Buffer)) -> u32 {
     unsafe {
         let index = (*info).index;
@@ -28,12 +29,22 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
             let bucket_page = pg_sys::BufferGetPage(buffer);
             // (a page added by an insert that failed before writing it is new: nothing in it)
             if !pg_sys::PageIsNew(bucket_page) {
-                page::expect_kind(bucket_page, Kind::Bucket, index, block);
+                if (*page::special(bucket_page)).kind != Kind::Nulls as u16 {
+                    page::expect_kind(bucket_page, Kind::Bucket, index, block);
+                }
                 visit(buffer);
             }
             pg_sys::UnlockReleaseBuffer(buffer);
         }
         blocks
+    }
+}
+
+/// Whether the entries of a page count the rows: those of segment 0 and of the NULL rows' chain.
+unsafe fn counts_rows(chain_page: pg_sys::Page) -> bool {
+    unsafe {
+        let special = *page::special(chain_page);
+        special.segment == 0 || special.kind == Kind::Nulls as u16
     }
 }
 
@@ -59,14 +70,14 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
         let mut rows = 0.0;
         let mut removed = 0.0;
         let blocks = each_bucket_page(info, |buffer| {
-            let segment_zero = (*page::special(pg_sys::BufferGetPage(buffer))).segment == 0;
+            let counted = counts_rows(pg_sys::BufferGetPage(buffer));
             let mut change = page::Change::start(index);
             let changed = change.page(buffer, false);
             let gone = page::retain_entries(changed, |entry| {
                 let mut tid = entry.tid;
                 !callback(&mut tid, callback_state)
             });
-            if segment_zero {
+            if counted {
                 rows += page::entries(changed).len() as f64;
                 removed += gone as f64;
             }
@@ -95,12 +106,12 @@ pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
         if !stats.is_null() {
             return stats; // counted by ambulkdelete
         }
-        // No bulk delete ran: count the rows (segment 0's entries) and pages.
+        // No bulk delete ran: count the rows (segment 0's entries and the NULL rows) and pages.
         let stats = stats_or_new(stats);
         let mut rows = 0.0;
         let blocks = each_bucket_page(info, |buffer| {
             let bucket_page = pg_sys::BufferGetPage(buffer);
-            if (*page::special(bucket_page)).segment == 0 {
+            if counts_rows(bucket_page) {
                 rows += page::entries(bucket_page).len() as f64;
             }
         });

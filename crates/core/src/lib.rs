@@ -13,6 +13,7 @@ pub mod features;
 pub mod fingerprint;
 pub mod fold;
 pub mod modes;
+pub mod nearest;
 pub mod pairs;
 pub mod probes;
 pub mod shingles;

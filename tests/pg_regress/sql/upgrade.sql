@@ -115,3 +115,32 @@ SELECT 'only after the update' AS side, * FROM (TABLE objects_updated EXCEPT TAB
 UNION ALL
 SELECT 'only in a fresh install', * FROM (TABLE objects_fresh EXCEPT TABLE objects_updated) f
 ORDER BY 1, 2;
+
+-- From 0.3.0 with a simhash index: the update adds ORDER BY fp <-> q and rebuilds the index (a
+-- 0.3.0 library's index holds no NULL rows; here the 0.4.0 library built it, so the REINDEX is
+-- seen only in its result), after which an ordered scan returns every row, NULL ones last.
+SET client_min_messages = warning;
+DROP EXTENSION simhash CASCADE;
+CREATE EXTENSION simhash VERSION '0.3.0';
+RESET client_min_messages;
+CREATE TABLE up_ordered (id int, fp simhash64);
+INSERT INTO up_ordered
+SELECT i, CASE WHEN i % 10 = 0 THEN NULL ELSE ('x' || substr(md5('u' || i), 1, 16))::bit(64)::bigint::simhash64 END
+FROM generate_series(1, 1000) i;
+CREATE INDEX up_ordered_fp ON up_ordered USING simhash (fp);
+-- (radius lookups through it work before the update)
+SET enable_seqscan = off;
+SELECT count(*) FROM up_ordered WHERE fp <~> '0123456789abcdef' <= 20;
+RESET enable_seqscan;
+SELECT simhash_index_check('up_ordered_fp') AS rows_in_the_0_3_0_index;
+ALTER EXTENSION simhash UPDATE;
+SELECT simhash_index_check('up_ordered_fp') AS rows_after_the_update;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM up_ordered ORDER BY fp <-> '0123456789abcdef';
+CREATE TEMP TABLE up_out AS
+SELECT row_number() OVER () AS ord, fp FROM (SELECT fp FROM up_ordered ORDER BY fp <-> '0123456789abcdef') o;
+SELECT count(*) AS rows, count(fp) AS not_null,
+       count(*) FILTER (WHERE fp IS NOT NULL AND ord > (SELECT min(ord) FROM up_out WHERE fp IS NULL)) AS not_null_after_null
+FROM up_out;
+RESET enable_seqscan;
+DROP TABLE up_ordered, up_out;

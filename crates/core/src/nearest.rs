@@ -1,0 +1,352 @@
+//! Nearest-first order over the buckets of the `simhash` index ([`crate::buckets`]), for
+//! `ORDER BY fp <~> q`: rows come out by distance from `q`, nearest first, without reading the
+//! whole index when the first rows are near.
+//!
+//! The index files every fingerprint under the top `bits` bits of each of its four segments. Call
+//! the *ring* of a row the fewest bits in which one of its segments' buckets differs from the
+//! query's (0 to `bits`). A row within `d` bits of the query has a segment within `d / 4` bits
+//! (pigeonhole), and a bucket differs in no more bits than its values, so its ring is at most
+//! `d / 4`. Reading rings 0, 1, 2, ... (in each segment, every bucket `r` bits from the query's)
+//! finds after ring `r` every row within `4r + 3` bits: those can be handed out, nearest first,
+//! while the rest wait. Each row is kept only where it is first met: in its ring, in the first
+//! segment that gives it that ring ([`first_ring`]). When the next ring would cost more than half a
+//! pass over a whole segment, one pass over segment 0 ([`Step::Rest`]) collects every row not met
+//! yet, after which the order is complete.
+
+use std::collections::TryReserveError;
+
+use crate::distance::{SEGMENTS, SEGMENT_BITS};
+
+/// What an ordered scan reads next.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Step {
+    /// In each segment, the buckets that differ from the query's in this many bits ([`ring_buckets`]).
+    Ring(u32),
+    /// Every bucket of segment 0.
+    Rest,
+}
+
+/// The bucket of `fp` in segment `n` (the segment's top `bits` bits).
+fn bucket(fp: u64, n: u32, bits: u32) -> u32 {
+    crate::buckets::bucket_of(fp, n, bits)
+}
+
+/// The buckets of segment `n` that differ from the query's bucket in exactly `r` bits, ascending.
+pub fn ring_buckets(query: u64, n: u32, r: u32, bits: u32) -> Vec<u32> {
+    let center = bucket(query, n, bits);
+    if r > bits {
+        return Vec::new();
+    }
+    // Every `bits`-bit mask with `r` ones (Gosper's hack walks them in ascending order).
+    let mut buckets = Vec::new();
+    if r == 0 {
+        buckets.push(center);
+    } else {
+        let end = 1u64 << bits;
+        let mut mask = (1u64 << r) - 1;
+        while mask < end {
+            buckets.push(center ^ mask as u32);
+            let low = mask & mask.wrapping_neg();
+            let ripple = mask + low;
+            mask = (((ripple ^ mask) >> 2) / low) | ripple;
+        }
+    }
+    buckets.sort_unstable();
+    buckets
+}
+
+/// The ring of `fp` (the fewest bits in which one of its buckets differs from the query's) and the
+/// first segment with that ring.
+pub fn first_ring(fp: u64, query: u64, bits: u32) -> (u32, u32) {
+    (0..SEGMENTS)
+        .map(|n| ((bucket(fp, n, bits) ^ bucket(query, n, bits)).count_ones(), n))
+        .min()
+        .expect("four segments")
+}
+
+fn binomial(n: u32, k: u32) -> u64 {
+    (0..k).fold(1u64, |acc, i| acc * u64::from(n - i) / u64::from(i + 1))
+}
+
+/// The rows met so far by an ordered scan, by distance, and what to read next.
+///
+/// Usage: while [`Nearest::begin`] names a step, read its buckets, [`Nearest::offer`] every entry
+/// of them, [`Nearest::end`] the step, then hand out [`Nearest::pop_ready`] in order. Memory is
+/// bounded: when more rows wait than the budget, the farthest distances are dropped (they are met
+/// again by a later pass over segment 0, which keeps only what lies beyond the rows met), and
+/// rows beyond the last distance kept cost only their distance.
+pub struct Nearest<T> {
+    query: u64,
+    bits: u32,
+    /// Rings read so far (rings `0..rings`).
+    rings: u32,
+    /// The step under way.
+    step: Option<Step>,
+    /// Every row within this distance has been met (`None`: nothing yet; 64: every row).
+    met_through: Option<u32>,
+    /// The rows met beyond this distance were dropped (64: none).
+    cutoff: u32,
+    /// The pass under way keeps rows beyond `pass_floor`, and, of those met in the rings, only
+    /// the ones beyond `pass_cutoff` (the others wait already).
+    pass_floor: Option<u32>,
+    pass_cutoff: u32,
+    /// Whether rows were ever dropped (then no more rings: they could not meet them again).
+    dropped: bool,
+    /// The rows met and not handed out yet, by distance, and how many.
+    waiting: Vec<Vec<T>>,
+    kept: usize,
+    /// Rows that may wait: small at first (a `LIMIT` needs few), doubled for each pass that
+    /// follows a drop, up to `max_budget`.
+    budget: usize,
+    max_budget: usize,
+    /// Distances below this have been handed out.
+    handed_out: u32,
+}
+
+impl<T: Ord> Nearest<T> {
+    /// Rows that may wait at first.
+    pub const FIRST_BUDGET: usize = 8192;
+
+    /// An ordered scan around `query` of an index with `bits` bucket bits, keeping at most about
+    /// `max_budget` rows waiting.
+    pub fn new(query: u64, bits: u32, max_budget: usize) -> Self {
+        assert!(bits <= SEGMENT_BITS);
+        Nearest {
+            query,
+            bits,
+            rings: 0,
+            step: None,
+            met_through: None,
+            cutoff: 64,
+            pass_floor: None,
+            pass_cutoff: 64,
+            dropped: false,
+            waiting: (0..=64).map(|_| Vec::new()).collect(),
+            kept: 0,
+            budget: Self::FIRST_BUDGET.min(max_budget).max(1),
+            max_budget: max_budget.max(1),
+            handed_out: 0,
+        }
+    }
+
+    /// Starts the next step and names it, or `None` when every row has been met.
+    pub fn begin(&mut self) -> Option<Step> {
+        if self.met_through == Some(64) {
+            return None;
+        }
+        // A ring reads 4 * C(bits, r) buckets; a pass over segment 0 reads 2^bits.
+        let ring_cost = u64::from(SEGMENTS) * binomial(self.bits, self.rings.min(self.bits));
+        let step = if !self.dropped && self.rings <= self.bits && ring_cost * 2 <= 1u64 << self.bits {
+            Step::Ring(self.rings)
+        } else {
+            self.pass_floor = self.met_through;
+            self.pass_cutoff = self.cutoff;
+            self.cutoff = 64;
+            if self.dropped {
+                self.budget = self.budget.saturating_mul(2).min(self.max_budget);
+            }
+            Step::Rest
+        };
+        self.step = Some(step);
+        Some(step)
+    }
+
+    /// Offers an entry of a bucket of segment `n` read for the step under way: the row with
+    /// fingerprint `fp`, kept as `item()` if met for the first time (an error when memory runs out).
+    #[inline]
+    pub fn offer(&mut self, n: u32, fp: u64, item: impl FnOnce() -> T) -> Result<(), TryReserveError> {
+        let distance = crate::distance::hamming(fp, self.query);
+        if distance > self.cutoff {
+            return Ok(());
+        }
+        let (ring, first) = first_ring(fp, self.query, self.bits);
+        let new = match self.step.expect("a step under way") {
+            Step::Ring(r) => ring == r && first == n,
+            Step::Rest => {
+                self.pass_floor.is_none_or(|floor| distance > floor)
+                    && (ring >= self.rings || distance > self.pass_cutoff)
+            }
+        };
+        if !new {
+            return Ok(());
+        }
+        let bin = &mut self.waiting[distance as usize];
+        if bin.len() == bin.capacity() {
+            bin.try_reserve(bin.len().max(64))?;
+        }
+        bin.push(item());
+        self.kept += 1;
+        if self.kept > self.budget {
+            self.shrink();
+        }
+        Ok(())
+    }
+
+    /// Drops the farthest rows waiting until at most half the budget wait (or one distance does).
+    fn shrink(&mut self) {
+        let lowest = self.met_through.map_or(0, |through| through + 1).max(self.handed_out);
+        while self.kept > self.budget / 2 && self.cutoff > lowest {
+            let bin = std::mem::take(&mut self.waiting[self.cutoff as usize]);
+            self.kept -= bin.len();
+            self.cutoff -= 1;
+            self.dropped = true;
+        }
+    }
+
+    /// Ends the step under way.
+    pub fn end(&mut self) {
+        match self.step.take().expect("a step under way") {
+            Step::Ring(r) => {
+                debug_assert_eq!(r, self.rings);
+                self.rings += 1;
+                let rings_through = if self.rings > self.bits { 64 } else { 4 * self.rings - 1 };
+                self.met_through = Some(rings_through.min(self.cutoff));
+            }
+            Step::Rest => self.met_through = Some(self.cutoff),
+        }
+    }
+
+    /// The distance up to which every row has been met (`None` before the first step).
+    pub fn exact_through(&self) -> Option<u32> {
+        self.met_through
+    }
+
+    /// Moves the rows of the next distance that can be handed out into `ready` (cleared first),
+    /// in `T`'s order, and returns that distance; `None` when none can be until the next step.
+    pub fn pop_ready(&mut self, ready: &mut Vec<T>) -> Option<u32> {
+        ready.clear();
+        let through = self.met_through?;
+        while self.handed_out <= through {
+            let distance = self.handed_out;
+            let bin = &mut self.waiting[distance as usize];
+            self.handed_out += 1;
+            if !bin.is_empty() {
+                std::mem::swap(ready, bin);
+                self.kept -= ready.len();
+                ready.sort_unstable();
+                return Some(distance);
+            }
+        }
+        None
+    }
+
+    /// The rows waiting (met, not handed out).
+    pub fn waiting(&self) -> usize {
+        self.kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distance::hamming;
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn rings_partition_the_buckets() {
+        for bits in [0, 1, 5, 11, 16] {
+            let query = 0xDEAD_BEEF_1234_5678;
+            let mut all: Vec<u32> = (0..=bits).flat_map(|r| ring_buckets(query, 2, r, bits)).collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..1u32 << bits).collect::<Vec<_>>(), "bits {bits}");
+            for r in 0..=bits {
+                let center = bucket(query, 2, bits);
+                assert!(ring_buckets(query, 2, r, bits).iter().all(|b| (b ^ center).count_ones() == r));
+                assert_eq!(ring_buckets(query, 2, r, bits).len() as u64, binomial(bits, r));
+            }
+        }
+    }
+
+    /// An index in memory (per segment, per bucket, its fingerprints), read the way the scan reads
+    /// it: every row comes out once, by distance, ascending; returns them and the steps taken.
+    fn ordered(rows: &[u64], query: u64, bits: u32, budget: usize) -> (Vec<(u32, usize)>, Vec<Step>) {
+        let mut buckets = vec![vec![Vec::new(); 1 << bits]; SEGMENTS as usize];
+        for (i, &fp) in rows.iter().enumerate() {
+            for n in 0..SEGMENTS {
+                buckets[n as usize][bucket(fp, n, bits) as usize].push(i);
+            }
+        }
+        let mut nearest = Nearest::new(query, bits, budget);
+        nearest.budget = budget.min(nearest.budget);
+        let mut out = Vec::new();
+        let mut steps = Vec::new();
+        let mut ready = Vec::new();
+        while let Some(step) = nearest.begin() {
+            steps.push(step);
+            let read: Vec<(u32, u32)> = match step {
+                Step::Ring(r) => {
+                    (0..SEGMENTS).flat_map(|n| ring_buckets(query, n, r, bits).into_iter().map(move |b| (n, b))).collect()
+                }
+                Step::Rest => (0..1u32 << bits).map(|b| (0, b)).collect(),
+            };
+            for (n, b) in read {
+                for &i in &buckets[n as usize][b as usize] {
+                    nearest.offer(n, rows[i], || (hamming(rows[i], query), i)).unwrap();
+                }
+            }
+            nearest.end();
+            while let Some(distance) = nearest.pop_ready(&mut ready) {
+                assert!(ready.iter().all(|&(d, _)| d == distance));
+                out.append(&mut ready);
+            }
+        }
+        assert_eq!(nearest.waiting(), 0);
+        (out, steps)
+    }
+
+    #[test]
+    fn every_row_once_nearest_first() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for bits in [0, 3, 6, 9] {
+            for budget in [1, 100, 1000, usize::MAX] {
+                for _ in 0..10 {
+                    let query = xorshift(&mut state);
+                    // Random rows plus rows near the query.
+                    let mut rows: Vec<u64> = (0..2000).map(|_| xorshift(&mut state)).collect();
+                    for flips in 0..30 {
+                        let mut fp = query;
+                        for _ in 0..flips {
+                            fp ^= 1 << (xorshift(&mut state) % 64);
+                        }
+                        rows.push(fp);
+                    }
+                    let (out, steps) = ordered(&rows, query, bits, budget);
+                    let mut expected: Vec<(u32, usize)> =
+                        rows.iter().enumerate().map(|(i, &fp)| (hamming(fp, query), i)).collect();
+                    expected.sort_unstable();
+                    assert_eq!(out, expected, "bits {bits} budget {budget} steps {steps:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rings_first_then_passes_over_segment_0() {
+        let mut nearest = Nearest::<u32>::new(0, 11, 1000);
+        assert_eq!(nearest.begin(), Some(Step::Ring(0)));
+        nearest.offer(0, 0b11, || 7).unwrap(); // distance 2, ring 0 in segment 0
+        nearest.offer(0, 0b11111, || 8).unwrap(); // distance 5
+        nearest.end();
+        assert_eq!(nearest.exact_through(), Some(3));
+        let mut ready = Vec::new();
+        assert_eq!(nearest.pop_ready(&mut ready), Some(2));
+        assert_eq!(ready, vec![7]);
+        assert_eq!(nearest.pop_ready(&mut ready), None);
+        // 11 bits: rings 0..3 (at most 4 * 165 = 660 buckets), then a pass over 2048 buckets.
+        for r in 1..4 {
+            assert_eq!(nearest.begin(), Some(Step::Ring(r)));
+            nearest.end();
+        }
+        assert_eq!(nearest.pop_ready(&mut ready), Some(5));
+        assert_eq!(ready, vec![8]);
+        assert_eq!(nearest.begin(), Some(Step::Rest));
+        nearest.end();
+        assert_eq!(nearest.begin(), None);
+    }
+}
