@@ -193,6 +193,21 @@ psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps
 log "own: the simhash index access method"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'simhash')" >/dev/null; build[own]=$(elapsed "$t0")
 psql -q -c "VACUUM ANALYZE fps"; size[own]=$(index_size fps_fp_simhash); prewarm; measure own
+log "nearest: ORDER BY fp <-> q LIMIT 10, through the simhash index and through a sort"
+printf '%s\nSELECT id FROM fps ORDER BY fp <-> %s LIMIT 10;\n' "$pick_query" "$q" > "$work/nearest.sql"
+declare -A nearest_p50 nearest_p99 nearest_plan nearest_answers
+for how in index sort; do
+    options=""; [[ $how == sort ]] && options="-c enable_indexscan=off"
+    runs=$FAST_RUNS; [[ $how == sort ]] && runs=$SLOW_RUNS
+    example=${q//:j/42}; example=${example//:q/$(psql -At -c "SELECT fp::bigint FROM queries WHERE j = 42")}
+    nearest_plan[$how]=$(PGOPTIONS="$options" psql -At -c "EXPLAIN (COSTS OFF) SELECT id FROM fps ORDER BY fp <-> $example LIMIT 10" | awk 'match($0, /(Parallel Seq|Index) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
+    (cd "$work" && PGOPTIONS="$options" pgbench -n -M simple -t "$((runs / 10 + 1))" -f nearest.sql >/dev/null)
+    (cd "$work" && rm -f pgbench_log.* && PGOPTIONS="$options" pgbench -n -M simple -t "$runs" -f nearest.sql -l >/dev/null)
+    read -r nearest_p50[$how] nearest_p99[$how] <<<"$(latencies)"
+    # The distances of the 10 nearest rows of 20 query points (ties aside, the same either way).
+    nearest_answers[$how]=$(PGOPTIONS="$options" psql -At -c "SELECT j, (SELECT array_agg(d) FROM (SELECT fp <-> qf.fp AS d FROM fps ORDER BY fp <-> qf.fp LIMIT 10) o) FROM queries qf WHERE j <= 20 ORDER BY j")
+done
+nearest_same=no; [[ ${nearest_answers[index]} == "${nearest_answers[sort]}" ]] && nearest_same=yes
 psql -q -c "DROP INDEX fps_fp_simhash"
 
 log "covering: four B-trees (segment) INCLUDE (fp, id)"
@@ -227,6 +242,8 @@ if [[ $DATA == real ]]; then
         echo "k=$k: ${candidates[$k]} candidate rows within the radius per lookup, ${verified_rows[$k]} of them verified (similarity >= $MIN_SIMILARITY), averaged over the $QUERIES query points."
     done
 fi
+echo
+echo "Nearest rows, \`ORDER BY fp <-> q LIMIT 10\` (q a row's fingerprint): simhash index p50 ${nearest_p50[index]} ms, p99 ${nearest_p99[index]} ms (${nearest_plan[index]}); sort p50 ${nearest_p50[sort]} ms, p99 ${nearest_p99[sort]} ms (${nearest_plan[sort]}); the same distances for 20 query points: ${nearest_same}."
 echo
 echo "All pairs, \`simhash_pairs('fps', 'fp', k)\` over the $((N + QUERIES * 11)) rows, end to end: k=3 ${pairs_s[3]} s (${pairs_n[3]} pairs), k=7 ${pairs_s[7]} s (${pairs_n[7]} pairs)."
 echo
