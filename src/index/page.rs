@@ -129,15 +129,25 @@ pub(super) unsafe fn special(page: Page) -> *mut Special {
     unsafe { pg_sys::PageGetSpecialPointer(page).cast() }
 }
 
+/// Whether `page` is of `kind` (a page of this index with the special space of one).
+///
+/// # Safety
+///
+/// `page` is a locked page of this index.
+pub(super) unsafe fn is_kind(page: Page, kind: Kind) -> bool {
+    unsafe {
+        !pg_sys::PageIsNew(page)
+            && pg_sys::PageGetSpecialSize(page) as usize == maxalign(size_of::<Special>())
+            && (*special(page)).kind == kind as u16
+    }
+}
+
 /// # Safety
 ///
 /// `page` is a page of this index, of `kind` (else an ERROR: the index is corrupt).
 pub(super) unsafe fn expect_kind(page: Page, kind: Kind, index: pg_sys::Relation, block: BlockNumber) {
     unsafe {
-        if pg_sys::PageIsNew(page)
-            || pg_sys::PageGetSpecialSize(page) as usize != maxalign(size_of::<Special>())
-            || (*special(page)).kind != kind as u16
-        {
+        if !is_kind(page, kind) {
             corrupt(index, format!("block {block} is not a {kind:?} page"));
         }
     }
@@ -288,6 +298,9 @@ impl ChainSlot {
 /// `index` is an open simhash index, and `slot` one of its chains.
 pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> DirectoryEntry {
     unsafe {
+        if let ChainSlot::Nulls = slot {
+            return load_meta(index).nulls; // (empty in a version 1 metapage, which has no such field)
+        }
         let block = slot.block();
         let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
         expect_kind(pg_sys::BufferGetPage(buffer), slot.holder_kind(), index, block);
@@ -302,10 +315,48 @@ pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> Direc
 /// # Safety
 ///
 /// `index` is an open simhash index, and `slot` one of its chains.
-pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut each: impl FnMut(&[Entry])) {
+pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, each: impl FnMut(&[Entry])) {
     unsafe {
         let (kind, _) = slot.page_kind();
-        let mut block = chain_of(index, slot).head;
+        walk_chain(index, chain_of(index, slot).head, kind, each);
+    }
+}
+
+/// Calls `each` with every entry of the chains of `buckets` (ascending) of `segment`: the heads
+/// of the buckets on one directory page read under one share lock, then each chain.
+///
+/// # Safety
+///
+/// `index` is an open simhash index with that `meta`.
+pub(super) unsafe fn read_buckets(
+    index: pg_sys::Relation,
+    meta: &Meta,
+    segment: u32,
+    buckets: &[u32],
+    mut each: impl FnMut(&[Entry]),
+) {
+    unsafe {
+        let per_page = directory_entries_per_page() as u32;
+        let mut heads = Vec::with_capacity(buckets.len().min(per_page as usize));
+        for run in buckets.chunk_by(|a, b| a / per_page == b / per_page) {
+            let (block, _) = directory_position(meta, segment, run[0]);
+            let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+            let directory = pg_sys::BufferGetPage(buffer);
+            expect_kind(directory, Kind::Directory, index, block);
+            heads.clear();
+            heads.extend(run.iter().map(|&bucket| (*directory_entry(directory, (bucket % per_page) as usize)).head));
+            pg_sys::UnlockReleaseBuffer(buffer);
+            for &head in &heads {
+                walk_chain(index, head, Kind::Bucket, &mut each);
+            }
+        }
+    }
+}
+
+/// Calls `each` with the entries of every page of the chain from `head` (pages of `kind`).
+unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut each: impl FnMut(&[Entry])) {
+    unsafe {
+        let mut block = head;
         while block != INVALID_BLOCK {
             let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
             let chain_page = pg_sys::BufferGetPage(buffer);

@@ -55,8 +55,10 @@ pub(super) fn within(fp: u64, ball: (u64, i32)) -> bool {
 #[derive(Default)]
 struct ScanState {
     balls: Vec<Ball>,
-    /// `ORDER BY fp <~> q`: `Some(q)`, `Some(None)` for a NULL `q` (any order).
+    /// `ORDER BY fp <-> q`: `Some(q)`, `Some(None)` for a NULL `q` (any order).
     order: Option<Option<u64>>,
+    /// Which ORDER BY key `order` is (`usize::MAX`: none, every `q` is NULL).
+    order_key: usize,
     results: Vec<pg_sys::ItemPointerData>,
     /// With ORDER BY and a radius test: the distance of each result.
     distances: Vec<u32>,
@@ -139,19 +141,18 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
         if !orderbys.is_null() && norderbys > 0 {
             std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
         }
-        state.order = match (*scan).numberOfOrderBys {
-            0 => None,
-            1 => {
-                let key = &*(*scan).orderByData;
-                Some((key.sk_flags & pg_sys::SK_ISNULL as i32 == 0).then(|| key.sk_argument.value() as u64))
+        // ORDER BY fp <-> q: the first key whose q is not NULL orders the scan (a NULL q makes its
+        // distance NULL for every row, a constant); with every q NULL, any order.
+        let orderbys = (0..(*scan).numberOfOrderBys as usize).map(|i| &*(*scan).orderByData.add(i));
+        let mut effective = None;
+        for (i, key) in orderbys.enumerate() {
+            if key.sk_flags & pg_sys::SK_ISNULL as i32 == 0 {
+                effective = Some((i, key.sk_argument.value() as u64));
+                break;
             }
-            // More than one distance (ORDER BY fp <-> a, fp <-> b): ordered by the first, the
-            // executor sorts each run of equal first distances by the others (see amgettuple).
-            _ => {
-                let key = &*(*scan).orderByData;
-                Some((key.sk_flags & pg_sys::SK_ISNULL as i32 == 0).then(|| key.sk_argument.value() as u64))
-            }
-        };
+        }
+        state.order = ((*scan).numberOfOrderBys > 0).then(|| effective.map(|(_, q)| q));
+        state.order_key = effective.map_or(usize::MAX, |(i, _)| i);
         state.nearest = None;
         state.distances.clear();
         state.balls = (0..(*scan).numberOfKeys as usize)
@@ -190,6 +191,14 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                 None,
             );
         }
+        if (*scan).xs_want_itup {
+            raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "a simhash index cannot serve an index-only scan".into(),
+                None,
+                Some("Enable sequential scans (SET enable_seqscan = on).".into()),
+            );
+        }
         let state = state_of(scan);
         let index = (*scan).indexRelation;
         if !state.searched {
@@ -223,19 +232,24 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
         (*scan).xs_heaptid = tid;
         (*scan).xs_recheck = false;
         if state.order.is_some() {
-            // The first distance is exact and comes out in order. With more ORDER BY distances the
-            // values go to the executor (the first exact, the others a lower bound of 0), which
-            // then sorts each run of equal first distances.
+            // The distance of the ordering key is exact and comes out in order. With more ORDER BY
+            // distances the values go to the executor (NULL for the keys before it, whose q is
+            // NULL, a lower bound of 0 for the keys after it), which then sorts each run of equal
+            // distances by the others.
             let norderbys = (*scan).numberOfOrderBys as usize;
             (*scan).xs_recheckorderby = norderbys > 1;
             if norderbys > 1 {
                 let values = std::slice::from_raw_parts_mut((*scan).xs_orderbyvals, norderbys);
                 let nulls = std::slice::from_raw_parts_mut((*scan).xs_orderbynulls, norderbys);
-                values.fill(Datum::from(0i32));
-                nulls.fill(false);
-                match (distance, state.order) {
-                    (Some(d), Some(Some(_))) => values[0] = Datum::from(d as i32),
-                    _ => nulls[0] = true, // a NULL fingerprint, or ORDER BY a NULL
+                for i in 0..norderbys {
+                    values[i] = Datum::from(0i32);
+                    nulls[i] = i < state.order_key;
+                }
+                if state.order_key < norderbys {
+                    match distance {
+                        Some(d) => values[state.order_key] = Datum::from(d as i32),
+                        None => nulls[state.order_key] = true, // a NULL fingerprint
+                    }
                 }
             }
         }
@@ -247,7 +261,18 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
 pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
     unsafe {
         let state = state_of(scan);
-        let mut results = search((*scan).indexRelation, &state.balls);
+        let index = (*scan).indexRelation;
+        let mut results = if state.balls.is_empty() {
+            // No key (a partial index's predicate is the query's only condition): every row.
+            let mut ordered = Ordered::new(index, None);
+            let mut all = Vec::new();
+            while let Some((tid, _)) = ordered.next_tid(index) {
+                super::push(&mut all, tid);
+            }
+            all
+        } else {
+            search(index, &state.balls)
+        };
         let n = results.len();
         if n > 0 {
             pg_sys::tbm_add_tuples(tbm, results.as_mut_ptr(), n as i32, false);
@@ -296,28 +321,25 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
         if k <= MAX_PROBED_RADIUS {
             for segment in 0..SEGMENTS {
                 let buckets = probe_buckets(query, segment, k, meta.bits).unwrap_or_default();
-                for bucket in buckets {
-                    page::read_chain(index, ChainSlot::bucket(&meta, segment, bucket), |entries| {
-                        for entry in entries {
-                            let (fp, tid) = (entry.fp, entry.tid);
-                            if in_all(fp) && reported_in(fp, query, segment, k) {
-                                super::push(&mut results, (fp, tid));
-                            }
-                        }
-                    });
-                }
-            }
-        } else {
-            for bucket in 0..1u32 << meta.bits {
-                page::read_chain(index, ChainSlot::bucket(&meta, 0, bucket), |entries| {
+                page::read_buckets(index, &meta, segment, &buckets, |entries| {
                     for entry in entries {
                         let (fp, tid) = (entry.fp, entry.tid);
-                        if in_all(fp) {
+                        if in_all(fp) && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (fp, tid));
                         }
                     }
                 });
             }
+        } else {
+            let buckets: Vec<u32> = (0..1u32 << meta.bits).collect();
+            page::read_buckets(index, &meta, 0, &buckets, |entries| {
+                for entry in entries {
+                    let (fp, tid) = (entry.fp, entry.tid);
+                    if in_all(fp) {
+                        super::push(&mut results, (fp, tid));
+                    }
+                }
+            });
         }
         results
     }
@@ -406,8 +428,8 @@ impl Ordered {
         unsafe {
             let (meta, query) = (self.meta, self.query);
             let nearest = &mut self.nearest;
-            let mut read_bucket = |segment: u32, bucket: u32| {
-                page::read_chain(index, ChainSlot::bucket(&meta, segment, bucket), |entries| {
+            let mut read = |segment: u32, buckets: &[u32]| {
+                page::read_buckets(index, &meta, segment, buckets, |entries| {
                     for entry in entries {
                         let fp = entry.fp;
                         nearest
@@ -422,16 +444,10 @@ impl Ordered {
             match step {
                 Step::Ring(r) => {
                     for segment in 0..SEGMENTS {
-                        for bucket in ring_buckets(query, segment, r, meta.bits) {
-                            read_bucket(segment, bucket);
-                        }
+                        read(segment, &ring_buckets(query, segment, r, meta.bits));
                     }
                 }
-                Step::Rest => {
-                    for bucket in 0..1u32 << meta.bits {
-                        read_bucket(0, bucket);
-                    }
-                }
+                Step::Rest => read(0, &(0..1u32 << meta.bits).collect::<Vec<u32>>()),
             }
         }
     }
@@ -454,6 +470,22 @@ pub(super) unsafe extern "C-unwind" fn amcostestimate(
         pg_sys::genericcostestimate(root, path, loop_count, &mut costs);
         *startup_cost = costs.indexStartupCost;
         *total_cost = costs.indexTotalCost;
+        // Priced out (as pgvector does), so that a sequential scan, whose own disabling counts
+        // less, always wins over them: a scan with neither a radius test nor ORDER BY (a partial
+        // index whose predicate the query implies), which reads the whole index; and an
+        // index-only scan (chosen when the query needs no column at all), which the index cannot
+        // serve (it returns no index tuples).
+        let keyless = (*path).indexclauses.is_null() && (*path).indexorderbys.is_null();
+        let index_only = (*path).path.pathtype == pg_sys::NodeTag::T_IndexOnlyScan;
+        let penalty = i32::from(keyless) + 2 * i32::from(index_only);
+        if penalty > 0 {
+            *startup_cost += f64::from(penalty) * pg_sys::disable_cost;
+            *total_cost += f64::from(penalty) * pg_sys::disable_cost;
+            #[cfg(feature = "pg18")]
+            {
+                (*path).path.disabled_nodes += penalty;
+            }
+        }
         *selectivity = costs.indexSelectivity;
         *correlation = costs.indexCorrelation;
         *pages = costs.numIndexPages;

@@ -29,9 +29,8 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
             let bucket_page = pg_sys::BufferGetPage(buffer);
             // (a page added by an insert that failed before writing it is new: nothing in it)
             if !pg_sys::PageIsNew(bucket_page) {
-                if (*page::special(bucket_page)).kind != Kind::Nulls as u16 {
-                    page::expect_kind(bucket_page, Kind::Bucket, index, block);
-                }
+                let kind = if page::is_kind(bucket_page, Kind::Nulls) { Kind::Nulls } else { Kind::Bucket };
+                page::expect_kind(bucket_page, kind, index, block);
                 visit(buffer);
             }
             pg_sys::UnlockReleaseBuffer(buffer);

@@ -90,8 +90,11 @@ pub struct Nearest<T> {
     /// the ones beyond `pass_cutoff` (the others wait already).
     pass_floor: Option<u32>,
     pass_cutoff: u32,
-    /// Whether rows were ever dropped (then no more rings: they could not meet them again).
+    /// Whether rows were ever dropped (then each further pass may keep twice as many).
     dropped: bool,
+    /// Whether a pass over segment 0 was made (then no more rings: the rows it dropped have rings
+    /// already read).
+    passed: bool,
     /// The rows met and not handed out yet, by distance, and how many.
     waiting: Vec<Vec<T>>,
     kept: usize,
@@ -121,6 +124,7 @@ impl<T: Ord> Nearest<T> {
             pass_floor: None,
             pass_cutoff: 64,
             dropped: false,
+            passed: false,
             waiting: (0..=64).map(|_| Vec::new()).collect(),
             kept: 0,
             budget: Self::FIRST_BUDGET.min(max_budget).max(1),
@@ -134,9 +138,12 @@ impl<T: Ord> Nearest<T> {
         if self.met_through == Some(64) {
             return None;
         }
-        // A ring reads 4 * C(bits, r) buckets; a pass over segment 0 reads 2^bits.
+        // A ring reads 4 * C(bits, r) buckets; a pass over segment 0 reads 2^bits. Rings go on
+        // until the first pass, and while they can still raise `met_through`: rows dropped beyond
+        // `cutoff` are met again only by a pass.
         let ring_cost = u64::from(SEGMENTS) * binomial(self.bits, self.rings.min(self.bits));
-        let step = if !self.dropped && self.rings <= self.bits && ring_cost * 2 <= 1u64 << self.bits {
+        let rings_help = self.rings == 0 || 4 * self.rings - 1 < self.cutoff;
+        let step = if !self.passed && rings_help && self.rings <= self.bits && ring_cost * 2 <= 1u64 << self.bits {
             Step::Ring(self.rings)
         } else {
             self.pass_floor = self.met_through;
@@ -202,7 +209,10 @@ impl<T: Ord> Nearest<T> {
                 let rings_through = if self.rings > self.bits { 64 } else { 4 * self.rings - 1 };
                 self.met_through = Some(rings_through.min(self.cutoff));
             }
-            Step::Rest => self.met_through = Some(self.cutoff),
+            Step::Rest => {
+                self.met_through = Some(self.cutoff);
+                self.passed = true;
+            }
         }
     }
 
@@ -303,7 +313,7 @@ mod tests {
     #[test]
     fn every_row_once_nearest_first() {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        for bits in [0, 3, 6, 9] {
+        for bits in [0, 3, 6, 9, 12] {
             for budget in [1, 100, 1000, usize::MAX] {
                 for _ in 0..10 {
                     let query = xorshift(&mut state);

@@ -79,11 +79,38 @@ SELECT count(*) AS rows, count(DISTINCT id) AS distinct_rows, count(fp) AS not_n
 FROM (SELECT id, fp FROM ord_docs ORDER BY fp <-> 'fedcba9876543210') o;
 -- ORDER BY a NULL: every row, in no particular order.
 SELECT count(*) FROM (SELECT id FROM ord_docs ORDER BY fp <-> NULL::simhash64) o;
+-- ORDER BY a NULL parameter in a generic plan: the index scan, every row; with a second distance
+-- after it, the rows ordered by that one.
+SET plan_cache_mode = force_generic_plan;
+PREPARE ord_one(simhash64) AS SELECT count(*) FROM (SELECT id FROM ord_docs ORDER BY fp <-> $1) o;
+EXPLAIN (COSTS OFF) EXECUTE ord_one(NULL);
+EXECUTE ord_one(NULL);
+PREPARE ord_two(simhash64, simhash64) AS SELECT fp <-> $2 AS d FROM ord_docs ORDER BY fp <-> $1, fp <-> $2 LIMIT 100;
+EXPLAIN (COSTS OFF) EXECUTE ord_two(NULL, '0123456789abcdef');
+CREATE TEMP TABLE ord_two_out AS EXECUTE ord_two(NULL, '0123456789abcdef');
+SELECT array_agg(d) = (SELECT array_agg(d) FROM (SELECT fp <-> '0123456789abcdef' AS d FROM ord_docs ORDER BY 1 LIMIT 100) x)
+       AS ordered_by_the_second
+FROM ord_two_out;
+DEALLOCATE ord_one;
+DEALLOCATE ord_two;
+RESET plan_cache_mode;
 -- A radius test and ORDER BY: the rows within the radius, nearest first.
 SELECT array_agg(fp <-> '0123456789abcdef') = (SELECT array_agg(d ORDER BY d) FROM (SELECT fp <-> '0123456789abcdef' AS d FROM ord_docs WHERE fp <~> '0123456789abcdef' <= 22) x) AS same,
        count(*)
 FROM (SELECT fp FROM ord_docs WHERE fp <~> '0123456789abcdef' <= 22 ORDER BY fp <-> '0123456789abcdef') o;
 RESET enable_seqscan;
+
+-- A partial simhash index whose predicate is the query's only condition: the scan of it (priced
+-- out, but the only one left with sequential scans off on some versions) returns every row.
+CREATE INDEX ord_docs_partial ON ord_docs USING simhash (fp) WHERE id % 7 = 0;
+SELECT count(*) FROM ord_docs WHERE id % 7 = 0;
+SET enable_seqscan = off;
+SELECT count(*) FROM ord_docs WHERE id % 7 = 0;
+SET enable_bitmapscan = off;
+SELECT count(*) FROM ord_docs WHERE id % 7 = 0;
+RESET enable_bitmapscan;
+RESET enable_seqscan;
+DROP INDEX ord_docs_partial;
 
 -- After inserts into the built index (NULL ones too), then DELETE and VACUUM.
 INSERT INTO ord_docs
@@ -111,5 +138,5 @@ RESET enable_indexscan;
 SELECT count(*) AS rows, count(*) FILTER (WHERE (i.d1, i.d2) IS DISTINCT FROM (s.d1, s.d2)) AS different
 FROM two_index i FULL JOIN two_sort s USING (pos);
 
-DROP TABLE ord_docs, ord_queries, two_index, two_sort;
+DROP TABLE ord_docs, ord_queries, two_index, two_sort, ord_two_out;
 DROP FUNCTION ord_answers(), ord_check(text);

@@ -55,7 +55,8 @@ ALTER EXTENSION simhash UPDATE;
 SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'simhash') AS current
 FROM pg_extension WHERE extname = 'simhash';
 
--- The same answers, through the same indexes (none needs a REINDEX), and the same fingerprints.
+-- The same answers, through the same indexes (the update rebuilds only simhash indexes, none here),
+-- and the same fingerprints.
 CREATE TEMP TABLE answers_after AS TABLE answers;
 (TABLE answers_before EXCEPT ALL TABLE answers_after) UNION ALL (TABLE answers_after EXCEPT ALL TABLE answers_before);
 SELECT count(*) AS changed_fingerprints FROM up_docs u JOIN fingerprints_before b USING (id)
