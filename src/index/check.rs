@@ -92,7 +92,8 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 );
             }
         }
-        let nulls = if meta.indexes_nulls() { walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, _| {}) } else { 0 };
+        let nulls =
+            if meta.indexes_nulls() { walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, _| {}) } else { 0 };
         // Pages in no chain: only new (empty) ones, left by an insert that failed after extending.
         for block in first_chain_block..blocks {
             if !seen[block as usize] {

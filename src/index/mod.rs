@@ -194,17 +194,27 @@ mod tests {
         table_with_index("v1_docs");
         make_format_1("v1_docs_fp");
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(2000)));
-        Spi::run("INSERT INTO v1_docs VALUES (-1, NULL), (-2, '0123456789abcdef'); DELETE FROM v1_docs WHERE id % 3 = 0").unwrap();
+        Spi::run(
+            "INSERT INTO v1_docs VALUES (-1, NULL), (-2, '0123456789abcdef'); DELETE FROM v1_docs WHERE id % 3 = 0",
+        )
+        .unwrap();
         let rows = Spi::get_one::<i64>("SELECT count(fp) FROM v1_docs").unwrap();
         // (the entries of the rows deleted stay until VACUUM; the NULL row has none)
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(2001)));
         Spi::run("SET enable_seqscan = off").unwrap();
-        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 64").unwrap(), rows);
-        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 0"), Ok(Some(1)));
+        assert_eq!(
+            Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 64").unwrap(),
+            rows
+        );
+        assert_eq!(
+            Spi::get_one::<i64>("SELECT count(*) FROM v1_docs WHERE fp <~> '0123456789abcdef' <= 0"),
+            Ok(Some(1))
+        );
         Spi::run("REINDEX INDEX v1_docs_fp").unwrap();
         let all = Spi::get_one::<i64>("SELECT count(*) FROM v1_docs").unwrap();
         assert_eq!(
-            Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_docs ORDER BY fp <-> '0123456789abcdef') o").unwrap(),
+            Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_docs ORDER BY fp <-> '0123456789abcdef') o")
+                .unwrap(),
             all
         );
     }
@@ -216,6 +226,7 @@ mod tests {
         table_with_index("v1_order");
         make_format_1("v1_order_fp");
         Spi::run("SET enable_seqscan = off").unwrap();
-        Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_order ORDER BY fp <-> '0123456789abcdef') o").unwrap();
+        Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_order ORDER BY fp <-> '0123456789abcdef') o")
+            .unwrap();
     }
 }

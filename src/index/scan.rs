@@ -367,10 +367,9 @@ impl Ordered {
         if !meta.indexes_nulls() {
             raise(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                format!(
-                    "simhash index \"{}\" was built by simhash 0.3.0 and cannot serve ORDER BY",
-                    unsafe { crate::pg::names::relation_name(index) }
-                ),
+                format!("simhash index \"{}\" was built by simhash 0.3.0 and cannot serve ORDER BY", unsafe {
+                    crate::pg::names::relation_name(index)
+                }),
                 None,
                 Some("REINDEX the index.".into()),
             );

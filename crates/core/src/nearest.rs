@@ -290,9 +290,9 @@ mod tests {
         while let Some(step) = nearest.begin() {
             steps.push(step);
             let read: Vec<(u32, u32)> = match step {
-                Step::Ring(r) => {
-                    (0..SEGMENTS).flat_map(|n| ring_buckets(query, n, r, bits).into_iter().map(move |b| (n, b))).collect()
-                }
+                Step::Ring(r) => (0..SEGMENTS)
+                    .flat_map(|n| ring_buckets(query, n, r, bits).into_iter().map(move |b| (n, b)))
+                    .collect(),
                 Step::Rest => (0..1u32 << bits).map(|b| (0, b)).collect(),
             };
             for (n, b) in read {
