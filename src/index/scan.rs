@@ -203,7 +203,8 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
         let index = (*scan).indexRelation;
         if !state.searched {
             match state.order {
-                // No key at all (the planner makes no such scan; it would be every row).
+                // No key at all (a partial index whose predicate is the query's only condition,
+                // a scan priced out by amcostestimate): every row.
                 None if state.balls.is_empty() => state.nearest = Some(Box::new(Ordered::new(index, None))),
                 None => state.results = search(index, &state.balls),
                 // A radius test too: its matches, by distance.
