@@ -41,40 +41,8 @@ grep -q "database system was interrupted\|was not properly shut down" "$SIMHASH_
 # (VACUUM first, with its index pass forced: the index, like a B-tree, keeps the entries of rows
 # whose transactions the crash aborted until VACUUM removes them)
 q -c "VACUUM (INDEX_CLEANUP ON) c"
-result=$(q -At <<'SQL'
-SET jit = off;
-CREATE TEMP TABLE queries AS SELECT row_number() OVER () AS j, fp FROM (SELECT fp FROM c WHERE fp IS NOT NULL ORDER BY md5(id::text) LIMIT 20) s;
-CREATE TEMP TABLE differences (j bigint, k int);
-DO $$
-DECLARE
-    q record;
-    k int;
-    got bigint[];
-    want bigint[];
-    got_order int[];
-    want_order int[];
-BEGIN
-    FOR q IN SELECT * FROM queries LOOP
-        -- ORDER BY through the index: every row's distance, nearest first, the NULL rows last.
-        SET LOCAL enable_seqscan = off;
-        EXECUTE format('SELECT array_agg(d) FROM (SELECT fp <-> %L AS d FROM c ORDER BY fp <-> %L) o', q.fp, q.fp) INTO got_order;
-        RESET enable_seqscan;
-        SELECT array_agg(fp <-> q.fp ORDER BY fp <-> q.fp) INTO want_order FROM c;
-        IF got_order IS DISTINCT FROM want_order THEN INSERT INTO differences VALUES (q.j, -1); END IF;
-        FOR k IN 0..64 LOOP
-            SET LOCAL enable_seqscan = off;
-            EXECUTE format('SELECT array_agg(id ORDER BY id) FROM c WHERE fp <~> %L <= %s', q.fp, k) INTO got;
-            RESET enable_seqscan;
-            SELECT array_agg(id ORDER BY id) INTO want FROM c WHERE bit_count((fp::bigint # q.fp::bigint)::bit(64)) <= k;
-            IF got IS DISTINCT FROM want THEN INSERT INTO differences VALUES (q.j, k); END IF;
-        END LOOP;
-    END LOOP;
-END $$;
-SELECT format('%s rows, index check %s, %s lookups differ', (SELECT count(*) FROM c),
-              CASE WHEN simhash_index_check('c_fp') = (SELECT count(*) FROM c) THEN 'clean' ELSE 'MISMATCH' END,
-              (SELECT count(*) FROM differences));
-SQL
-)
-echo "after the crash: $result"
-[[ $result == *"index check clean, 0 lookups differ" ]] || die "the simhash index is wrong after crash recovery"
+lookups=$(q -At -v table=c -f "$REPO_ROOT/tests/sql/simhash_index_lookups.sql" 2>&1 | sed -n 's/.*NOTICE: *//p')
+check=$(q -At -c "SELECT CASE WHEN simhash_index_check('c_fp') = (SELECT count(*) FROM c) THEN 'clean' ELSE 'MISMATCH' END")
+echo "after the crash: $lookups, index check $check"
+[[ $check == clean && $lookups == *" 0 lookups differ" ]] || die "the simhash index is wrong after crash recovery"
 log "crash recovery of the simhash index passed"

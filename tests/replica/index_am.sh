@@ -42,39 +42,8 @@ catch_up() {
 compare() {   # stage
     catch_up
     local result
-    # (a hot standby takes no temporary table: the DO block counts, a NOTICE reports)
-    result=$(on_standby -At 2>&1 <<'SQL'
-SET jit = off;
-DO $$
-DECLARE
-    q record;
-    k int;
-    got bigint[];
-    want bigint[];
-    got_order int[];
-    want_order int[];
-    differ int := 0;
-BEGIN
-    FOR q IN SELECT fp FROM r WHERE fp IS NOT NULL ORDER BY md5(id::text) LIMIT 20 LOOP
-        SET LOCAL enable_seqscan = off;
-        EXECUTE format('SELECT array_agg(d) FROM (SELECT fp <-> %L AS d FROM r ORDER BY fp <-> %L) o', q.fp, q.fp) INTO got_order;
-        RESET enable_seqscan;
-        SELECT array_agg(fp <-> q.fp ORDER BY fp <-> q.fp) INTO want_order FROM r;
-        IF got_order IS DISTINCT FROM want_order THEN differ := differ + 1; END IF;
-        FOR k IN 0..64 LOOP
-            SET LOCAL enable_seqscan = off;
-            EXECUTE format('SELECT array_agg(id ORDER BY id) FROM r WHERE fp <~> %L <= %s', q.fp, k) INTO got;
-            RESET enable_seqscan;
-            SELECT array_agg(id ORDER BY id) INTO want FROM r WHERE bit_count((fp::bigint # q.fp::bigint)::bit(64)) <= k;
-            IF got IS DISTINCT FROM want THEN differ := differ + 1; END IF;
-        END LOOP;
-    END LOOP;
-    RAISE NOTICE '% rows, % lookups differ', (SELECT count(*) FROM r), differ;
-END $$;
-SET enable_seqscan = off;
-EXPLAIN (COSTS OFF) SELECT id FROM r ORDER BY fp <-> '0123456789abcdef' LIMIT 10;
-SQL
-)
+    result=$(on_standby -At -v table=r -f "$REPO_ROOT/tests/sql/simhash_index_lookups.sql" \
+        -c "SET enable_seqscan = off" -c "EXPLAIN (COSTS OFF) SELECT id FROM r ORDER BY fp <-> '0123456789abcdef' LIMIT 10" 2>&1)
     echo "$result" | grep -q "Index Scan using r_fp" || die "$1: the standby's plan does not use the simhash index: $result"
     local summary
     summary=$(echo "$result" | sed -n 's/.*NOTICE: *//p')
