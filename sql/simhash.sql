@@ -421,7 +421,7 @@ CREATE OPERATOR <-> (
 CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_handler
     AS 'MODULE_PATHNAME', 'simhash_amhandler' LANGUAGE C;
 CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandler;
--- Strategy 1: radius tests; 2: ORDER BY fp <-> q (nearest first; <~> sorts as an integer).
+-- Strategy 1: radius tests; 2: ORDER BY fp <-> q, nearest first (<->, not <~>: see above).
 CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
     OPERATOR 1 <@ (simhash64, simhash_ball),
     OPERATOR 2 <-> (simhash64, simhash64) FOR ORDER BY integer_ops;
