@@ -215,7 +215,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                         .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
                         .collect();
                     found.sort_unstable();
-                    state.results = found.iter().map(|&(_, key)| tid_of_key(key)).collect();
+                    state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
                     state.distances = found.into_iter().map(|(d, _)| d).collect();
                 }
                 Some(order) => state.nearest = Some(Box::new(Ordered::new(index, order))),
@@ -346,12 +346,6 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
     }
 }
 
-fn tid_of_key(key: u64) -> pg_sys::ItemPointerData {
-    let mut tid = pg_sys::ItemPointerData::default();
-    pgrx::itemptr::item_pointer_set_all(&mut tid, (key >> 16) as u32, key as u16);
-    tid
-}
-
 fn out_of_memory() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
@@ -395,7 +389,7 @@ impl Ordered {
             loop {
                 if let Some(&key) = self.ready.get(self.next) {
                     self.next += 1;
-                    return Some((tid_of_key(key), self.ready_distance));
+                    return Some((crate::pg::tid::tid_of_order(key), self.ready_distance));
                 }
                 self.next = 0;
                 if let Some(distance) = self.nearest.pop_ready(&mut self.ready) {
