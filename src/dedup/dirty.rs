@@ -1,26 +1,43 @@
 //! Reading rows with a dirty snapshot for the recheck: the rows within k of a fingerprint through the
-//! four segment B-trees (`crate::lookup::segment_scan`, the distance checked in the index tuple),
-//! or every row of the table in one pass.
+//! column's simhash index (`crate::index::rows_within`) or its four segment B-trees
+//! (`crate::lookup::segment_scan`, the distance checked in the index tuple), or every row of the
+//! table in one pass.
 
 use std::ops::ControlFlow;
 
 use crate::lookup::catalog::SEGMENTS;
-use pgrx::pg_sys::{self};
+use pgrx::pg_sys::{self, Oid};
 
 use crate::lookup::catalog::SegmentIndex;
 use crate::lookup::segment_scan::SegmentScan;
 
+/// The index the recheck reads: the column's simhash index, else its four segment B-trees.
+#[derive(Clone, Copy)]
+pub(super) enum RecheckIndex {
+    Own(Oid),
+    SegmentBtrees([SegmentIndex; SEGMENTS]),
+}
+
+impl RecheckIndex {
+    /// The index of column `attnum` of table `relid` the recheck reads (`schema` is the
+    /// extension's), if it has one.
+    pub(super) fn of(schema: Oid, relid: Oid, attnum: i32) -> Option<RecheckIndex> {
+        let indexes = crate::lookup::catalog::column_indexes(schema, relid, attnum as i16)?;
+        indexes.own_index().map(RecheckIndex::Own).or_else(|| indexes.segment_btrees().map(RecheckIndex::SegmentBtrees))
+    }
+}
+
 /// Calls `visit(tuple, value, distance)` for each row that `snapshot` sees whose column is within
 /// `k` of `fp`, right after the visibility check (a dirty snapshot's xmin/xmax describe that row),
-/// through the segment B-trees or else a sequential scan; stops when `visit` breaks.
+/// through `index` or else a sequential scan; stops when `visit` breaks.
 ///
 /// # Safety
 ///
 /// Inside a transaction; `rel` is open (with at least RowExclusiveLock, as the recheck holds) and
-/// `indexes` are its segment B-trees.
+/// `index` is an index of its column `attnum`.
 pub(super) unsafe fn for_each_within(
     rel: pg_sys::Relation,
-    indexes: Option<[SegmentIndex; SEGMENTS]>,
+    index: Option<RecheckIndex>,
     attnum: i32,
     fp: u64,
     k: u32,
@@ -37,9 +54,10 @@ pub(super) unsafe fn for_each_within(
                 ControlFlow::Continue(())
             }
         };
-        let Some(indexes) = indexes else {
-            for_each_row(rel, attnum, snapshot, &mut near);
-            return;
+        let indexes = match index {
+            None => return for_each_row(rel, attnum, snapshot, &mut near),
+            Some(RecheckIndex::Own(oid)) => return for_each_in_own_index(rel, oid, attnum, fp, k, snapshot, &mut near),
+            Some(RecheckIndex::SegmentBtrees(indexes)) => indexes,
         };
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         'segments: for (n, segment_index) in indexes.into_iter().enumerate() {
@@ -59,6 +77,47 @@ pub(super) unsafe fn for_each_within(
                 }
             }
         }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
+}
+
+/// [`for_each_within`] through the simhash index `oid`: its TIDs of the rows within `k` of `fp`
+/// (read at once, the pages unlocked before the table is read), each fetched with `snapshot`.
+/// Should VACUUM remove a row and its TID be reused in between, the row found there is checked
+/// like any other (`near` tests the distance of the table's value).
+unsafe fn for_each_in_own_index(
+    rel: pg_sys::Relation,
+    oid: Oid,
+    attnum: i32,
+    fp: u64,
+    k: u32,
+    snapshot: pg_sys::Snapshot,
+    near: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
+) {
+    unsafe {
+        let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
+        let tids = crate::index::rows_within(index, fp, k);
+        pg_sys::index_close(index, pg_sys::NoLock as i32);
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let fetch = pg_sys::table_index_fetch_begin(rel);
+        'rows: for root in tids {
+            // Every version of the HOT chain that the dirty snapshot sees (`call_again`, as
+            // index_fetch_heap does for non-MVCC snapshots).
+            let mut tid = root;
+            let mut call_again = false;
+            loop {
+                let mut all_dead = false;
+                let found =
+                    pg_sys::table_index_fetch_tuple(fetch, &mut tid, snapshot, slot, &mut call_again, &mut all_dead);
+                if found && row_of_slot(slot, attnum, (*rel).rd_att, near).is_break() {
+                    break 'rows;
+                }
+                if !call_again {
+                    break;
+                }
+            }
+        }
+        pg_sys::table_index_fetch_end(fetch);
         pg_sys::ExecDropSingleTupleTableSlot(slot);
     }
 }

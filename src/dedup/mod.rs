@@ -39,10 +39,11 @@
 //! so they cannot both commit their rows. Only true conflicts wait or fail: a big COPY beside other
 //! loaders holds up only those with a near-duplicate of one of its rows.
 //!
-//! The lookups read the four segment B-trees directly (an MVCC plan cannot use a dirty snapshot).
+//! The lookups read the column's simhash index, or else its four segment B-trees, directly (an MVCC
+//! plan cannot use a dirty snapshot).
 //! A transaction that wrote many rows (a big COPY) instead compares the whole table with its
 //! fingerprints in one pass, in memory, and looks up only those that have a near-duplicate; so does
-//! one on a table without the segment B-trees.
+//! one on a table without either.
 //!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.

@@ -18,24 +18,23 @@
 //! so they cannot both commit their rows. Only true conflicts wait or fail: a big COPY beside other
 //! loaders holds up only those with a near-duplicate of one of its rows.
 //!
-//! The lookups read the four segment B-trees directly (an MVCC plan cannot use a dirty snapshot).
+//! The lookups read the column's simhash index, or else its four segment B-trees, directly (an MVCC
+//! plan cannot use a dirty snapshot).
 //! A transaction that wrote many rows (a big COPY) instead compares the whole table with its
 //! fingerprints in one pass, in memory, and looks up only those that have a near-duplicate; so does
-//! one on a table without the segment B-trees.
+//! one on a table without either.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use crate::lookup::catalog::SEGMENTS;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::config::Verify;
-use super::dirty::{dirty_snapshot, for_each_row, for_each_within};
+use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
 use super::pending::{written_by_this_transaction, Pending, PENDING};
-use crate::lookup::catalog::SegmentIndex;
 use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
 
@@ -56,8 +55,8 @@ pub(super) unsafe fn recheck_all() {
             }
             pending.fingerprints.sort_unstable();
             pending.fingerprints.dedup();
-            let indexes = crate::lookup::catalog::segment_btrees(pending.schema, relid, pending.attnum as i16);
-            let suspects = if one_pass_is_cheaper(rel, indexes.is_some(), pending.fingerprints.len(), pending.k) {
+            let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
+            let suspects = if one_pass_is_cheaper(rel, index.is_some(), pending.fingerprints.len(), pending.k) {
                 suspects_in_one_pass(rel, &pending)
             } else {
                 pending.fingerprints.clone()
@@ -69,7 +68,7 @@ pub(super) unsafe fn recheck_all() {
             }
             for &fp in &suspects {
                 pg_sys::check_for_interrupts!();
-                for conflict in recheck(rel, indexes, &pending, fp) {
+                for conflict in recheck(rel, index, &pending, fp) {
                     // `skip` drops an inserted row; an updated older one would be lost (deleting
                     // its new version deletes the row), so it fails instead.
                     let skip = pending.skip && !pending.updated_older_rows.contains(&fp);
@@ -174,11 +173,11 @@ struct OwnRow {
 ///
 /// # Safety
 ///
-/// At pre-commit (from [`recheck_all`]); `rel` is open with at least RowExclusiveLock and `indexes`
-/// are its segment B-trees.
+/// At pre-commit (from [`recheck_all`]); `rel` is open with at least RowExclusiveLock and `index`
+/// is an index of its column.
 pub(super) unsafe fn recheck(
     rel: pg_sys::Relation,
-    indexes: Option<[SegmentIndex; SEGMENTS]>,
+    index: Option<RecheckIndex>,
     pending: &Pending,
     fp: u64,
 ) -> Vec<Conflict> {
@@ -200,7 +199,7 @@ pub(super) unsafe fn recheck(
             // With verification, a row can be reached through several segment indexes: each is
             // taken once (without it, only the first or nearest row of each kind is kept anyway).
             let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
-            for_each_within(rel, indexes, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
+            for_each_within(rel, index, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
                 let tid = (*tuple).t_self;

@@ -272,10 +272,10 @@ unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, con
         }
         WARNED.with(|w| w.borrow_mut().insert(trigger_oid));
         if crate::lookup::catalog::has_lookup_indexes(schema, (*rel).rd_id, config.attnum as i16) {
-            if crate::lookup::catalog::segment_btrees(schema, (*rel).rd_id, config.attnum as i16).is_none() {
+            if super::dirty::RecheckIndex::of(schema, (*rel).rd_id, config.attnum).is_none() {
                 warning!(
                     "the near-duplicate check of column \"{}\" of relation \"{}\" scans the table at every commit: \
-                     its concurrency recheck needs the four segment B-trees, not the bands GIN index",
+                     its concurrency recheck needs a simhash index or the four segment B-trees, not the bands GIN index",
                     config.column,
                     relation_name(rel)
                 );

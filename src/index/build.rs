@@ -9,6 +9,7 @@ use simhash_core::buckets::{bucket_bits, bucket_of};
 
 use super::page::{self, DirectoryEntry, Entry, Kind};
 use super::{fingerprint_of, SEGMENTS};
+use simhash_core::SEGMENT_BITS;
 
 struct BuildState {
     entries: Vec<Entry>,
@@ -123,8 +124,8 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
                 });
             }
         }
-        // The buckets, one segment at a time (its entries sorted by bucket with a counting sort):
-        // each chain's pages are consecutive blocks.
+        // The buckets, one segment at a time (its entries sorted by segment value, and so by
+        // bucket, with a counting sort): each chain's pages are consecutive blocks, each page sorted.
         let mut block = first_bucket_page;
         // Writes `chunk` as page `block` of a chain, linked to the next block unless `last`.
         let write_chain_page = |block: u32, kind: Kind, segment: u16, chunk: &[Entry], last: bool| {
@@ -133,25 +134,33 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
                 for entry in chunk {
                     page::push_entry(page, *entry);
                 }
+                if kind == Kind::Bucket {
+                    page::sort_entries(page); // (sorted already: counts them)
+                }
                 (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
             });
         };
+        let values = 1usize << SEGMENT_BITS;
+        let mut sorted = Vec::new();
+        super::reserve(&mut sorted, entries.len());
+        sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
         for segment in 0..SEGMENTS {
-            let mut starts = vec![0usize; buckets + 1];
-            for bucket in 0..buckets {
-                starts[bucket + 1] = starts[bucket] + counts[segment as usize * buckets + bucket];
-            }
-            let mut sorted = Vec::new();
-            super::reserve(&mut sorted, entries.len());
-            sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
+            let mut starts = vec![0usize; values + 1];
             for entry in entries {
-                let slot = &mut starts[bucket_of(entry.fp, segment, bits) as usize];
+                starts[usize::from(simhash_core::buckets::segment_value(entry.fp, segment)) + 1] += 1;
+            }
+            for value in 0..values {
+                starts[value + 1] += starts[value];
+            }
+            // The ends of the buckets (a bucket's values are consecutive).
+            let ends: Vec<usize> = (1..=buckets).map(|bucket| starts[bucket << (SEGMENT_BITS - bits)]).collect();
+            for entry in entries {
+                let slot = &mut starts[usize::from(simhash_core::buckets::segment_value(entry.fp, segment))];
                 sorted[*slot] = *entry;
                 *slot += 1;
             }
-            // (starts[b] is now the end of bucket b)
             let mut start = 0;
-            for &end in &starts[..buckets] {
+            for &end in &ends {
                 let chunks: Vec<&[Entry]> = sorted[start..end].chunks(per_page).collect();
                 for (i, chunk) in chunks.iter().enumerate() {
                     write_chain_page(block, Kind::Bucket, segment as u16, chunk, i + 1 == chunks.len());

@@ -11,7 +11,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::bucket_of;
 
-use super::page::{self, corrupt, ChainSlot, INVALID_BLOCK};
+use super::page::{self, corrupt, ChainSlot, Kind, INVALID_BLOCK};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
 
@@ -58,13 +58,20 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
                 let chain_page = pg_sys::BufferGetPage(buffer);
                 page::expect_kind(chain_page, kind, index, block);
-                if (*page::special(chain_page)).segment != segment {
-                    corrupt(
-                        index,
-                        format!("block {block} of {name} says segment {}", (*page::special(chain_page)).segment),
-                    );
+                let special = *page::special(chain_page);
+                if special.segment() != segment {
+                    corrupt(index, format!("block {block} of {name} says segment {}", special.segment()));
                 }
-                for entry in page::entries(chain_page) {
+                let entries = page::entries(chain_page);
+                let value = |entry: &page::Entry| simhash_core::buckets::segment_value(entry.fp, u32::from(segment));
+                let sorted = special.sorted();
+                if sorted > entries.len()
+                    || (kind == Kind::Nulls && sorted > 0)
+                    || entries[..sorted.min(entries.len())].windows(2).any(|w| value(&w[0]) > value(&w[1]))
+                {
+                    corrupt(index, format!("block {block} of {name} counts {sorted} sorted entries, which are not"));
+                }
+                for entry in entries {
                     each(entry.fp, block);
                     count += 1;
                 }

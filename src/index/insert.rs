@@ -1,5 +1,6 @@
 //! INSERT: the row's fingerprint appended to the last page of its bucket in each segment, or to a
-//! new page linked at the end of the chain. Each is one GenericXLog record over the directory page
+//! new page linked at the end of the chain (the full page is then sorted by segment value, for the
+//! probes: `page::sort_entries`). Each is one GenericXLog record over the directory page
 //! (exclusively locked, which serializes the writers of its buckets), the last page and the new one.
 //! A row whose fingerprint is NULL goes to the chain of NULL rows the same way, under the metapage.
 
@@ -60,7 +61,10 @@ unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Ent
                 pg_sys::UnlockReleaseBuffer(directory);
                 return;
             }
-            // Full: a new page at the end of the chain.
+            // Full: sorted, and a new page at the end of the chain.
+            if kind == page::Kind::Bucket {
+                page::sort_entries(tail_page);
+            }
             let new_buffer = page::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);
             let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
             let new_page = change.page(new_buffer, true);

@@ -47,6 +47,17 @@ pub(super) fn push<T>(vec: &mut Vec<T>, item: T) {
     vec.push(item);
 }
 
+/// The TIDs of the rows whose fingerprint is within `k` bits of `fp` (each once, ascending), as
+/// `index` holds them now: for the near-duplicate constraint's recheck, which fetches the rows with
+/// a dirty snapshot (a scan through the index AM accepts only MVCC snapshots).
+///
+/// # Safety
+///
+/// `index` is an open simhash index.
+pub(crate) unsafe fn rows_within(index: pg_sys::Relation, fp: u64, k: u32) -> Vec<pg_sys::ItemPointerData> {
+    unsafe { scan::search(index, &[Some((fp, k.min(64) as i32))]) }
+}
+
 /// The fingerprint of an index value (`None` for NULL).
 pub(super) fn fingerprint_of(value: Datum, isnull: bool) -> Option<u64> {
     (!isnull).then(|| value.value() as u64)
@@ -217,6 +228,57 @@ mod tests {
                 .unwrap(),
             all
         );
+    }
+
+    /// (entries, sorted entries, whether the page is the last of its chain) of every bucket page.
+    fn bucket_pages(name: &str) -> Vec<(usize, usize, bool)> {
+        let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{name}'::regclass::oid")).unwrap().unwrap();
+        let mut pages = Vec::new();
+        unsafe {
+            let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
+            let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+            for block in 0..blocks {
+                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let bucket_page = pg_sys::BufferGetPage(buffer);
+                if page::is_kind(bucket_page, page::Kind::Bucket) {
+                    let special = *page::special(bucket_page);
+                    pages.push((page::entries(bucket_page).len(), special.sorted(), special.next == page::INVALID_BLOCK));
+                }
+                pg_sys::UnlockReleaseBuffer(buffer);
+            }
+            pg_sys::index_close(index, pg_sys::AccessShareLock as i32);
+        }
+        pages
+    }
+
+    /// Bucket pages are sorted by segment value as built and once full; an INSERT appends unsorted
+    /// entries to the last page of a chain; lookups find every row either way.
+    #[pg_test]
+    fn bucket_pages_are_sorted_as_built_and_when_full() {
+        table_with_index("sorted_docs");
+        let built = bucket_pages("sorted_docs_fp");
+        assert!(!built.is_empty() && built.iter().all(|&(n, sorted, _)| n == sorted), "{built:?}");
+        Spi::run(
+            "INSERT INTO sorted_docs SELECT i, ('x' || substr(md5('more' || i), 1, 16))::bit(64)::bigint::simhash64
+             FROM generate_series(2001, 6000) i",
+        )
+        .unwrap();
+        let grown = bucket_pages("sorted_docs_fp");
+        assert!(grown.iter().all(|&(n, sorted, last)| sorted <= n && (last || sorted == n)), "{grown:?}");
+        assert!(grown.iter().any(|&(n, sorted, last)| last && sorted < n), "{grown:?}");
+        assert!(grown.iter().filter(|&&(_, _, last)| !last).count() > built.iter().filter(|p| !p.2).count());
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('sorted_docs_fp')"), Ok(Some(6000)));
+        Spi::run("SET enable_seqscan = off").unwrap();
+        for k in [0, 3, 7, 11] {
+            let query = format!(
+                "SELECT count(*) FROM sorted_docs s, (SELECT fp FROM sorted_docs WHERE id % 500 = 7) q
+                 WHERE s.fp <~> q.fp <= {k}"
+            );
+            let through_index = Spi::get_one::<i64>(&query).unwrap();
+            Spi::run("SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on").unwrap();
+            assert_eq!(Spi::get_one::<i64>(&query).unwrap(), through_index, "k = {k}");
+            Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; SET enable_seqscan = off").unwrap();
+        }
     }
 
     /// An ordered scan of a format 1 index, which holds no NULL rows, fails (55000) rather than

@@ -1,7 +1,10 @@
 //! The pages of a `simhash` index: block 0 is the metapage; then the directory, four runs of
 //! pages (one per segment) of [`DirectoryEntry`]s, one per bucket, giving the first and last page of
 //! the bucket's chain; then the bucket pages, each a packed array of [`Entry`]s (fingerprint and
-//! heap TID) and a link to the next page of its bucket. The rows whose fingerprint is NULL are one
+//! heap TID) and a link to the next page of its bucket. Since version 3 of the format, a bucket
+//! page counts the entries at its start that are in ascending order of their segment value
+//! ([`Special::sorted`]): all of them as built, a page once it is full or VACUUM rewrites it, and
+//! none of those an INSERT appends; a probe reads only the runs of the values it asks for there. The rows whose fingerprint is NULL are one
 //! more chain, of [`Kind::Nulls`] pages, whose first and last page the metapage holds (since
 //! version 2 of the format, for `ORDER BY`, which returns every row). Every page has the standard layout (the
 //! entries end at `pd_lower`, the special space holds [`Special`]), so GenericXLog can log it.
@@ -19,9 +22,11 @@ use pgrx::PgSqlErrorCode;
 
 pub(super) const INVALID_BLOCK: BlockNumber = pg_sys::InvalidBlockNumber;
 const MAGIC: u32 = 0x5348_4958; // "SHIX"
-/// The page format: 2 since release 0.4.0 (the chain of NULL rows); 1 (0.3.0) is read too, its
-/// indexes hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0 rebuilds them).
-const VERSION: u32 = 2;
+/// The page format: 3 since the sorted runs of bucket pages; 2 (release 0.4.0, the chain of NULL
+/// rows) is read and written too, its pages count no sorted entries until they are rewritten; 1
+/// (0.3.0) is read too, its indexes hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0
+/// rebuilds them).
+const VERSION: u32 = 3;
 
 /// What a page is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -39,10 +44,32 @@ pub(super) enum Kind {
 #[derive(Clone, Copy)]
 pub(super) struct Special {
     pub kind: u16,
-    /// The segment (0..4) of a directory or bucket page.
-    pub segment: u16,
+    /// The segment (0..=4) of a directory or chain page in the low 4 bits; in a bucket page, the
+    /// number of entries at its start sorted by that segment's value in the upper 12 bits (0 in
+    /// the pages of format 1 and 2, whose field was the segment alone).
+    segment_and_sorted: u16,
     /// The next page of a bucket's chain.
     pub next: BlockNumber,
+}
+
+impl Special {
+    const SEGMENT_MASK: u16 = 0xF;
+    /// The most entries the sorted count can say (above what a page of 32 kB holds).
+    const MAX_SORTED: usize = (u16::MAX >> 4) as usize;
+
+    /// The segment (0..4) of a directory or bucket page, 4 for the chain of NULL rows.
+    pub fn segment(&self) -> u16 {
+        self.segment_and_sorted & Self::SEGMENT_MASK
+    }
+
+    /// The entries at the start of a bucket page in ascending order of their segment value.
+    pub fn sorted(&self) -> usize {
+        usize::from(self.segment_and_sorted >> 4)
+    }
+
+    fn set_sorted(&mut self, n: usize) {
+        self.segment_and_sorted = self.segment() | (n.min(Self::MAX_SORTED) as u16) << 4;
+    }
 }
 
 /// The metapage's contents.
@@ -117,7 +144,7 @@ pub(super) fn directory_entries_per_page() -> usize {
 pub(super) unsafe fn init_page(page: Page, kind: Kind, segment: u16) {
     unsafe {
         pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, size_of::<Special>());
-        *special(page) = Special { kind: kind as u16, segment, next: INVALID_BLOCK };
+        *special(page) = Special { kind: kind as u16, segment_and_sorted: segment, next: INVALID_BLOCK };
         set_used(page, 0);
     }
 }
@@ -211,7 +238,7 @@ unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
         let mut meta = *meta(page);
         if meta.magic == MAGIC && meta.version == 1 {
             meta.nulls = DirectoryEntry::EMPTY; // (not in a version 1 metapage)
-        } else if meta.magic != MAGIC || meta.version != VERSION {
+        } else if meta.magic != MAGIC || !(2..=VERSION).contains(&meta.version) {
             corrupt(index, format!("its metapage has version {} of the page format, not {VERSION}", meta.version));
         }
         if meta.bits > simhash_core::buckets::MAX_BUCKET_BITS || meta.directory_pages != directory_pages(meta.bits) {
@@ -315,15 +342,17 @@ pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> Direc
 /// # Safety
 ///
 /// `index` is an open simhash index, and `slot` one of its chains.
-pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, each: impl FnMut(&[Entry])) {
+pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut each: impl FnMut(&[Entry])) {
     unsafe {
         let (kind, _) = slot.page_kind();
-        walk_chain(index, chain_of(index, slot).head, kind, each);
+        walk_chain(index, chain_of(index, slot).head, kind, |entries, _| each(entries));
     }
 }
 
-/// Calls `each` with every entry of the chains of `buckets` (ascending) of `segment`: the heads
-/// of the buckets on one directory page read under one share lock, then each chain.
+/// Calls `each(i, entries, sorted)` with the entries of every page of the chain of `buckets[i]`
+/// (`buckets` ascending) of `segment`, the first `sorted` of them in ascending order of their
+/// segment value: the heads of the buckets on one directory page read under one share lock, then
+/// each chain.
 ///
 /// # Safety
 ///
@@ -333,11 +362,12 @@ pub(super) unsafe fn read_buckets(
     meta: &Meta,
     segment: u32,
     buckets: &[u32],
-    mut each: impl FnMut(&[Entry]),
+    mut each: impl FnMut(usize, &[Entry], usize),
 ) {
     unsafe {
         let per_page = directory_entries_per_page() as u32;
         let mut heads = Vec::with_capacity(buckets.len().min(per_page as usize));
+        let mut first = 0;
         for run in buckets.chunk_by(|a, b| a / per_page == b / per_page) {
             let (block, _) = directory_position(meta, segment, run[0]);
             let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
@@ -346,22 +376,23 @@ pub(super) unsafe fn read_buckets(
             heads.clear();
             heads.extend(run.iter().map(|&bucket| (*directory_entry(directory, (bucket % per_page) as usize)).head));
             pg_sys::UnlockReleaseBuffer(buffer);
-            for &head in &heads {
-                walk_chain(index, head, Kind::Bucket, &mut each);
+            for (i, &head) in heads.iter().enumerate() {
+                walk_chain(index, head, Kind::Bucket, |entries, sorted| each(first + i, entries, sorted));
             }
+            first += run.len();
         }
     }
 }
 
-/// Calls `each` with the entries of every page of the chain from `head` (pages of `kind`).
-unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut each: impl FnMut(&[Entry])) {
+/// Calls `each(entries, sorted)` for every page of the chain from `head` (pages of `kind`).
+unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut each: impl FnMut(&[Entry], usize)) {
     unsafe {
         let mut block = head;
         while block != INVALID_BLOCK {
             let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
             let chain_page = pg_sys::BufferGetPage(buffer);
             expect_kind(chain_page, kind, index, block);
-            each(entries(chain_page));
+            each(entries(chain_page), (*special(chain_page)).sorted());
             block = (*special(chain_page)).next;
             pg_sys::UnlockReleaseBuffer(buffer);
         }
@@ -398,7 +429,28 @@ pub(super) unsafe fn push_entry(page: Page, entry: Entry) -> bool {
     }
 }
 
-/// Keeps the entries of a bucket page for which `keep` holds, in order; returns how many were removed.
+/// Sorts the entries of a bucket page by their segment value (stable: equal values keep their
+/// order) and counts them all as sorted.
+///
+/// # Safety
+///
+/// `page` is an exclusively locked bucket page (or its GenericXLog copy).
+pub(super) unsafe fn sort_entries(page: Page) {
+    unsafe {
+        let segment = u32::from((*special(page)).segment());
+        let n = used(page) / size_of::<Entry>();
+        let base = contents(page).cast::<Entry>();
+        let mut sorted: Vec<Entry> = (0..n).map(|i| base.add(i).read_unaligned()).collect();
+        sorted.sort_by_key(|entry| simhash_core::buckets::segment_value(entry.fp, segment));
+        for (i, entry) in sorted.into_iter().enumerate() {
+            base.add(i).write_unaligned(entry);
+        }
+        (*special(page)).set_sorted(n);
+    }
+}
+
+/// Keeps the entries of a chain page for which `keep` holds, in order (the sorted ones stay
+/// sorted); returns how many were removed.
 ///
 /// # Safety
 ///
@@ -407,15 +459,20 @@ pub(super) unsafe fn retain_entries(page: Page, mut keep: impl FnMut(&Entry) -> 
     unsafe {
         let n = used(page) / size_of::<Entry>();
         let base = contents(page).cast::<Entry>();
-        let mut kept = 0;
+        let sorted = (*special(page)).sorted();
+        let (mut kept, mut kept_sorted) = (0, 0);
         for i in 0..n {
             let entry = base.add(i).read_unaligned();
             if keep(&entry) {
                 base.add(kept).write_unaligned(entry);
                 kept += 1;
+                if i < sorted {
+                    kept_sorted += 1;
+                }
             }
         }
         set_used(page, kept * size_of::<Entry>());
+        (*special(page)).set_sorted(kept_sorted);
         n - kept
     }
 }

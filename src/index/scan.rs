@@ -16,7 +16,7 @@
 use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::buckets::{probe_buckets, reported_in, MAX_PROBED_RADIUS};
+use simhash_core::buckets::{probed_runs, probes_by_bucket, reported_in, segment_value, MAX_PROBED_RADIUS};
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
 use super::page::{self, ChainSlot};
@@ -292,7 +292,7 @@ pub(super) unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
 }
 
 /// The TIDs of the rows in every ball, ascending.
-unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPointerData> {
+pub(super) unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
         let mut found = search_fingerprints(index, balls);
         found.sort_unstable_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
@@ -321,9 +321,12 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
         let in_all = |fp: u64| balls.iter().all(|&ball| within(fp, ball));
         if k <= MAX_PROBED_RADIUS {
             for segment in 0..SEGMENTS {
-                let buckets = probe_buckets(query, segment, k, meta.bits).unwrap_or_default();
-                page::read_buckets(index, &meta, segment, &buckets, |entries| {
-                    for entry in entries {
+                let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
+                let buckets: Vec<u32> = probes.iter().map(|(bucket, _)| *bucket).collect();
+                page::read_buckets(index, &meta, segment, &buckets, |i, entries, sorted| {
+                    // Of a page's sorted entries only those with a probed segment value.
+                    let value = |entry: &page::Entry| segment_value(entry.fp, segment);
+                    for entry in probed_runs(entries, sorted, &probes[i].1, meta.bits, value).flatten() {
                         let (fp, tid) = (entry.fp, entry.tid);
                         if in_all(fp) && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (fp, tid));
@@ -333,7 +336,7 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
             }
         } else {
             let buckets: Vec<u32> = (0..1u32 << meta.bits).collect();
-            page::read_buckets(index, &meta, 0, &buckets, |entries| {
+            page::read_buckets(index, &meta, 0, &buckets, |_, entries, _| {
                 for entry in entries {
                     let (fp, tid) = (entry.fp, entry.tid);
                     if in_all(fp) {
@@ -423,7 +426,7 @@ impl Ordered {
             let (meta, query) = (self.meta, self.query);
             let nearest = &mut self.nearest;
             let mut read = |segment: u32, buckets: &[u32]| {
-                page::read_buckets(index, &meta, segment, buckets, |entries| {
+                page::read_buckets(index, &meta, segment, buckets, |_, entries, _| {
                     for entry in entries {
                         let fp = entry.fp;
                         nearest

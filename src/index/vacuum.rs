@@ -43,7 +43,7 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
 unsafe fn counts_rows(chain_page: pg_sys::Page) -> bool {
     unsafe {
         let special = *page::special(chain_page);
-        special.segment == 0 || special.kind == Kind::Nulls as u16
+        special.segment() == 0 || special.kind == Kind::Nulls as u16
     }
 }
 
@@ -81,6 +81,10 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
                 removed += gone as f64;
             }
             if gone > 0 {
+                // Rewritten anyway: sorted whole, for the probes.
+                if page::is_kind(changed, Kind::Bucket) {
+                    page::sort_entries(changed);
+                }
                 change.finish();
             } else {
                 change.abort();

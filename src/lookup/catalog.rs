@@ -166,8 +166,8 @@ pub(crate) struct ColumnIndexes {
     segments: [Option<SegmentIndex>; SEGMENTS],
     /// Whether there is a GIN index on `simhash_bands(col)`.
     bands: bool,
-    /// Whether there is an index of the `simhash` access method on the column.
-    own: bool,
+    /// An index of the `simhash` access method on the column itself, without a predicate.
+    own: Option<Oid>,
 }
 
 impl ColumnIndexes {
@@ -186,7 +186,7 @@ impl ColumnIndexes {
             let relkind = (*(*rel).rd_rel).relkind as u8;
             let mut segments = [None; SEGMENTS];
             let mut bands = false;
-            let mut own = false;
+            let mut own = None;
             if [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind)
             {
                 for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
@@ -194,12 +194,15 @@ impl ColumnIndexes {
                     let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
                     let form = (*index).rd_index;
                     // The extension's own access method, on the column itself.
-                    if let Some(own_index) = ours.own_index {
-                        own |= (*(*index).rd_rel).relam == own_index.access_method
+                    if let Some(own_index) = ours.own_index.filter(|_| own.is_none()) {
+                        let usable = (*(*index).rd_rel).relam == own_index.access_method
                             && (*form).indisvalid
                             && (*form).indnkeyatts == 1
                             && (*form).indkey.values.as_slice(1)[0] == attno
                             && pg_sys::RelationGetIndexPredicate(index).is_null();
+                        if usable {
+                            own = Some(index_oid);
+                        }
                     }
                     let usable = (*form).indisvalid
                         && (*form).indnkeyatts == 1
@@ -253,7 +256,7 @@ impl ColumnIndexes {
 
     /// The kind of lookup the column supports: the own access method, then B-trees, then GIN.
     pub(crate) fn kind(&self) -> Option<IndexKind> {
-        if self.own {
+        if self.own.is_some() {
             Some(IndexKind::OwnIndex)
         } else if self.segments.iter().all(|s| s.is_some()) {
             Some(IndexKind::SegmentBtrees)
@@ -262,6 +265,11 @@ impl ColumnIndexes {
         } else {
             None
         }
+    }
+
+    /// The column's `simhash` index, if it has one.
+    pub(crate) fn own_index(&self) -> Option<Oid> {
+        self.own
     }
 
     /// The segment B-trees, segment 0 first, if the column has all four.
@@ -307,11 +315,11 @@ pub(crate) fn has_lookup_indexes(schema: Oid, relid: Oid, attno: i16) -> bool {
     }
 }
 
-/// The four segment B-trees of column `attno` of table `relid` (segment 0 first), if it has all
-/// four; `schema` is the extension's.
-pub(crate) fn segment_btrees(schema: Oid, relid: Oid, attno: i16) -> Option<[SegmentIndex; SEGMENTS]> {
+/// The indexes of column `attno` of table `relid` (`None` when the extension's objects or the
+/// relation cannot be found); `schema` is the extension's.
+pub(crate) fn column_indexes(schema: Oid, relid: Oid, attno: i16) -> Option<ColumnIndexes> {
     unsafe {
         let ours = ExtensionObjects::lookup(schema)?;
-        ColumnIndexes::of(relid, attno, &ours)?.segment_btrees()
+        ColumnIndexes::of(relid, attno, &ours)
     }
 }

@@ -12,6 +12,11 @@
 //! distance of every entry there, and reports a match only in the first segment whose value is
 //! within `k / 4` bits of the query's ([`reported_in`]), so that each row comes out once. A larger
 //! radius reads every bucket of segment 0 (each row once).
+//!
+//! A bucket holds the entries of many segment values (2^(16 - bits) of them), most of which a probe
+//! does not ask for. So the entries of a page are kept sorted by their segment value where
+//! possible (a page as built, or once full), and a probe checks only the runs of the values it asks
+//! for there ([`probed_runs`]), and every entry of the page's unsorted rest.
 
 use crate::distance::{SEGMENTS, SEGMENT_BITS};
 use crate::probes::{segment_probes, segment_radius};
@@ -29,20 +34,20 @@ pub fn bucket_bits(rows: u64, per_page: u64) -> u32 {
 }
 
 /// Segment `n` (0..4, most significant first) of `fp`.
-fn segment(fp: u64, n: u32) -> u16 {
+pub fn segment_value(fp: u64, n: u32) -> u16 {
     (fp >> ((SEGMENTS - 1 - n % SEGMENTS) * SEGMENT_BITS)) as u16
 }
 
 /// The bucket of fingerprint `fp` in segment `n` (0..4): the segment's top `bits` bits.
 pub fn bucket_of(fp: u64, n: u32, bits: u32) -> u32 {
-    u32::from(segment(fp, n)) >> (SEGMENT_BITS - bits)
+    u32::from(segment_value(fp, n)) >> (SEGMENT_BITS - bits)
 }
 
 /// The buckets of segment `n` that a lookup of `query` within `k` reads, ascending and distinct;
 /// `None` when `k` exceeds [`MAX_PROBED_RADIUS`] (then every bucket of segment 0 is read).
 pub fn probe_buckets(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<u32>> {
     let radius = segment_radius(k)?;
-    let mut buckets: Vec<u32> = segment_probes(segment(query, n), radius)
+    let mut buckets: Vec<u32> = segment_probes(segment_value(query, n), radius)
         .into_iter()
         .map(|value| u32::from(value) >> (SEGMENT_BITS - bits))
         .collect();
@@ -50,12 +55,100 @@ pub fn probe_buckets(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<u32>> 
     Some(buckets)
 }
 
+/// The probes of segment `n` for a lookup of `query` within `k`, grouped by bucket: each bucket
+/// read (ascending, distinct) with the segment values asked for in it (ascending); `None` when `k`
+/// exceeds [`MAX_PROBED_RADIUS`].
+pub fn probes_by_bucket(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<(u32, Vec<u16>)>> {
+    let radius = segment_radius(k)?;
+    let mut probes: Vec<(u32, Vec<u16>)> = Vec::new();
+    // The probes are ascending, so the values of a bucket are adjacent.
+    for value in segment_probes(segment_value(query, n), radius) {
+        let bucket = u32::from(value) >> (SEGMENT_BITS - bits);
+        match probes.last_mut() {
+            Some((last, values)) if *last == bucket => values.push(value),
+            _ => probes.push((bucket, vec![value])),
+        }
+    }
+    Some(probes)
+}
+
+/// The entries of a page of a bucket of `bits` bits that a probe of `values` (ascending) must check:
+/// among the first `sorted` entries, which are in ascending order of `key` (their segment value),
+/// the runs whose value is one of `values`; then every entry after them.
+///
+/// Each run is found from where a uniform spread of the bucket's values would put it, galloping
+/// from there: a page is thousands of bytes and mostly not in the CPU's caches, so a few reads near
+/// the guess cost far less than a binary search's chain of dependent reads across the page.
+pub fn probed_runs<'a, T>(
+    entries: &'a [T],
+    sorted: usize,
+    values: &'a [u16],
+    bits: u32,
+    key: impl Fn(&T) -> u16 + 'a,
+) -> impl Iterator<Item = &'a [T]> + 'a {
+    let (sorted, rest) = entries.split_at(sorted.min(entries.len()));
+    // The values of one bucket differ in their low 16 - bits bits.
+    let low_bits = SEGMENT_BITS - bits.min(SEGMENT_BITS);
+    let low_mask = ((1u32 << low_bits) - 1) as usize;
+    values
+        .iter()
+        .map(move |&value| {
+            let guess = ((usize::from(value) & low_mask) * sorted.len()) >> low_bits;
+            let start = lower_bound_from(sorted, value, guess, &key);
+            let end = start + sorted[start..].iter().take_while(|e| key(e) == value).count();
+            &sorted[start..end]
+        })
+        .filter(|run| !run.is_empty())
+        .chain(std::iter::once(rest).filter(|rest| !rest.is_empty()))
+}
+
+/// The first position of `sorted` (ascending by `key`) whose key is at least `value`, searched
+/// outward from `guess` with steps of 1, 2, 4, ... and then a binary search of the last step.
+fn lower_bound_from<T>(sorted: &[T], value: u16, guess: usize, key: &impl Fn(&T) -> u16) -> usize {
+    let n = sorted.len();
+    let guess = guess.min(n);
+    // Every position before `lo` is below `value`; `hi` is `n` or at least `value`.
+    let (lo, hi);
+    if guess < n && key(&sorted[guess]) < value {
+        let (mut below, mut step) = (guess + 1, 1);
+        loop {
+            let probe = guess + step;
+            if probe >= n {
+                (lo, hi) = (below, n);
+                break;
+            }
+            if key(&sorted[probe]) >= value {
+                (lo, hi) = (below, probe);
+                break;
+            }
+            below = probe + 1;
+            step *= 2;
+        }
+    } else {
+        let (mut at_least, mut step) = (guess, 1);
+        loop {
+            if step > guess {
+                (lo, hi) = (0, at_least);
+                break;
+            }
+            let probe = guess - step;
+            if key(&sorted[probe]) < value {
+                (lo, hi) = (probe + 1, at_least);
+                break;
+            }
+            at_least = probe;
+            step *= 2;
+        }
+    }
+    lo + sorted[lo..hi].partition_point(|e| key(e) < value)
+}
+
 /// Whether a match `fp` (within `k` of `query`, `k` at most [`MAX_PROBED_RADIUS`]) found while
 /// reading segment `n`'s buckets is reported there: `n` is the first segment whose value is within
 /// `k / 4` bits of the query's. Every match has such a segment, and its bucket is read there.
 pub fn reported_in(fp: u64, query: u64, n: u32, k: u32) -> bool {
     let radius = k / SEGMENTS;
-    let close = |m: u32| (segment(fp, m) ^ segment(query, m)).count_ones() <= radius;
+    let close = |m: u32| (segment_value(fp, m) ^ segment_value(query, m)).count_ones() <= radius;
     close(n) && (0..n).all(|m| !close(m))
 }
 
@@ -108,6 +201,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn probes_by_bucket_group_the_probe_values() {
+        let query = 0x0123_4567_89AB_CDEF;
+        for k in 0..=MAX_PROBED_RADIUS {
+            for bits in [0, 5, 11, 16] {
+                for n in 0..SEGMENTS {
+                    let grouped = probes_by_bucket(query, n, k, bits).unwrap();
+                    let buckets: Vec<u32> = grouped.iter().map(|(b, _)| *b).collect();
+                    assert_eq!(buckets, probe_buckets(query, n, k, bits).unwrap());
+                    let values: Vec<u16> = grouped.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+                    assert_eq!(values, segment_probes(segment_value(query, n), segment_radius(k).unwrap()));
+                    for (bucket, values) in &grouped {
+                        assert!(values.iter().all(|&v| u32::from(v) >> (SEGMENT_BITS - bits) == *bucket));
+                        assert!(values.windows(2).all(|w| w[0] < w[1]));
+                    }
+                }
+            }
+        }
+        assert!(probes_by_bucket(0, 0, MAX_PROBED_RADIUS + 1, 8).is_none());
+    }
+
+    /// The runs hold exactly the sorted entries whose value is asked for, then the unsorted rest.
+    #[test]
+    fn probed_runs_are_the_asked_values_and_the_rest() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..500 {
+            let len = (next() % 40) as usize;
+            // Values from a small range, so that runs of equal values occur.
+            let mut entries: Vec<(u16, usize)> = (0..len).map(|i| ((next() % 24) as u16, i)).collect();
+            let sorted = if len == 0 { 0 } else { (next() as usize) % (len + 1) };
+            entries[..sorted].sort_by_key(|e| e.0);
+            let mut values: Vec<u16> = (0..next() % 8).map(|_| (next() % 26) as u16).collect();
+            values.sort_unstable();
+            values.dedup();
+            // Values 0..26 in buckets of 16 or 32 values, or a single bucket of every value.
+            let bits = [0, 11, 12][(next() % 3) as usize];
+            let found: Vec<(u16, usize)> =
+                probed_runs(&entries, sorted, &values, bits, |e| e.0).flatten().copied().collect();
+            let expected: Vec<(u16, usize)> =
+                entries[..sorted].iter().filter(|e| values.contains(&e.0)).chain(&entries[sorted..]).copied().collect();
+            assert_eq!(found, expected, "entries {entries:?} sorted {sorted} values {values:?}");
+        }
+        // A sorted count beyond the entries (a corrupt page) reads them all as sorted.
+        let entries = [(1u16, 0usize), (2, 1)];
+        assert_eq!(probed_runs(&entries, 9, &[2], 16, |e| e.0).flatten().count(), 1);
+    }
+
+    #[test]
+    fn lower_bound_from_any_guess() {
+        let sorted: Vec<u16> = vec![1, 1, 3, 3, 3, 4, 7, 9, 9, 12];
+        for value in 0..14u16 {
+            let expected = sorted.partition_point(|&v| v < value);
+            for guess in 0..=sorted.len() + 2 {
+                assert_eq!(lower_bound_from(&sorted, value, guess, &|&v| v), expected, "value {value} guess {guess}");
+            }
+        }
+        assert_eq!(lower_bound_from(&[] as &[u16], 5, 3, &|&v| v), 0);
     }
 
     #[test]
