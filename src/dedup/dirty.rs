@@ -98,18 +98,77 @@ unsafe fn for_each_in_own_index(
         let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
         let tids = crate::index::rows_within(index, fp, k);
         pg_sys::index_close(index, pg_sys::NoLock as i32);
+        for_each_fetched(rel, attnum, snapshot, &tids, &mut |_, tuple, value| near(tuple, value));
+    }
+}
+
+/// Which of `fingerprints` have a row of another transaction within `k` (committed or not), found
+/// through the simhash index `oid` for many fingerprints at once (each bucket read once per
+/// thousand of them), each candidate row fetched with a dirty snapshot. Like the one pass over the
+/// table, rows of others written after the index was read may be missed: their writers recheck
+/// after writing them, and then see ours.
+///
+/// # Safety
+///
+/// Inside a transaction; `rel` is open (with at least RowExclusiveLock) and `oid` is a simhash
+/// index of its column `attnum`.
+pub(super) unsafe fn suspects_through_index(
+    rel: pg_sys::Relation,
+    oid: Oid,
+    attnum: i32,
+    fingerprints: &[u64],
+    k: u32,
+) -> Vec<u64> {
+    const BATCH: usize = 1000;
+    unsafe {
+        let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
+        let mut suspects = Vec::new();
+        for batch in fingerprints.chunks(BATCH) {
+            pg_sys::check_for_interrupts!();
+            let mut candidates = crate::index::rows_within_each(index, batch, k);
+            // In table order, for the heap reads.
+            candidates.sort_unstable_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
+            let tids: Vec<pg_sys::ItemPointerData> = candidates.iter().map(|&(_, tid)| tid).collect();
+            let mut suspect = vec![false; batch.len()];
+            let mut dirty = dirty_snapshot();
+            for_each_fetched(rel, attnum, &mut dirty, &tids, &mut |i, tuple, value| {
+                let q = candidates[i].0;
+                let near = value.is_some_and(|value| simhash_core::hamming(value, batch[q]) <= k);
+                if near && !super::pending::written_by_this_transaction(tuple) {
+                    suspect[q] = true;
+                }
+                ControlFlow::Continue(())
+            });
+            suspects.extend(batch.iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)));
+        }
+        pg_sys::index_close(index, pg_sys::NoLock as i32);
+        suspects
+    }
+}
+
+/// Calls `visit(i, tuple, value)` with each version of the row at `tids[i]` that `snapshot` sees
+/// (every version of the HOT chain a dirty snapshot sees, as index_fetch_heap does for non-MVCC
+/// snapshots) and its column `attnum`; stops when `visit` breaks.
+unsafe fn for_each_fetched(
+    rel: pg_sys::Relation,
+    attnum: i32,
+    snapshot: pg_sys::Snapshot,
+    tids: &[pg_sys::ItemPointerData],
+    visit: &mut dyn FnMut(usize, pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
+) {
+    unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let fetch = pg_sys::table_index_fetch_begin(rel);
-        'rows: for root in tids {
-            // Every version of the HOT chain that the dirty snapshot sees (`call_again`, as
-            // index_fetch_heap does for non-MVCC snapshots).
+        'rows: for (i, &root) in tids.iter().enumerate() {
             let mut tid = root;
             let mut call_again = false;
             loop {
                 let mut all_dead = false;
                 let found =
                     pg_sys::table_index_fetch_tuple(fetch, &mut tid, snapshot, slot, &mut call_again, &mut all_dead);
-                if found && row_of_slot(slot, attnum, (*rel).rd_att, near).is_break() {
+                if found
+                    && row_of_slot(slot, attnum, (*rel).rd_att, &mut |tuple, value| visit(i, tuple, value)).is_break()
+                {
                     break 'rows;
                 }
                 if !call_again {

@@ -22,7 +22,9 @@
 //! plan cannot use a dirty snapshot).
 //! A transaction that wrote many rows (a big COPY) instead compares the whole table with its
 //! fingerprints in one pass, in memory, and looks up only those that have a near-duplicate; so does
-//! one on a table without either.
+//! one on a table without either. With a simhash index the fingerprints are first looked up all
+//! together (each bucket read once for many of them), and only those with a near-duplicate of
+//! another transaction are rechecked one by one.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -32,7 +34,7 @@ use pgrx::prelude::*;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::config::Verify;
-use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
+use super::dirty::{dirty_snapshot, for_each_row, for_each_within, suspects_through_index, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
 use super::pending::{written_by_this_transaction, Pending, PENDING};
 use crate::pg::errors::raise;
@@ -58,6 +60,8 @@ pub(super) unsafe fn recheck_all() {
             let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
             let suspects = if one_pass_is_cheaper(rel, index.is_some(), pending.fingerprints.len(), pending.k) {
                 suspects_in_one_pass(rel, &pending)
+            } else if let Some(RecheckIndex::Own(oid)) = index {
+                suspects_through_index(rel, oid, pending.attnum, &pending.fingerprints, pending.k)
             } else {
                 pending.fingerprints.clone()
             };

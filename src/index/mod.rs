@@ -58,6 +58,21 @@ pub(crate) unsafe fn rows_within(index: pg_sys::Relation, fp: u64, k: u32) -> Ve
     unsafe { scan::search(index, &[Some((fp, k.min(64) as i32))]) }
 }
 
+/// For each fingerprint of `fps`, the rows within `k` bits of it (`k` at most
+/// `simhash_core::buckets::MAX_PROBED_RADIUS`): (position in `fps`, TID) pairs, each once, with
+/// every bucket read once for all of them: for the near-duplicate constraint's recheck of many rows.
+///
+/// # Safety
+///
+/// `index` is an open simhash index.
+pub(crate) unsafe fn rows_within_each(
+    index: pg_sys::Relation,
+    fps: &[u64],
+    k: u32,
+) -> Vec<(usize, pg_sys::ItemPointerData)> {
+    unsafe { scan::search_many(index, fps, k) }
+}
+
 /// The fingerprint of an index value (`None` for NULL).
 pub(super) fn fingerprint_of(value: Datum, isnull: bool) -> Option<u64> {
     (!isnull).then(|| value.value() as u64)
@@ -242,7 +257,11 @@ mod tests {
                 let bucket_page = pg_sys::BufferGetPage(buffer);
                 if page::is_kind(bucket_page, page::Kind::Bucket) {
                     let special = *page::special(bucket_page);
-                    pages.push((page::entries(bucket_page).len(), special.sorted(), special.next == page::INVALID_BLOCK));
+                    pages.push((
+                        page::entries(bucket_page).len(),
+                        special.sorted(),
+                        special.next == page::INVALID_BLOCK,
+                    ));
                 }
                 pg_sys::UnlockReleaseBuffer(buffer);
             }

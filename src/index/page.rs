@@ -354,6 +354,12 @@ pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut ea
 /// segment value: the heads of the buckets on one directory page read under one share lock, then
 /// each chain.
 ///
+/// The first pages of the chains are pinned [`PINNED_AHEAD`] at a time and their first and last
+/// bytes (header and special space) requested from memory before any is read, then the entries
+/// where the runs of `values[i]` (the probed segment values, if given) should start
+/// (`simhash_core::buckets::run_guess`): a lookup reads hundreds of pages that are mostly not in
+/// the CPU's caches, and the requests then overlap instead of waiting one after the other.
+///
 /// # Safety
 ///
 /// `index` is an open simhash index with that `meta`.
@@ -362,11 +368,13 @@ pub(super) unsafe fn read_buckets(
     meta: &Meta,
     segment: u32,
     buckets: &[u32],
+    values: Option<&[Vec<u16>]>,
     mut each: impl FnMut(usize, &[Entry], usize),
 ) {
     unsafe {
         let per_page = directory_entries_per_page() as u32;
         let mut heads = Vec::with_capacity(buckets.len().min(per_page as usize));
+        let mut pinned = Vec::with_capacity(PINNED_AHEAD);
         let mut first = 0;
         for run in buckets.chunk_by(|a, b| a / per_page == b / per_page) {
             let (block, _) = directory_position(meta, segment, run[0]);
@@ -376,12 +384,69 @@ pub(super) unsafe fn read_buckets(
             heads.clear();
             heads.extend(run.iter().map(|&bucket| (*directory_entry(directory, (bucket % per_page) as usize)).head));
             pg_sys::UnlockReleaseBuffer(buffer);
-            for (i, &head) in heads.iter().enumerate() {
-                walk_chain(index, head, Kind::Bucket, |entries, sorted| each(first + i, entries, sorted));
+            for (n, chunk) in heads.chunks(PINNED_AHEAD).enumerate() {
+                pinned.clear();
+                for (j, &head) in chunk.iter().enumerate() {
+                    if head != INVALID_BLOCK {
+                        let buffer = pg_sys::ReadBuffer(index, head);
+                        prefetch_ends(pg_sys::BufferGetPage(buffer));
+                        pinned.push((first + n * PINNED_AHEAD + j, head, buffer));
+                    }
+                }
+                if let Some(values) = values {
+                    for &(i, _, buffer) in &pinned {
+                        prefetch_runs(pg_sys::BufferGetPage(buffer), &values[i], meta.bits);
+                    }
+                }
+                for &(i, head, buffer) in &pinned {
+                    pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+                    let chain_page = pg_sys::BufferGetPage(buffer);
+                    expect_kind(chain_page, Kind::Bucket, index, head);
+                    each(i, entries(chain_page), (*special(chain_page)).sorted());
+                    let next = (*special(chain_page)).next;
+                    pg_sys::UnlockReleaseBuffer(buffer);
+                    walk_chain(index, next, Kind::Bucket, |entries, sorted| each(i, entries, sorted));
+                }
             }
             first += run.len();
         }
     }
+}
+
+/// Asks the CPU for the entries of a bucket page where the runs of `values` should start, as the
+/// page's header says now (read without a lock: only a hint).
+unsafe fn prefetch_runs(page: Page, values: &[u16], bits: u32) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let lower = std::ptr::read_volatile(&(*(page as *const pg_sys::PageHeaderData)).pd_lower) as usize;
+        let special = std::ptr::read_volatile(special(page));
+        let n = lower.saturating_sub(header_contents_offset()) / size_of::<Entry>();
+        let sorted = special.sorted().min(n).min(entries_per_page());
+        for &value in values {
+            let guess = simhash_core::buckets::run_guess(value, sorted, bits).min(sorted.saturating_sub(1));
+            _mm_prefetch::<_MM_HINT_T0>(contents(page).add(guess * size_of::<Entry>()) as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (page, values, bits);
+}
+
+/// How many first pages of chains [`read_buckets`] pins before reading them.
+const PINNED_AHEAD: usize = 16;
+
+/// Asks the CPU to bring a page's header and special space into its caches (x86-64; elsewhere
+/// nothing), ahead of reading them.
+unsafe fn prefetch_ends(page: Page) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let page = page as *const i8;
+        _mm_prefetch::<_MM_HINT_T0>(page);
+        _mm_prefetch::<_MM_HINT_T0>(page.add(pg_sys::BLCKSZ as usize - 64));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = page;
 }
 
 /// Calls `each(entries, sorted)` for every page of the chain from `head` (pages of `kind`).

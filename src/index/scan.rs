@@ -322,11 +322,11 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
         if k <= MAX_PROBED_RADIUS {
             for segment in 0..SEGMENTS {
                 let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
-                let buckets: Vec<u32> = probes.iter().map(|(bucket, _)| *bucket).collect();
-                page::read_buckets(index, &meta, segment, &buckets, |i, entries, sorted| {
+                let (buckets, values): (Vec<u32>, Vec<Vec<u16>>) = probes.into_iter().unzip();
+                page::read_buckets(index, &meta, segment, &buckets, Some(&values), |i, entries, sorted| {
                     // Of a page's sorted entries only those with a probed segment value.
                     let value = |entry: &page::Entry| segment_value(entry.fp, segment);
-                    for entry in probed_runs(entries, sorted, &probes[i].1, meta.bits, value).flatten() {
+                    for entry in probed_runs(entries, sorted, &values[i], meta.bits, value).flatten() {
                         let (fp, tid) = (entry.fp, entry.tid);
                         if in_all(fp) && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (fp, tid));
@@ -336,11 +336,55 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
             }
         } else {
             let buckets: Vec<u32> = (0..1u32 << meta.bits).collect();
-            page::read_buckets(index, &meta, 0, &buckets, |_, entries, _| {
+            page::read_buckets(index, &meta, 0, &buckets, None, |_, entries, _| {
                 for entry in entries {
                     let (fp, tid) = (entry.fp, entry.tid);
                     if in_all(fp) {
                         super::push(&mut results, (fp, tid));
+                    }
+                }
+            });
+        }
+        results
+    }
+}
+
+/// For each of `queries`, the rows within `k` (at most `MAX_PROBED_RADIUS`): (position in
+/// `queries`, TID) pairs, each once, in no particular order. Each bucket is read once for all the
+/// queries that probe it.
+pub(super) unsafe fn search_many(
+    index: pg_sys::Relation,
+    queries: &[u64],
+    k: u32,
+) -> Vec<(usize, pg_sys::ItemPointerData)> {
+    unsafe {
+        let meta = page::load_meta(index);
+        let mut results = Vec::new();
+        for segment in 0..SEGMENTS {
+            // (bucket, query, its probed values in `values`), by bucket.
+            let mut probes: Vec<(u32, usize, std::ops::Range<usize>)> = Vec::new();
+            let mut values: Vec<u16> = Vec::new();
+            for (q, &query) in queries.iter().enumerate() {
+                let Some(buckets) = probes_by_bucket(query, segment, k, meta.bits) else {
+                    error!("simhash index: a batched lookup takes radii up to {MAX_PROBED_RADIUS}, not {k}");
+                };
+                for (bucket, asked) in buckets {
+                    probes.push((bucket, q, values.len()..values.len() + asked.len()));
+                    values.extend(asked);
+                }
+            }
+            probes.sort_unstable_by_key(|p| p.0);
+            let runs: Vec<&[(u32, usize, std::ops::Range<usize>)]> = probes.chunk_by(|a, b| a.0 == b.0).collect();
+            let buckets: Vec<u32> = runs.iter().map(|run| run[0].0).collect();
+            page::read_buckets(index, &meta, segment, &buckets, None, |i, entries, sorted| {
+                let value = |entry: &page::Entry| segment_value(entry.fp, segment);
+                for (_, q, asked) in runs[i] {
+                    let query = queries[*q];
+                    for entry in probed_runs(entries, sorted, &values[asked.clone()], meta.bits, value).flatten() {
+                        let (fp, tid) = (entry.fp, entry.tid);
+                        if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
+                            super::push(&mut results, (*q, tid));
+                        }
                     }
                 }
             });
@@ -426,7 +470,7 @@ impl Ordered {
             let (meta, query) = (self.meta, self.query);
             let nearest = &mut self.nearest;
             let mut read = |segment: u32, buckets: &[u32]| {
-                page::read_buckets(index, &meta, segment, buckets, |_, entries, _| {
+                page::read_buckets(index, &meta, segment, buckets, None, |_, entries, _| {
                     for entry in entries {
                         let fp = entry.fp;
                         nearest

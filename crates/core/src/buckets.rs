@@ -3,8 +3,10 @@
 //!
 //! Every fingerprint is filed four times, once per 16-bit segment, in the bucket of that segment's
 //! top `bits` bits. `bits` is chosen when the index is built so that a bucket averages at most a
-//! page ([`bucket_bits`]); it stays fixed as the table grows (like the lists of an IVF index), so
-//! a table that grows far beyond its size at build time is worth a REINDEX.
+//! page ([`bucket_bits`]), and is at least [`MIN_BUCKET_BITS`], so that an index built on an empty
+//! or small table (before a load) still spreads what it is given; it stays fixed as the table grows
+//! (like the lists of an IVF index), so a table that grows far beyond its size at build time is
+//! worth a REINDEX.
 //!
 //! A radius lookup `d(fp, q) <= k` with `k` up to [`MAX_PROBED_RADIUS`] reads, in each segment, the
 //! buckets of the values within `k / 4` bits of the query's segment (the pigeonhole of
@@ -26,11 +28,17 @@ pub use crate::probes::MAX_PROBED_RADIUS;
 /// The most bucket bits: one bucket per 16-bit segment value.
 pub const MAX_BUCKET_BITS: u32 = SEGMENT_BITS;
 
+/// The fewest bucket bits: 256 buckets per segment. An index built on an empty table then holds
+/// about 150,000 rows before its buckets grow chains of pages, and a lookup at k = 11 among ten
+/// million rows inserted later reads a few thousand pages, not all of them. The index of a small
+/// table takes a page per bucket it fills: 1,024 pages (8 MB) at most.
+pub const MIN_BUCKET_BITS: u32 = 8;
+
 /// The bucket bits for `rows` rows with `per_page` entries to a page: the fewest with which a
-/// bucket averages at most one page (0 to [`MAX_BUCKET_BITS`]).
+/// bucket averages at most one page ([`MIN_BUCKET_BITS`] to [`MAX_BUCKET_BITS`]).
 pub fn bucket_bits(rows: u64, per_page: u64) -> u32 {
     let pages = rows.div_ceil(per_page.max(1));
-    (0..MAX_BUCKET_BITS).find(|&bits| pages <= 1u64 << bits).unwrap_or(MAX_BUCKET_BITS)
+    (MIN_BUCKET_BITS..MAX_BUCKET_BITS).find(|&bits| pages <= 1u64 << bits).unwrap_or(MAX_BUCKET_BITS)
 }
 
 /// Segment `n` (0..4, most significant first) of `fp`.
@@ -87,19 +95,25 @@ pub fn probed_runs<'a, T>(
     key: impl Fn(&T) -> u16 + 'a,
 ) -> impl Iterator<Item = &'a [T]> + 'a {
     let (sorted, rest) = entries.split_at(sorted.min(entries.len()));
-    // The values of one bucket differ in their low 16 - bits bits.
-    let low_bits = SEGMENT_BITS - bits.min(SEGMENT_BITS);
-    let low_mask = ((1u32 << low_bits) - 1) as usize;
     values
         .iter()
         .map(move |&value| {
-            let guess = ((usize::from(value) & low_mask) * sorted.len()) >> low_bits;
+            let guess = run_guess(value, sorted.len(), bits);
             let start = lower_bound_from(sorted, value, guess, &key);
             let end = start + sorted[start..].iter().take_while(|e| key(e) == value).count();
             &sorted[start..end]
         })
         .filter(|run| !run.is_empty())
         .chain(std::iter::once(rest).filter(|rest| !rest.is_empty()))
+}
+
+/// Where the run of segment value `value` should start among `sorted` entries of a bucket of
+/// `bits` bits if its values were spread evenly (the values of a bucket differ in their low
+/// 16 - bits bits).
+pub fn run_guess(value: u16, sorted: usize, bits: u32) -> usize {
+    let low_bits = SEGMENT_BITS - bits.min(SEGMENT_BITS);
+    let low = usize::from(value) & ((1usize << low_bits) - 1);
+    (low * sorted) >> low_bits
 }
 
 /// The first position of `sorted` (ascending by `key`) whose key is at least `value`, searched
@@ -159,9 +173,9 @@ mod tests {
 
     #[test]
     fn bucket_bits_fill_about_a_page() {
-        assert_eq!(bucket_bits(0, 500), 0);
-        assert_eq!(bucket_bits(500, 500), 0);
-        assert_eq!(bucket_bits(501, 500), 1);
+        assert_eq!(bucket_bits(0, 500), MIN_BUCKET_BITS);
+        assert_eq!(bucket_bits(500 << 8, 500), 8);
+        assert_eq!(bucket_bits((500 << 8) + 1, 500), 9);
         assert_eq!(bucket_bits(1_000_000, 500), 11);
         assert_eq!(bucket_bits(u64::MAX, 500), MAX_BUCKET_BITS);
     }

@@ -52,7 +52,7 @@ SELECT simhash('near-duplicate detection') = simhash('near-duplicate detection')
 
 -- The function properties the planner relies on.
 SELECT proname, provolatile, proisstrict, proparallel, procost
-FROM pg_proc WHERE proname IN ('simhash', 'hamming', 'simhash_segment') ORDER BY proname;
+FROM pg_proc WHERE proname IN ('simhash', 'hamming', 'simhash_segment') ORDER BY proname, procost;
 SELECT pg_typeof(simhash('x y')), typlen, typbyval, typalign, typstorage
 FROM pg_type WHERE typname = 'simhash64';
 
