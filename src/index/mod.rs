@@ -303,6 +303,42 @@ mod tests {
         }
     }
 
+    /// The library reads an index of format 2 (0.4.0: no page counts sorted entries, made here by
+    /// clearing the counts and the metapage's version): lookups read whole pages and find every
+    /// row, inserts work, and REINDEX makes it format 3.
+    #[pg_test]
+    fn format_2_indexes_work_until_reindexed() {
+        table_with_index("v2_docs");
+        let oid = Spi::get_one::<pg_sys::Oid>("SELECT 'v2_docs_fp'::regclass::oid").unwrap().unwrap();
+        unsafe {
+            let index = pg_sys::index_open(oid, pg_sys::AccessExclusiveLock as i32);
+            let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+            for block in 0..blocks {
+                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
+                let any_page = pg_sys::BufferGetPage(buffer);
+                if block == 0 {
+                    (*page::meta(any_page)).version = 2;
+                } else if page::is_kind(any_page, page::Kind::Bucket) {
+                    (*page::special(any_page)).set_sorted(0);
+                }
+                pg_sys::MarkBufferDirty(buffer);
+                pg_sys::UnlockReleaseBuffer(buffer);
+            }
+            pg_sys::index_close(index, pg_sys::AccessExclusiveLock as i32);
+        }
+        assert!(bucket_pages("v2_docs_fp").iter().all(|&(_, sorted, _)| sorted == 0));
+        Spi::run("INSERT INTO v2_docs VALUES (-1, NULL), (-2, '0123456789abcdef')").unwrap();
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v2_docs_fp')"), Ok(Some(2002)));
+        let query = "SELECT count(*) FROM v2_docs s, (SELECT fp FROM v2_docs WHERE id % 100 = 3) q
+                     WHERE s.fp <~> q.fp <= 11";
+        Spi::run("SET enable_seqscan = off").unwrap();
+        let through_index = Spi::get_one::<i64>(query).unwrap();
+        Spi::run("SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on").unwrap();
+        assert_eq!(Spi::get_one::<i64>(query).unwrap(), through_index);
+        Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; REINDEX INDEX v2_docs_fp").unwrap();
+        assert!(bucket_pages("v2_docs_fp").iter().all(|&(n, sorted, _)| sorted == n));
+    }
+
     /// An ordered scan of a format 1 index, which holds no NULL rows, fails (55000) rather than
     /// leave them out.
     #[pg_test(error = "simhash index \"v1_order_fp\" was built by simhash 0.3.0 and cannot serve ORDER BY")]

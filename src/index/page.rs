@@ -22,8 +22,9 @@ use pgrx::PgSqlErrorCode;
 
 pub(super) const INVALID_BLOCK: BlockNumber = pg_sys::InvalidBlockNumber;
 const MAGIC: u32 = 0x5348_4958; // "SHIX"
-/// The page format: 3 since the sorted runs of bucket pages; 2 (release 0.4.0, the chain of NULL
-/// rows) is read and written too, its pages count no sorted entries until they are rewritten; 1
+/// The page format: 3 since release 0.4.1 (bucket pages count their sorted entries, 8 bucket bits
+/// at least); 2 (0.4.0, the chain of NULL rows) is read and written too, its pages count no sorted
+/// entries until an INSERT fills one or VACUUM rewrites it; 1
 /// (0.3.0) is read too, its indexes hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0
 /// rebuilds them).
 const VERSION: u32 = 3;
@@ -67,7 +68,7 @@ impl Special {
         usize::from(self.segment_and_sorted >> 4)
     }
 
-    fn set_sorted(&mut self, n: usize) {
+    pub fn set_sorted(&mut self, n: usize) {
         self.segment_and_sorted = self.segment() | (n.min(Self::MAX_SORTED) as u16) << 4;
     }
 }
