@@ -43,7 +43,7 @@
 //! plan cannot use a dirty snapshot).
 //! A transaction that wrote many rows (a big COPY) instead compares the whole table with its
 //! fingerprints in one pass, in memory, and looks up only those that have a near-duplicate; so does
-//! one on a table without either With a simhash index the fingerprints are first looked up all
+//! one on a table without either. With a simhash index the fingerprints are first looked up all
 //! together (each bucket read once for many of them), and only those with a near-duplicate of
 //! another transaction are rechecked one by one.
 //!

@@ -29,20 +29,22 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
             // For ORDER BY, which returns every row (no radius test is true for them). An index
             // built by 0.3.0 has no such chain: the update to 0.4.0 rebuilds it.
             if meta.indexes_nulls() {
-                insert_into_chain(index, ChainSlot::Nulls, Entry { fp: 0, tid: *heap_tid });
+                insert_into_chain(index, ChainSlot::Nulls, Entry { fp: 0, tid: *heap_tid }, false);
             }
             return false;
         };
         let entry = Entry { fp, tid: *heap_tid };
         for segment in 0..SEGMENTS {
-            insert_into_chain(index, ChainSlot::bucket(&meta, segment, bucket_of(fp, segment, meta.bits)), entry);
+            let slot = ChainSlot::bucket(&meta, segment, bucket_of(fp, segment, meta.bits));
+            insert_into_chain(index, slot, entry, meta.sorts_pages());
         }
         false
     }
 }
 
-/// Appends `entry` to the chain of `slot`.
-unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Entry) {
+/// Appends `entry` to the chain of `slot`; with `sort`, a full last page is sorted before a new
+/// one is linked.
+unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Entry, sort: bool) {
     unsafe {
         let (kind, segment) = slot.page_kind();
         let directory_block = slot.block();
@@ -62,7 +64,7 @@ unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Ent
                 return;
             }
             // Full: sorted, and a new page at the end of the chain.
-            if kind == page::Kind::Bucket {
+            if sort && kind == page::Kind::Bucket {
                 page::sort_entries(tail_page);
             }
             let new_buffer = page::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);

@@ -4,7 +4,8 @@
 //! heap TID) and a link to the next page of its bucket. Since version 3 of the format, a bucket
 //! page counts the entries at its start that are in ascending order of their segment value
 //! ([`Special::sorted`]): all of them as built, a page once it is full or VACUUM rewrites it, and
-//! none of those an INSERT appends; a probe reads only the runs of the values it asks for there. The rows whose fingerprint is NULL are one
+//! none of those an INSERT appends; a probe reads only the runs of the values it asks for there.
+//! (Not in an index of an older format, whose pages keep a count of 0: [`Meta::sorts_pages`].) The rows whose fingerprint is NULL are one
 //! more chain, of [`Kind::Nulls`] pages, whose first and last page the metapage holds (since
 //! version 2 of the format, for `ORDER BY`, which returns every row). Every page has the standard layout (the
 //! entries end at `pd_lower`, the special space holds [`Special`]), so GenericXLog can log it.
@@ -23,8 +24,8 @@ use pgrx::PgSqlErrorCode;
 pub(super) const INVALID_BLOCK: BlockNumber = pg_sys::InvalidBlockNumber;
 const MAGIC: u32 = 0x5348_4958; // "SHIX"
 /// The page format: 3 since release 0.4.1 (bucket pages count their sorted entries, 8 bucket bits
-/// at least); 2 (0.4.0, the chain of NULL rows) is read and written too, its pages count no sorted
-/// entries until an INSERT fills one or VACUUM rewrites it; 1
+/// at least); 2 (0.4.0, the chain of NULL rows) is read and written too, its pages neither sorted
+/// nor read as sorted ([`Meta::sorts_pages`]) until a REINDEX; 1
 /// (0.3.0) is read too, its indexes hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0
 /// rebuilds them).
 const VERSION: u32 = 3;
@@ -91,6 +92,13 @@ impl Meta {
     /// Whether the index holds the rows whose fingerprint is NULL (not one built by 0.3.0).
     pub fn indexes_nulls(&self) -> bool {
         self.version >= 2
+    }
+
+    /// Whether its bucket pages count their sorted entries (format 3, built since 0.4.1). Those
+    /// of an older index are neither sorted nor read as sorted: the 0.4.0 library, which a session
+    /// may still run after an update, would compact a page without keeping its count right.
+    pub fn sorts_pages(&self) -> bool {
+        self.version >= 3
     }
 }
 
@@ -394,7 +402,7 @@ pub(super) unsafe fn read_buckets(
                         pinned.push((first + n * PINNED_AHEAD + j, head, buffer));
                     }
                 }
-                if let Some(values) = values {
+                if let Some(values) = values.filter(|_| meta.sorts_pages()) {
                     for &(i, _, buffer) in &pinned {
                         prefetch_runs(pg_sys::BufferGetPage(buffer), &values[i], meta.bits);
                     }
@@ -403,10 +411,13 @@ pub(super) unsafe fn read_buckets(
                     pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
                     let chain_page = pg_sys::BufferGetPage(buffer);
                     expect_kind(chain_page, Kind::Bucket, index, head);
-                    each(i, entries(chain_page), (*special(chain_page)).sorted());
+                    let sorted = if meta.sorts_pages() { (*special(chain_page)).sorted() } else { 0 };
+                    each(i, entries(chain_page), sorted);
                     let next = (*special(chain_page)).next;
                     pg_sys::UnlockReleaseBuffer(buffer);
-                    walk_chain(index, next, Kind::Bucket, |entries, sorted| each(i, entries, sorted));
+                    walk_chain(index, next, Kind::Bucket, |entries, sorted| {
+                        each(i, entries, if meta.sorts_pages() { sorted } else { 0 })
+                    });
                 }
             }
             first += run.len();
@@ -420,8 +431,14 @@ unsafe fn prefetch_runs(page: Page, values: &[u16], bits: u32) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let lower = std::ptr::read_volatile(&(*(page as *const pg_sys::PageHeaderData)).pd_lower) as usize;
-        let special = std::ptr::read_volatile(special(page));
+        let header = page as *const pg_sys::PageHeaderData;
+        let lower = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_lower)) as usize;
+        let special_offset = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_special)) as usize;
+        // (not a bucket page's layout: a new or damaged page, which the locked read will report)
+        if special_offset != pg_sys::BLCKSZ as usize - maxalign(size_of::<Special>()) {
+            return;
+        }
+        let special = std::ptr::read_volatile((page as *const u8).add(special_offset).cast::<Special>());
         let n = lower.saturating_sub(header_contents_offset()) / size_of::<Entry>();
         let sorted = special.sorted().min(n).min(entries_per_page());
         for &value in values {
@@ -461,8 +478,8 @@ unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut
             each(entries(chain_page), (*special(chain_page)).sorted());
             block = (*special(chain_page)).next;
             pg_sys::UnlockReleaseBuffer(buffer);
+            pgrx::check_for_interrupts!();
         }
-        pgrx::check_for_interrupts!();
     }
 }
 

@@ -66,6 +66,7 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
         let stats = stats_or_new(stats);
         let Some(callback) = callback else { return stats };
         let index = (*info).index;
+        let sorts_pages = page::load_meta(index).sorts_pages();
         let mut rows = 0.0;
         let mut removed = 0.0;
         let blocks = each_bucket_page(info, |buffer| {
@@ -82,7 +83,7 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
             }
             if gone > 0 {
                 // Rewritten anyway: sorted whole, for the probes.
-                if page::is_kind(changed, Kind::Bucket) {
+                if sorts_pages && page::is_kind(changed, Kind::Bucket) {
                     page::sort_entries(changed);
                 }
                 change.finish();
