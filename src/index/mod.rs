@@ -245,28 +245,34 @@ mod tests {
         );
     }
 
-    /// (entries, sorted entries, whether the page is the last of its chain) of every bucket page.
-    fn bucket_pages(name: &str) -> Vec<(usize, usize, bool)> {
+    /// Calls `each(block, page)` with every page of the index `name`, exclusively locked (marked
+    /// dirty with `write`).
+    fn each_page(name: &str, write: bool, mut each: impl FnMut(pg_sys::BlockNumber, pg_sys::Page)) {
         let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{name}'::regclass::oid")).unwrap().unwrap();
-        let mut pages = Vec::new();
         unsafe {
-            let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
+            let index = pg_sys::index_open(oid, pg_sys::AccessExclusiveLock as i32);
             let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
             for block in 0..blocks {
-                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-                let bucket_page = pg_sys::BufferGetPage(buffer);
-                if page::is_kind(bucket_page, page::Kind::Bucket) {
-                    let special = *page::special(bucket_page);
-                    pages.push((
-                        page::entries(bucket_page).len(),
-                        special.sorted(),
-                        special.next == page::INVALID_BLOCK,
-                    ));
+                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
+                each(block, pg_sys::BufferGetPage(buffer));
+                if write {
+                    pg_sys::MarkBufferDirty(buffer);
                 }
                 pg_sys::UnlockReleaseBuffer(buffer);
             }
-            pg_sys::index_close(index, pg_sys::AccessShareLock as i32);
+            pg_sys::index_close(index, pg_sys::AccessExclusiveLock as i32);
         }
+    }
+
+    /// (entries, sorted entries, whether the page is the last of its chain) of every bucket page.
+    fn bucket_pages(name: &str) -> Vec<(usize, usize, bool)> {
+        let mut pages = Vec::new();
+        each_page(name, false, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) {
+                let special = *page::special(any_page);
+                pages.push((page::entries(any_page).len(), special.sorted(), special.next == page::INVALID_BLOCK));
+            }
+        });
         pages
     }
 
@@ -309,23 +315,13 @@ mod tests {
     #[pg_test]
     fn format_2_indexes_work_until_reindexed() {
         table_with_index("v2_docs");
-        let oid = Spi::get_one::<pg_sys::Oid>("SELECT 'v2_docs_fp'::regclass::oid").unwrap().unwrap();
-        unsafe {
-            let index = pg_sys::index_open(oid, pg_sys::AccessExclusiveLock as i32);
-            let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
-            for block in 0..blocks {
-                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
-                let any_page = pg_sys::BufferGetPage(buffer);
-                if block == 0 {
-                    (*page::meta(any_page)).version = 2;
-                } else if page::is_kind(any_page, page::Kind::Bucket) {
-                    (*page::special(any_page)).set_sorted(0);
-                }
-                pg_sys::MarkBufferDirty(buffer);
-                pg_sys::UnlockReleaseBuffer(buffer);
+        each_page("v2_docs_fp", true, |block, any_page| unsafe {
+            if block == 0 {
+                (*page::meta(any_page)).version = 2;
+            } else if page::is_kind(any_page, page::Kind::Bucket) {
+                (*page::special(any_page)).set_sorted(0);
             }
-            pg_sys::index_close(index, pg_sys::AccessExclusiveLock as i32);
-        }
+        });
         assert!(bucket_pages("v2_docs_fp").iter().all(|&(_, sorted, _)| sorted == 0));
         // Inserts that fill pages of one bucket (the same top 8 bits of every segment) leave them
         // unsorted: the 0.4.0 library may still write to the index.
