@@ -51,18 +51,6 @@ pub fn bucket_of(fp: u64, n: u32, bits: u32) -> u32 {
     u32::from(segment_value(fp, n)) >> (SEGMENT_BITS - bits)
 }
 
-/// The buckets of segment `n` that a lookup of `query` within `k` reads, ascending and distinct;
-/// `None` when `k` exceeds [`MAX_PROBED_RADIUS`] (then every bucket of segment 0 is read).
-pub fn probe_buckets(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<u32>> {
-    let radius = segment_radius(k)?;
-    let mut buckets: Vec<u32> = segment_probes(segment_value(query, n), radius)
-        .into_iter()
-        .map(|value| u32::from(value) >> (SEGMENT_BITS - bits))
-        .collect();
-    buckets.dedup(); // the probes are ascending, so equal buckets are adjacent
-    Some(buckets)
-}
-
 /// The probes of segment `n` for a lookup of `query` within `k`, grouped by bucket: each bucket
 /// read (ascending, distinct) with the segment values asked for in it (ascending); `None` when `k`
 /// exceeds [`MAX_PROBED_RADIUS`].
@@ -170,6 +158,19 @@ pub fn reported_in(fp: u64, query: u64, n: u32, k: u32) -> bool {
 mod tests {
     use super::*;
     use crate::distance::hamming;
+
+    /// The buckets of segment `n` that a lookup of `query` within `k` reads, ascending and
+    /// distinct, computed apart from [`probes_by_bucket`] (which the scan uses) as a reference;
+    /// `None` when `k` exceeds [`MAX_PROBED_RADIUS`] (then every bucket of segment 0 is read).
+    fn probe_buckets(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<u32>> {
+        let radius = segment_radius(k)?;
+        let mut buckets: Vec<u32> = segment_probes(segment_value(query, n), radius)
+            .into_iter()
+            .map(|value| u32::from(value) >> (SEGMENT_BITS - bits))
+            .collect();
+        buckets.dedup(); // the probes are ascending, so equal buckets are adjacent
+        Some(buckets)
+    }
 
     #[test]
     fn bucket_bits_fill_about_a_page() {
