@@ -135,7 +135,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
                     page::push_entry(page, *entry);
                 }
                 if kind == Kind::Bucket {
-                    page::sort_entries(page); // (sorted already: counts them)
+                    (*page::special(page)).set_sorted(chunk.len()); // (in order: the counting sort)
                 }
                 (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
             });
