@@ -8,9 +8,12 @@
 #            REAL_MODE picks another fingerprint of body (e.g. REAL_MODE='minhash64(body)'). With real
 #            texts a verified route runs too: the radius scan plus simhash_similarity(body, text) >=
 #            MIN_SIMILARITY (default 0.7); planted near-duplicates carry their query point's text.
-# Latency: pgbench, one client, client round trip with planning, p50/p99. Recall: planted pairs
-# found / planted pairs within k. The cluster is restarted with shared_buffers large enough for the
-# table and every index, and left running that way; pg_prewarm loads them before each route.
+# Latency: pgbench, one client, client round trip with planning, p50/p99; planning alone: the
+# median "Planning Time" of EXPLAIN (SUMMARY) over 50 query points. Recall: planted pairs found /
+# planted pairs within k. ROUTES picks routes (default all; e.g. ROUTES="radius own" for a quick 10M
+# run); PAIRS=0 skips the all-pairs timing. The cluster is restarted with shared_buffers large
+# enough for the table and every index, and left running that way; pg_prewarm loads them before
+# each route.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 N=${1:-1000000}
 DATA=${2:-uniform}
@@ -19,6 +22,8 @@ SLOW_RUNS=${SLOW_RUNS:-20}        # lookups per sequential-scan route and radius
 RADII=${RADII:-"3 7 9"}
 REAL_MODE=${REAL_MODE:-simhash(body)}
 MIN_SIMILARITY=${MIN_SIMILARITY:-0.7}
+ROUTES=${ROUTES:-"seq_bit_count seq_hamming btree gin radius own covering"}
+PAIRS=${PAIRS:-1}
 QUERIES=200                        # planted query points
 SB_MB=$(( N / 1000000 * 600 + 512 ))
 restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off"
@@ -111,7 +116,8 @@ query[verified]="SELECT count(*) FROM fps WHERE fp <~> QFP <= :k AND simhash_sim
 label[verified]='four covering segment B-trees, `fp <~> q <= k AND simhash_similarity(body, text) >= '"$MIN_SIMILARITY"'` (SimHash Radius Scan, verified)'
 [[ $DATA == real ]] && routes+=" verified"
 
-declare -A p50 p99 recall plan
+declare -A p50 p99 recall plan planning
+wanted() { [[ " $ROUTES " == *" $1 "* ]]; }
 measure() {   # route
     local route=$1 runs=$FAST_RUNS
     case $route in seq_*) runs=$SLOW_RUNS;; esac
@@ -123,6 +129,11 @@ measure() {   # route
         example=${example//:k/$k}; example=${example//:r/$r}
         # (awk, not grep -m1 or head: an early exit would fail the pipeline under pipefail)
         plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk '!/ on queries/ && match($0, /(Parallel Seq|Parallel Index Only|Parallel Bitmap Heap|Bitmap Heap|Index Only|Seq|Index|SimHash Radius) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
+        # Planning alone, for the first 50 query points: the median of EXPLAIN's Planning Time.
+        local planned=${query[$route]//QFP/'%1$L::simhash64'}; planned=${planned//QTEXT/'%2$L'}
+        planned=${planned//:k/$k}; planned=${planned//:r/$r}
+        planning[$route,$k]=$(psql -At -c "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY t)::numeric, 3) FROM (
+            SELECT simhash_bench_planning(format(\$q\$$planned\$q\$, fp, $( [[ $DATA == real ]] && echo body || echo NULL::text ))) AS t FROM queries WHERE j <= 50) s")
         pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
         (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
         read -r p50[$route,$k] p99[$route,$k] <<<"$(latencies)"
@@ -151,6 +162,15 @@ DECLARE line text;
 BEGIN
     FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP RETURN NEXT line; END LOOP;
 END \$\$"
+# Planning Time of a statement in ms (EXPLAIN without ANALYZE does not run it).
+psql -q -c "CREATE FUNCTION simhash_bench_planning(q text) RETURNS float8 LANGUAGE plpgsql AS \$\$
+DECLARE line text;
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF, SUMMARY ON) ' || q LOOP
+        IF line LIKE 'Planning Time:%' THEN RETURN substring(line from '([0-9.]+) ms')::float8; END IF;
+    END LOOP;
+    RETURN NULL;
+END \$\$"
 log "no segment index: the rewrite must cost nothing (simhash.enable_rewrite on vs off)"
 printf '%s\nSELECT count(*) FROM fps WHERE fp <~> %s <= 3;\n' "$pick_query" "$q" > "$work/noindex.sql"
 declare -A noindex
@@ -159,18 +179,23 @@ for setting in on off; do
     read -r noindex[$setting] _ <<<"$(latencies)"
 done
 
-for route in seq_bit_count seq_hamming; do log "$route"; measure $route; done
+for route in seq_bit_count seq_hamming; do wanted $route || continue; log "$route"; measure $route; done
 
+if wanted btree; then
 log "btree: four compact segment indexes"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'btree_compact')" >/dev/null; build[btree]=$(elapsed "$t0")
 psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); prewarm; measure btree
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
+fi
 
+if wanted gin; then
 log "gin: one bands index"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'gin')" >/dev/null; build[gin]=$(elapsed "$t0")
 psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); prewarm; measure gin
 psql -q -c "DROP INDEX fps_fp_bands"
+fi
 
+if wanted radius; then
 log "radius: four covering segment indexes, SimHash Radius Scan"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[radius]=$(elapsed "$t0")
 psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); prewarm; measure radius
@@ -189,7 +214,9 @@ if [[ $DATA == real ]]; then
     done
 fi
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
+fi
 
+if wanted own; then
 log "own: the simhash index access method"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'simhash')" >/dev/null; build[own]=$(elapsed "$t0")
 psql -q -c "VACUUM ANALYZE fps"; size[own]=$(index_size fps_fp_simhash); prewarm; measure own
@@ -209,16 +236,19 @@ for how in index sort; do
 done
 nearest_same=no; [[ ${nearest_answers[index]} == "${nearest_answers[sort]}" ]] && nearest_same=yes
 psql -q -c "DROP INDEX fps_fp_simhash"
+fi
 
+if wanted covering; then
 log "covering: four B-trees (segment) INCLUDE (fp, id)"
 t0=$(now)
 for n in 0 1 2 3; do psql -q -c "CREATE INDEX fps_covering_$n ON fps (simhash_segment(fp, $n)) INCLUDE (fp, id)"; done
 build[covering]=$(elapsed "$t0")
 psql -q -c "VACUUM ANALYZE fps"; size[covering]=$(index_size fps_covering_); prewarm; measure covering
+fi
 
-log "batch pairs: simhash_pairs('fps', 'fp', k)"
 declare -A pairs_s pairs_n
-for k in 3 7; do
+[[ $PAIRS == 1 ]] && log "batch pairs: simhash_pairs('fps', 'fp', k)"
+[[ $PAIRS == 1 ]] && for k in 3 7; do
     t0=$(now)
     pairs_n[$k]=$(PGOPTIONS='-c maintenance_work_mem=2GB' psql -At -c "SELECT count(*) FROM simhash_pairs('fps', 'fp', $k)")
     pairs_s[$k]=$(elapsed "$t0")
@@ -229,11 +259,12 @@ echo
 echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, $REAL_MODE," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB; table and indexes prewarmed with pg_prewarm)."
 echo
 header="| route | index build s / MB |"; rule="|---|---|"
-for k in $RADII; do header+=" k=$k p50 ms | k=$k p99 ms | k=$k recall |"; rule+="---|---|---|"; done
+for k in $RADII; do header+=" k=$k p50 ms | k=$k p99 ms | k=$k planning ms | k=$k recall |"; rule+="---|---|---|---|"; done
 echo "$header"; echo "$rule"
 for route in $routes; do
+    wanted "$route" || { [[ $route == verified ]] && wanted radius; } || continue
     row="| ${label[$route]} | ${build[$route]:--} / ${size[$route]:--} |"
-    for k in $RADII; do row+=" ${p50[$route,$k]} (${plan[$route,$k]}) | ${p99[$route,$k]} | ${recall[$route,$k]} |"; done
+    for k in $RADII; do row+=" ${p50[$route,$k]} (${plan[$route,$k]}) | ${p99[$route,$k]} | ${planning[$route,$k]} | ${recall[$route,$k]} |"; done
     echo "$row"
 done
 if [[ $DATA == real ]]; then
@@ -242,9 +273,7 @@ if [[ $DATA == real ]]; then
         echo "k=$k: ${candidates[$k]} candidate rows within the radius per lookup, ${verified_rows[$k]} of them verified (similarity >= $MIN_SIMILARITY), averaged over the $QUERIES query points."
     done
 fi
-echo
-echo "Nearest rows, \`ORDER BY fp <-> q LIMIT 10\` (q a row's fingerprint): simhash index p50 ${nearest_p50[index]} ms, p99 ${nearest_p99[index]} ms (${nearest_plan[index]}); sort p50 ${nearest_p50[sort]} ms, p99 ${nearest_p99[sort]} ms (${nearest_plan[sort]}); the same distances for 20 query points: ${nearest_same}."
-echo
-echo "All pairs, \`simhash_pairs('fps', 'fp', k)\` over the $((N + QUERIES * 11)) rows, end to end: k=3 ${pairs_s[3]} s (${pairs_n[3]} pairs), k=7 ${pairs_s[7]} s (${pairs_n[7]} pairs)."
+wanted own && echo && echo "Nearest rows, \`ORDER BY fp <-> q LIMIT 10\` (q a row's fingerprint): simhash index p50 ${nearest_p50[index]} ms, p99 ${nearest_p99[index]} ms (${nearest_plan[index]}); sort p50 ${nearest_p50[sort]} ms, p99 ${nearest_p99[sort]} ms (${nearest_plan[sort]}); the same distances for 20 query points: ${nearest_same}."
+[[ $PAIRS == 1 ]] && echo && echo "All pairs, \`simhash_pairs('fps', 'fp', k)\` over the $((N + QUERIES * 11)) rows, end to end: k=3 ${pairs_s[3]} s (${pairs_n[3]} pairs), k=7 ${pairs_s[7]} s (${pairs_n[7]} pairs)."
 echo
 echo "Without any segment index, \`fp <~> q <= 3\` p50: ${noindex[on]} ms with simhash.enable_rewrite on, ${noindex[off]} ms off (same plan: the rewrite does not apply)."
