@@ -311,21 +311,19 @@ CREATE FUNCTION simhash_pairs(query text, k integer)
 RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
     AS 'MODULE_PATHNAME', 'simhash_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
+-- A table's column: read through the column's simhash index where it has one (k <= 11), else as
+-- simhash_pairs('SELECT id_column, fp_column FROM tbl', k).
 CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, id_column name DEFAULT 'id')
-RETURNS TABLE (id_a bigint, id_b bigint, distance integer) LANGUAGE sql VOLATILE STRICT AS $$
-    SELECT * FROM @extschema@.simhash_pairs(
-        pg_catalog.format('SELECT %I, %I FROM %s', id_column, fp_column, tbl), k)
-$$;
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_pairs_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE FUNCTION simhash_clusters(query text, k integer)
 RETURNS TABLE (id bigint, representative bigint)
     AS 'MODULE_PATHNAME', 'simhash_clusters_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, id_column name DEFAULT 'id')
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
-    SELECT * FROM @extschema@.simhash_clusters(
-        pg_catalog.format('SELECT %I, %I FROM %s', id_column, fp_column, tbl), k)
-$$;
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_clusters_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 -- Verified pairs: the query returns (id, fingerprint, text), ids unique; a pair within k is
 -- returned only if simhash_similarity(text_a, text_b, n) >= min_similarity. The fingerprint pairs
@@ -693,9 +691,9 @@ COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which tw
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';
 COMMENT ON FUNCTION simhash_pairs(text, integer) IS 'all pairs within Hamming distance k among the (id, fingerprint) rows of a query';
-COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column';
+COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column, read through its simhash index where it has one';
 COMMENT ON FUNCTION simhash_clusters(text, integer) IS 'each row that has a near-duplicate, with the smallest id of its group';
-COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group, read through its simhash index where it has one';
 COMMENT ON FUNCTION simhash_pairs(text, integer, double precision, integer) IS 'pairs within k among the (id, fingerprint, text) rows of a query whose texts have simhash_similarity >= min_similarity';
 COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name, double precision, name, integer) IS 'pairs within k in a table column whose texts have simhash_similarity >= min_similarity';
 COMMENT ON FUNCTION simhash_clusters_from_pairs(text) IS 'the groups (connected components) of the (id_a, id_b) pairs of a query: each id with the smallest id of its group';

@@ -21,6 +21,7 @@ mod build;
 mod check;
 mod insert;
 mod page;
+mod pairs;
 mod scan;
 mod selectivity;
 mod vacuum;
@@ -71,6 +72,17 @@ pub(crate) unsafe fn rows_within_each(
     k: u32,
 ) -> Vec<(usize, pg_sys::ItemPointerData)> {
     unsafe { scan::search_many(index, fps, k) }
+}
+
+/// Calls `on_pair((fp, tid), (fp, tid), distance)` once for each pair of entries of `index` within
+/// `k` (at most `simhash_core::buckets::MAX_PROBED_RADIUS`; TIDs as `crate::pg::tid::tid_order`
+/// keys), live or not, a bucket or two in memory at a time: for `simhash_pairs` of a table.
+///
+/// # Safety
+///
+/// `index` is an open simhash index.
+pub(crate) unsafe fn pairs_within(index: pg_sys::Relation, k: u32, on_pair: simhash_core::bucket_pairs::OnPair<u64>) {
+    unsafe { pairs::for_each_pair(index, k, on_pair) }
 }
 
 /// The fingerprint of an index value (`None` for NULL).

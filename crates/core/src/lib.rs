@@ -5,6 +5,7 @@
 //! four 16-bit segments for pigeonhole lookups ([`distance`]); [`text_format`] is the literal syntax.
 //! Every function here is deterministic and total: user input yields `Result`, never a panic.
 
+pub mod bucket_pairs;
 pub mod buckets;
 pub mod cost;
 pub mod dedup;

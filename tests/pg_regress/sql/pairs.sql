@@ -30,6 +30,44 @@ BEGIN
 END $$;
 SELECT (pairs_check(k)).* FROM unnest('{0,1,3,5,7,9,11,12}'::int[]) k;
 
+-- Through a simhash index on the column (up to k = 11; k = 12 is searched in memory): the same
+-- pairs and clusters. Entries of rows the statement does not see drop out: rows of an aborted
+-- update, delete and insert; versions left by updates, HOT or not, of a fingerprint changed and
+-- changed back.
+ALTER TABLE pair_docs ADD COLUMN note text;
+CREATE INDEX pair_docs_simhash ON pair_docs USING simhash (fp);
+BEGIN;
+UPDATE pair_docs SET fp = (fp::bigint # 255)::simhash64 WHERE id % 3 = 0;
+DELETE FROM pair_docs WHERE id % 5 = 0;
+INSERT INTO pair_docs SELECT id + 500000, fp FROM pair_docs WHERE id > 100000;
+ROLLBACK;
+UPDATE pair_docs SET note = 'hot' WHERE id % 7 = 0;
+UPDATE pair_docs SET fp = (fp::bigint # 1)::simhash64 WHERE id % 11 = 0;
+UPDATE pair_docs SET fp = (fp::bigint # 1)::simhash64 WHERE id % 11 = 0;
+SET client_min_messages = debug1;
+SELECT count(*) FROM simhash_pairs('pair_docs', 'fp', 3);
+SELECT count(*) FROM simhash_clusters('pair_docs', 'fp', 3);
+RESET client_min_messages;
+SELECT (pairs_check(k)).* FROM unnest('{0,1,3,5,7,9,11,12}'::int[]) k;
+SELECT k, count(*) AS differences FROM generate_series(0, 12, 3) k, LATERAL (
+    (SELECT * FROM simhash_clusters('pair_docs', 'fp', k) EXCEPT ALL SELECT * FROM simhash_clusters('SELECT id, fp FROM pair_docs', k))
+    UNION ALL
+    (SELECT * FROM simhash_clusters('SELECT id, fp FROM pair_docs', k) EXCEPT ALL SELECT * FROM simhash_clusters('pair_docs', 'fp', k))) d
+GROUP BY k ORDER BY k;
+-- Ids of every integer type, and the same errors as without the index.
+CREATE TABLE pair_small (id smallint, fp simhash64);
+INSERT INTO pair_small VALUES (1, '0000000000000000'), (2, '0000000000000001'), (-3, '0000000000000000'), (4, NULL);
+CREATE INDEX ON pair_small USING simhash (fp);
+SELECT * FROM simhash_pairs('pair_small', 'fp', 1) ORDER BY 1, 2;
+INSERT INTO pair_small VALUES (NULL, '0000000000000003');
+\set VERBOSITY sqlstate
+SELECT * FROM simhash_pairs('pair_small', 'fp', 1);
+SELECT * FROM simhash_pairs('pair_small', 'nope', 1);
+\set VERBOSITY default
+DROP TABLE pair_small;
+DROP INDEX pair_docs_simhash;
+ALTER TABLE pair_docs DROP COLUMN note;
+
 -- The query form takes any (integer id, fingerprint) query; a trailing ';' or comment is fine.
 SELECT * FROM simhash_pairs('SELECT id::bigint, fp FROM pair_docs WHERE id IN (1, 100100, 100101, 100104) -- four rows', 3)
 ORDER BY id_a, id_b;

@@ -30,6 +30,31 @@ RESET ROLE;
 SHOW search_path;
 SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
 SELECT * FROM ext.simhash_clusters('docs', 'fp', 3) ORDER BY id;
+-- Through a simhash index, the pairs are read only for a role that may read the columns, and
+-- under row-level security only among the rows the policies let the role see.
+CREATE INDEX ON docs USING simhash (fp);
+GRANT USAGE ON SCHEMA ext TO simhash_regress_reader;
+SET ROLE simhash_regress_reader;
+\set VERBOSITY sqlstate
+SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
+\set VERBOSITY default
+RESET ROLE;
+GRANT SELECT (id, fp) ON docs TO simhash_regress_reader;
+SET ROLE simhash_regress_reader;
+SET client_min_messages = debug1;
+SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
+RESET client_min_messages;
+RESET ROLE;
+ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY odd ON docs TO simhash_regress_reader USING (id % 2 = 1);
+INSERT INTO docs VALUES (4, '0123456789abcdef');
+SET ROLE simhash_regress_reader;
+SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
+SELECT * FROM ext.simhash_clusters('docs', 'fp', 3) ORDER BY id;
+RESET ROLE;
+SELECT * FROM ext.simhash_pairs('docs', 'fp', 3) ORDER BY 1, 2;
+REVOKE ALL ON docs FROM simhash_regress_reader;
+DROP POLICY odd ON docs;
 
 \c :regress_db
 DROP DATABASE simhash_regress_schema;

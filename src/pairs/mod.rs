@@ -3,7 +3,12 @@
 //! nested loop of index probes. The set is any query returning (integer id, simhash64); rows with a
 //! NULL fingerprint are skipped. Memory: about 50 bytes per row, plus 24 bytes per pair returned by
 //! `simhash_pairs`, which stops with an error beyond `maintenance_work_mem`.
+//!
+//! The forms that name a table and columns read the column's simhash index instead where it has one
+//! (`through_index`): memory then holds the pairs and the rows in them only.
 
+use std::collections::HashMap;
+use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 use pgrx::pg_sys::{self, Oid};
@@ -13,23 +18,83 @@ use simhash_core::pairs::Groups;
 
 use crate::pg::errors::raise;
 
+mod through_index;
+use through_index::TableSource;
+
 /// How often a long run reports its progress.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
 
 /// Bytes a returned pair takes in memory.
 const PAIR_BYTES: usize = 24;
 
+/// The rows of `simhash_clusters`: (id, representative).
+type Clusters = TableIterator<'static, (name!(id, i64), name!(representative, i64))>;
+
 #[pg_extern(sql = false)]
 fn simhash_pairs(
     query: &str,
     k: i32,
 ) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
+    TableIterator::new(pairs_of_query(query, check_radius(k)))
+}
+
+/// `simhash_pairs(tbl, fp_column, k, id_column)`: through the column's simhash index when it has
+/// one ([`TableSource`]), else as `simhash_pairs('SELECT id_column, fp_column FROM tbl', k)`.
+#[pg_extern(sql = false)]
+fn simhash_pairs_of_table(
+    tbl: Oid,
+    fp_column: &CStr,
+    k: i32,
+    id_column: &CStr,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
     let k = check_radius(k);
-    let (ids, fps) = read_fingerprints(query);
-    let groups = simhash_core::pairs::Duplicates::group(&fps);
+    let pairs = match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
+        Ok(source) => {
+            let mut pairs = Vec::new();
+            let mut push = pair_collector(&mut pairs);
+            unsafe { source.for_each_pair(k, &mut |a, b, d| push(a, b, d)) };
+            drop(push);
+            pairs
+        }
+        Err(query) => pairs_of_query(&query, k),
+    };
+    TableIterator::new(pairs)
+}
+
+/// `simhash_clusters(tbl, fp_column, k, id_column)`, through the column's simhash index as
+/// [`simhash_pairs_of_table`] is.
+#[pg_extern(sql = false)]
+fn simhash_clusters_of_table(
+    tbl: Oid,
+    fp_column: &CStr,
+    k: i32,
+    id_column: &CStr,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
+    let k = check_radius(k);
+    match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
+        Ok(source) => {
+            // The groups of the pairs, as simhash_clusters_from_pairs forms them.
+            let mut index: HashMap<i64, usize> = HashMap::new();
+            let mut groups: Groups<i64> = Groups::default();
+            unsafe {
+                source.for_each_pair(k, &mut |a, b, _| {
+                    let mut node = |id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
+                    let (i, j) = (node(a), node(b));
+                    groups.union(i, j);
+                })
+            };
+            TableIterator::new((0..groups.len()).map(|i| (groups.key(i), groups.representative(i))).collect::<Vec<_>>())
+        }
+        Err(query) => clusters_of_query(&query, k),
+    }
+}
+
+/// A function that collects pairs (smaller id first) within `maintenance_work_mem`.
+fn pair_collector(pairs: &mut Vec<(i64, i64, i32)>) -> impl FnMut(i64, i64, u32) + '_ {
     let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024 / PAIR_BYTES;
-    let mut pairs: Vec<(i64, i64, i32)> = Vec::new();
-    let mut push = |a: i64, b: i64, d: u32| {
+    move |a: i64, b: i64, d: u32| {
         if pairs.len() >= budget {
             raise(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -39,7 +104,15 @@ fn simhash_pairs(
             );
         }
         pairs.push((a.min(b), a.max(b), d as i32));
-    };
+    }
+}
+
+/// The pairs of the (id, fingerprint) rows of `query`, found in memory.
+fn pairs_of_query(query: &str, k: u32) -> Vec<(i64, i64, i32)> {
+    let (ids, fps) = read_fingerprints(query);
+    let groups = simhash_core::pairs::Duplicates::group(&fps);
+    let mut pairs: Vec<(i64, i64, i32)> = Vec::new();
+    let mut push = pair_collector(&mut pairs);
     // Rows with the same fingerprint are pairs at distance 0 ...
     for rows in groups.repeated() {
         for (x, &i) in rows.iter().enumerate() {
@@ -56,14 +129,18 @@ fn simhash_pairs(
             }
         }
     });
-    TableIterator::new(pairs)
+    drop(push);
+    pairs
 }
 
 /// Every row that has a near-duplicate, with the smallest id of its group (the connected component
 /// of the "within k" relation, so chains link rows that are further apart than k).
 #[pg_extern(sql = false)]
 fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
-    let k = check_radius(k);
+    clusters_of_query(query, check_radius(k))
+}
+
+fn clusters_of_query(query: &str, k: u32) -> Clusters {
     let (ids, fps) = read_fingerprints(query);
     let groups = simhash_core::pairs::Duplicates::group(&fps);
     let mut linked = vec![false; ids.len()];
@@ -92,7 +169,7 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
 /// through pairs whose texts differ. Memory: one hash-map entry and two 8-byte slots per distinct id.
 #[pg_extern(sql = false)]
 fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
-    let mut index: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    let mut index: HashMap<i64, usize> = HashMap::new();
     let mut groups: Groups<i64> = Groups::default();
     read_pairs_of_columns(
         query,
