@@ -74,14 +74,16 @@ pub(crate) unsafe fn rows_within_each(
     unsafe { scan::search_many(index, fps, k) }
 }
 
-/// Calls `on_pair((fp, tid), (fp, tid), distance)` once for each pair of entries of `index` within
-/// `k` (at most `simhash_core::buckets::MAX_PROBED_RADIUS`; TIDs as `crate::pg::tid::tid_order`
-/// keys), live or not, a bucket or two in memory at a time: for `simhash_pairs` of a table.
+/// Reports once each pair of entries of `index` within `k` (at most
+/// `simhash_core::buckets::MAX_PROBED_RADIUS`), live or not, to `on_pairs`, a group of entries with
+/// one fingerprint at a time (`simhash_core::bucket_pairs::OnPairs`; TIDs as
+/// `crate::pg::tid::tid_order` keys), a bucket or two in memory at a time: for `simhash_pairs` of a
+/// table. No page is locked or pinned during the calls.
 ///
 /// # Safety
 ///
 /// `index` is an open simhash index.
-pub(crate) unsafe fn pairs_within(index: pg_sys::Relation, k: u32, on_pair: simhash_core::bucket_pairs::OnPair<u64>) {
+pub(crate) unsafe fn pairs_within(index: pg_sys::Relation, k: u32, on_pair: simhash_core::bucket_pairs::OnPairs<u64>) {
     unsafe { pairs::for_each_pair(index, k, on_pair) }
 }
 

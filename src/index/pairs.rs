@@ -13,14 +13,19 @@ use super::page;
 /// How often a long run reports its progress.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
 
-/// Calls `on_pair((fp, tid), (fp, tid), distance)` once for each pair of entries of `index` within
-/// `k` (at most `simhash_core::buckets::MAX_PROBED_RADIUS`), TIDs as `crate::pg::tid::tid_order`
-/// keys. No page is locked or pinned during the call.
+/// Reports once each pair of entries of `index` within `k` (at most
+/// `simhash_core::buckets::MAX_PROBED_RADIUS`) to `on_pairs`, a group of entries with one
+/// fingerprint at a time, TIDs as `crate::pg::tid::tid_order` keys. No page is locked or pinned
+/// during the calls.
 ///
 /// # Safety
 ///
 /// `index` is an open simhash index.
-pub(super) unsafe fn for_each_pair(index: pg_sys::Relation, k: u32, on_pair: simhash_core::bucket_pairs::OnPair<u64>) {
+pub(super) unsafe fn for_each_pair(
+    index: pg_sys::Relation,
+    k: u32,
+    on_pairs: simhash_core::bucket_pairs::OnPairs<u64>,
+) {
     unsafe {
         let meta = page::load_meta(index);
         let mut load = |segment: u32, bucket: u32, entries: &mut Vec<(u64, u64)>| {
@@ -46,6 +51,6 @@ pub(super) unsafe fn for_each_pair(index: pg_sys::Relation, k: u32, on_pair: sim
                 );
             }
         };
-        simhash_core::bucket_pairs::for_each_pair(k, meta.bits, &mut load, on_pair, &mut progress);
+        simhash_core::bucket_pairs::for_each_pair(k, meta.bits, &mut load, on_pairs, &mut progress);
     }
 }

@@ -53,7 +53,24 @@ fn simhash_pairs_of_table(
         Ok(source) => {
             let mut pairs = Vec::new();
             let mut push = pair_collector(&mut pairs);
-            unsafe { source.for_each_pair(k, &mut |a, b, d| push(a, b, d)) };
+            unsafe {
+                source.for_each_pair(k, &mut |a, b, d| match b {
+                    None => {
+                        for (i, &x) in a.iter().enumerate() {
+                            for &y in &a[i + 1..] {
+                                push(x, y, d);
+                            }
+                        }
+                    }
+                    Some(b) => {
+                        for &x in a {
+                            for &y in b {
+                                push(x, y, d);
+                            }
+                        }
+                    }
+                })
+            };
             drop(push);
             pairs
         }
@@ -78,11 +95,23 @@ fn simhash_clusters_of_table(
             // The groups of the pairs, as simhash_clusters_from_pairs forms them.
             let mut index: HashMap<i64, usize> = HashMap::new();
             let mut groups: Groups<i64> = Groups::default();
+            // Rows in a pair join one group: every row of `a` (and of `b`) with the first of `a`.
             unsafe {
                 source.for_each_pair(k, &mut |a, b, _| {
-                    let mut node = |id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
-                    let (i, j) = (node(a), node(b));
-                    groups.union(i, j);
+                    let linked = match b {
+                        None => a.len() > 1,
+                        Some(b) => !a.is_empty() && !b.is_empty(),
+                    };
+                    if !linked {
+                        return;
+                    }
+                    let mut node =
+                        |groups: &mut Groups<i64>, id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
+                    let first = node(&mut groups, a[0]);
+                    for &id in a.iter().chain(b.unwrap_or_default()) {
+                        let other = node(&mut groups, id);
+                        groups.union(first, other);
+                    }
                 })
             };
             TableIterator::new((0..groups.len()).map(|i| (groups.key(i), groups.representative(i))).collect::<Vec<_>>())

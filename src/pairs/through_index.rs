@@ -13,9 +13,14 @@ use pgrx::PgSqlErrorCode;
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, quote_identifier};
 
-/// A table read through its simhash index.
+/// What hears of the pairs of rows, a group of rows with one fingerprint at a time (their ids):
+/// `on_pairs(a, None, 0)` means every two rows of `a`, `on_pairs(a, Some(b), distance)` every row of
+/// `a` with every row of `b`.
+pub(super) type OnIdPairs<'a> = &'a mut dyn FnMut(&[i64], Option<&[i64]>, u32);
+
+/// A table read through its simhash index (open, with AccessShareLock, until `for_each_pair`).
 pub(super) struct TableSource {
-    relid: Oid,
+    rel: pg_sys::Relation,
     index: Oid,
     fp_attnum: i16,
     id_attnum: i16,
@@ -25,11 +30,12 @@ pub(super) struct TableSource {
 
 impl TableSource {
     /// The source for pairs within `k` of column `fp_column` of `tbl` with ids `id_column`, when
-    /// its simhash index can serve them: a plain table (or materialized view) whose two columns
-    /// the user may read, without row-level security for the user, an integer id and a simhash64
-    /// column with a valid simhash index without a predicate, and `k` at most 11. Else the query
-    /// `SELECT id_column, fp_column FROM tbl` for the search in memory, which reports any error
-    /// in the arguments as it always has.
+    /// its simhash index can serve them exactly as the query would: a plain table without
+    /// children (or a populated materialized view), whose schema and two columns the user may
+    /// read, without row-level security for the user, a stored integer id and a simhash64 column
+    /// with a valid simhash index without a predicate that the statement's snapshot may use, and
+    /// `k` at most 11. Else the query `SELECT id_column, fp_column FROM tbl` for the search in
+    /// memory, which reports any error in the arguments as it always has.
     ///
     /// # Safety
     ///
@@ -42,68 +48,102 @@ impl TableSource {
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> Result<TableSource, String> {
         unsafe {
-            if pg_sys::get_rel_name(tbl).is_null() {
-                raise(
-                    PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
-                    format!("relation with OID {} does not exist", tbl.to_u32()),
-                    None,
-                    None,
-                );
-            }
+            // Locked first, so that what is read of the catalog below stays true until the end.
+            let rel = pg_sys::relation_open(tbl, pg_sys::AccessShareLock as i32);
             let query = format!(
                 "SELECT {}, {} FROM {}",
                 quote_identifier(&id_column.to_string_lossy()),
                 quote_identifier(&fp_column.to_string_lossy()),
                 qualified_name(tbl)
             );
-            let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
-            let relkind = pg_sys::get_rel_relkind(tbl) as u8;
-            let fp_attnum = pg_sys::get_attnum(tbl, fp_column.as_ptr());
-            let id_attnum = pg_sys::get_attnum(tbl, id_column.as_ptr());
+            match Self::usable_index(rel, fp_column, id_column, k, fcinfo) {
+                Some((index, fp_attnum, id_attnum, id_type)) => {
+                    pgrx::debug1!(
+                        "simhash: the pairs of column \"{}\" of \"{}\" are read through index \"{}\"",
+                        fp_column.to_string_lossy(),
+                        qualified_name(tbl),
+                        CStr::from_ptr(pg_sys::get_rel_name(index)).to_string_lossy()
+                    );
+                    Ok(TableSource { rel, index, fp_attnum, id_attnum, id_type })
+                }
+                None => {
+                    pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+                    Err(query)
+                }
+            }
+        }
+    }
+
+    /// The index, the two columns and the id's type, if the index can serve (see [`Self::of`]).
+    unsafe fn usable_index(
+        rel: pg_sys::Relation,
+        fp_column: &CStr,
+        id_column: &CStr,
+        k: u32,
+        fcinfo: pg_sys::FunctionCallInfo,
+    ) -> Option<(Oid, i16, i16, Oid)> {
+        unsafe {
+            let tbl = (*rel).rd_id;
+            let form = &*(*rel).rd_rel;
+            let relkind = form.relkind as u8;
             let plain = k <= simhash_core::buckets::MAX_PROBED_RADIUS
-                && [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW].contains(&relkind)
-                && fp_attnum > 0
-                && id_attnum > 0
+                && (relkind == pg_sys::RELKIND_RELATION || (relkind == pg_sys::RELKIND_MATVIEW && form.relispopulated))
+                && !form.relhassubclass
                 && pg_sys::ActiveSnapshotSet();
             if !plain {
-                return Err(query);
+                return None;
+            }
+            let fp_attnum = pg_sys::get_attnum(tbl, fp_column.as_ptr());
+            let id_attnum = pg_sys::get_attnum(tbl, id_column.as_ptr());
+            // (a virtual generated column, PostgreSQL 18, is computed by the query only)
+            let stored = |attnum: i16| attnum > 0 && pg_sys::get_attgenerated(tbl, attnum) as u8 != b'v';
+            if !stored(fp_attnum) || !stored(id_attnum) {
+                return None;
             }
             let user = pg_sys::GetUserId();
             let select = pg_sys::ACL_SELECT as pg_sys::AclMode;
-            let readable = pg_sys::pg_class_aclcheck(tbl, user, select) == pg_sys::AclResult::ACLCHECK_OK
-                || [fp_attnum, id_attnum].iter().all(|&attnum| {
-                    pg_sys::pg_attribute_aclcheck(tbl, attnum, user, select) == pg_sys::AclResult::ACLCHECK_OK
-                });
+            let ok = pg_sys::AclResult::ACLCHECK_OK;
+            let readable = pg_sys::pg_namespace_aclcheck(form.relnamespace, user, pg_sys::ACL_USAGE as pg_sys::AclMode)
+                == ok
+                && (pg_sys::pg_class_aclcheck(tbl, user, select) == ok
+                    || [fp_attnum, id_attnum]
+                        .iter()
+                        .all(|&attnum| pg_sys::pg_attribute_aclcheck(tbl, attnum, user, select) == ok));
             let row_security = pg_sys::check_enable_rls(tbl, Oid::INVALID, false)
                 == pg_sys::CheckEnableRlsResult::RLS_ENABLED as core::ffi::c_int;
+            let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
             let id_type = pg_sys::getBaseType(pg_sys::get_atttype(tbl, id_attnum));
             let typed = [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&id_type)
                 && pg_sys::getBaseType(pg_sys::get_atttype(tbl, fp_attnum))
                     == crate::lookup::catalog::simhash64_type(schema);
             if !readable || row_security || !typed {
-                return Err(query);
+                return None;
             }
-            let index = crate::lookup::catalog::column_indexes(schema, tbl, fp_attnum).and_then(|c| c.own_index());
-            let Some(index) = index else { return Err(query) };
-            pgrx::debug1!(
-                "simhash: the pairs of column \"{}\" of \"{}\" are read through index \"{}\"",
-                fp_column.to_string_lossy(),
-                qualified_name(tbl),
-                CStr::from_ptr(pg_sys::get_rel_name(index)).to_string_lossy()
-            );
-            Ok(TableSource { relid: tbl, index, fp_attnum, id_attnum, id_type })
+            let index = crate::lookup::catalog::column_indexes(schema, tbl, fp_attnum)?.own_index()?;
+            // An index built while a HOT chain changed the column holds only the chain's newest
+            // value; until every snapshot is newer than the index, older snapshots must not use it
+            // (as the planner decides, plancat.c).
+            let opened = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
+            let too_new = (*(*opened).rd_index).indcheckxmin
+                && !pg_sys::TransactionIdPrecedes(
+                    pg_sys::HeapTupleHeaderGetXmin((*(*opened).rd_indextuple).t_data),
+                    pg_sys::TransactionXmin,
+                );
+            pg_sys::index_close(opened, pg_sys::NoLock as i32);
+            (!too_new).then_some((index, fp_attnum, id_attnum, id_type))
         }
     }
 
-    /// Calls `on_pair(id_a, id_b, distance)` once for each pair of rows within `k` that the
-    /// statement's snapshot sees.
+    /// Calls `on_pairs(a, b, distance)` for the pairs of rows within `k` that the statement's
+    /// snapshot sees, a group of rows with one fingerprint at a time (their ids): `b` `None`, every
+    /// two rows of `a` (distance 0); else every row of `a` with every row of `b`. Closes the table.
     ///
     /// # Safety
     ///
     /// In a backend, inside a transaction, with an active snapshot.
-    pub(super) unsafe fn for_each_pair(&self, k: u32, on_pair: &mut dyn FnMut(i64, i64, u32)) {
+    pub(super) unsafe fn for_each_pair(self, k: u32, on_pairs: OnIdPairs) {
         unsafe {
-            let rel = pg_sys::table_open(self.relid, pg_sys::AccessShareLock as i32);
+            let rel = self.rel;
             let index = pg_sys::index_open(self.index, pg_sys::AccessShareLock as i32);
             let snapshot = pg_sys::GetActiveSnapshot();
             let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
@@ -112,23 +152,35 @@ impl TableSource {
             // another entry), and the rows reached.
             let mut ids: HashMap<u64, Option<i64>> = HashMap::new();
             let mut reached: HashSet<u64> = HashSet::new();
-            let mut id_of = |fp: u64, key: u64| -> Option<i64> {
-                if let Some(&id) = ids.get(&key) {
-                    return id;
+            let mut visible = |group: &[(u64, u64)], out: &mut Vec<i64>| {
+                out.clear();
+                for &(fp, key) in group {
+                    let id = match ids.get(&key) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.fetch_id(fetch, slot, snapshot, fp, key, &mut reached);
+                            ids.insert(key, id);
+                            id
+                        }
+                    };
+                    out.extend(id);
                 }
-                let id = self.fetch_id(fetch, slot, snapshot, fp, key, &mut reached);
-                ids.insert(key, id);
-                id
             };
-            crate::index::pairs_within(index, k, &mut |x, y, distance| {
-                if let (Some(a), Some(b)) = (id_of(x.0, x.1), id_of(y.0, y.1)) {
-                    on_pair(a, b, distance);
+            let (mut a_ids, mut b_ids) = (Vec::new(), Vec::new());
+            crate::index::pairs_within(index, k, &mut |a, b, distance| {
+                visible(a, &mut a_ids);
+                match b {
+                    None => on_pairs(&a_ids, None, distance),
+                    Some(b) => {
+                        visible(b, &mut b_ids);
+                        on_pairs(&a_ids, Some(&b_ids), distance);
+                    }
                 }
             });
             pg_sys::table_index_fetch_end(fetch);
             pg_sys::ExecDropSingleTupleTableSlot(slot);
             pg_sys::index_close(index, pg_sys::NoLock as i32);
-            pg_sys::table_close(rel, pg_sys::NoLock as i32);
+            pg_sys::relation_close(rel, pg_sys::NoLock as i32);
         }
     }
 

@@ -6,7 +6,7 @@
 //! segment, every entry is compared with the entries whose segment value is within `r` bits of
 //! its own. Those lie in buckets whose numbers (the values' top `bits` bits) are within `r` bits
 //! too: each bucket `b` is paired with each such bucket `b' >= b` ([`partner_buckets`]), and within
-//! the pair only runs of values within `r` bits are compared ([`pairs_between`]). A pair close in
+//! the pair only runs of values within `r` bits are compared (`pairs_between`). A pair close in
 //! several segments is reported only in the first of them ([`reported_in`]), so each pair comes out
 //! once, with no set of the pairs seen.
 //!
@@ -21,11 +21,16 @@ use crate::probes::segment_radius;
 /// An entry of a bucket: a fingerprint and what the caller files with it (a row's position).
 pub type Entry<T> = (u64, T);
 
-/// What hears of each pair: `on_pair(x, y, distance)`.
-pub type OnPair<'a, T> = &'a mut dyn FnMut(&Entry<T>, &Entry<T>, u32);
+/// What hears of the pairs, a group of entries with one fingerprint at a time:
+/// `on_pairs(a, None, 0)` means every two entries of `a` (equal fingerprints), `on_pairs(a, Some(b),
+/// distance)` every entry of `a` with every entry of `b` (fingerprints `distance` bits apart).
+pub type OnPairs<'a, T> = &'a mut dyn FnMut(&[Entry<T>], Option<&[Entry<T>]>, u32);
 
 /// What reads a bucket: `load(segment, bucket, entries)` appends the bucket's entries.
 pub type Load<'a, T> = &'a mut dyn FnMut(u32, u32, &mut Vec<Entry<T>>);
+
+/// How many comparisons of fingerprints between two calls of `progress`.
+const COMPARISONS_PER_PROGRESS: u64 = 1 << 20;
 
 /// The buckets of `bits` bits at most `radius` bits from `bucket` and not below it, ascending.
 pub fn partner_buckets(bucket: u32, radius: u32, bits: u32) -> Vec<u32> {
@@ -52,110 +57,154 @@ fn masks(width: u32, radius: u32) -> Vec<u32> {
     all
 }
 
-/// The positions of each run of equal segment values in `entries` (sorted by segment `n`'s
-/// value), indexed by the value's low `16 - bits` bits: run `v` is `starts[v]..starts[v + 1]`.
-fn runs<T>(entries: &[(u64, T)], n: u32, bits: u32) -> Vec<usize> {
-    let low_bits = SEGMENT_BITS - bits;
-    let low_mask = (1usize << low_bits) - 1;
-    let mut starts = vec![0usize; (1 << low_bits) + 1];
-    for (fp, _) in entries {
-        starts[(usize::from(segment_value(*fp, n)) & low_mask) + 1] += 1;
-    }
-    for v in 1..starts.len() {
-        starts[v] += starts[v - 1];
-    }
-    starts
+/// A bucket of one segment in memory: its entries sorted by segment value, then fingerprint; the
+/// groups of entries with one fingerprint; and, for each value of the low `16 - bits` bits of the
+/// segment value, the groups with that value (`runs[v]..runs[v + 1]`).
+struct Bucket<T> {
+    entries: Vec<Entry<T>>,
+    groups: Vec<std::ops::Range<usize>>,
+    runs: Vec<usize>,
 }
 
-/// Calls `on_pair(x, y, distance)` for each pair of an entry `x` of `left` and an entry `y` of
-/// `right` (or two entries of `left` when `right` is `None`: the same bucket) whose fingerprints
-/// are within `k` and that segment `n` reports ([`reported_in`]). Both are the entries of one
-/// bucket of segment `n` each (`bits` bucket bits), sorted by their segment value, and the right
-/// bucket's number is the left's or above it; `k` is at most [`MAX_PROBED_RADIUS`].
-pub fn pairs_between<T: Copy>(
-    left: &[(u64, T)],
-    right: Option<&[(u64, T)]>,
+impl<T: Copy> Bucket<T> {
+    fn new() -> Self {
+        Bucket { entries: Vec::new(), groups: Vec::new(), runs: Vec::new() }
+    }
+
+    /// Sorts and groups the entries (of segment `n`, `bits` bucket bits).
+    fn prepare(&mut self, n: u32, bits: u32) {
+        self.entries.sort_unstable_by_key(|entry| (segment_value(entry.0, n), entry.0));
+        self.groups.clear();
+        let mut start = 0;
+        while start < self.entries.len() {
+            let fp = self.entries[start].0;
+            let end = start + self.entries[start..].iter().take_while(|e| e.0 == fp).count();
+            self.groups.push(start..end);
+            start = end;
+        }
+        let low_mask = (1usize << (SEGMENT_BITS - bits)) - 1;
+        self.runs.clear();
+        self.runs.resize(low_mask + 2, 0);
+        for group in &self.groups {
+            self.runs[(usize::from(segment_value(self.entries[group.start].0, n)) & low_mask) + 1] += 1;
+        }
+        for v in 1..self.runs.len() {
+            self.runs[v] += self.runs[v - 1];
+        }
+    }
+
+    fn fingerprint(&self, group: usize) -> u64 {
+        self.entries[self.groups[group].start].0
+    }
+
+    fn group(&self, group: usize) -> &[Entry<T>] {
+        &self.entries[self.groups[group].clone()]
+    }
+}
+
+/// Reports the pairs between two prepared buckets of segment `n` (`right` `None`: within `left`)
+/// whose fingerprints are within `k` and that segment `n` reports ([`reported_in`]); the right
+/// bucket's number is the left's or above it. `comparisons` counts the fingerprints compared,
+/// and `progress` is called every [`COMPARISONS_PER_PROGRESS`] of them.
+#[allow(clippy::too_many_arguments)]
+fn pairs_between<T: Copy>(
+    left: &Bucket<T>,
+    right: Option<&Bucket<T>>,
     n: u32,
     k: u32,
     bits: u32,
-    on_pair: OnPair<T>,
+    on_pairs: OnPairs<T>,
+    comparisons: &mut u64,
+    progress: &mut dyn FnMut(),
 ) {
     let Some(radius) = segment_radius(k) else {
         panic!("radius {k} is above {MAX_PROBED_RADIUS}");
     };
-    let (Some(first), right_entries) = (left.first(), right.unwrap_or(left)) else { return };
-    let Some(other) = right_entries.first() else { return };
+    let other = right.unwrap_or(left);
+    let (Some(first), Some(second)) = (left.entries.first(), other.entries.first()) else { return };
     // The buckets' numbers are their values' top bits; the rest, `low_bits`, tell the runs apart.
     let low_bits = SEGMENT_BITS - bits;
     let low_mask = (1u32 << low_bits) - 1;
-    let high = u32::from(segment_value(first.0, n) ^ segment_value(other.0, n)) & !low_mask;
+    let high = u32::from(segment_value(first.0, n) ^ segment_value(second.0, n)) & !low_mask;
     let Some(low_radius) = radius.checked_sub(high.count_ones()) else { return };
     let low_masks = masks(low_bits, low_radius);
-    let (left_runs, right_runs) = (runs(left, n, bits), runs(right_entries, n, bits));
-    let mut check = |x: &(u64, T), y: &(u64, T)| {
-        let distance = hamming(x.0, y.0);
-        if distance <= k && reported_in(x.0, y.0, n, k) {
-            on_pair(x, y, distance);
+    let mut check = |a: usize, b: usize| {
+        let (x, y) = (left.fingerprint(a), other.fingerprint(b));
+        let distance = hamming(x, y);
+        if distance <= k && reported_in(x, y, n, k) {
+            on_pairs(left.group(a), Some(other.group(b)), distance);
+        }
+        *comparisons += 1;
+        if comparisons.is_multiple_of(COMPARISONS_PER_PROGRESS) {
+            progress();
         }
     };
     for v in 0..1usize << low_bits {
-        let run = &left[left_runs[v]..left_runs[v + 1]];
+        let run = left.runs[v]..left.runs[v + 1];
         if run.is_empty() {
             continue;
         }
         for &mask in &low_masks {
             let p = v ^ mask as usize;
-            let partners = &right_entries[right_runs[p]..right_runs[p + 1]];
             match right {
-                // In one bucket, each pair of values once, and each pair within a run once.
+                // In one bucket, each pair of values once, each pair of groups of a value once.
                 None if p < v => {}
                 None if p == v => {
-                    for (i, x) in run.iter().enumerate() {
-                        for y in &run[i + 1..] {
-                            check(x, y);
+                    for a in run.clone() {
+                        for b in a + 1..run.end {
+                            check(a, b);
                         }
                     }
                 }
                 _ => {
-                    for x in run {
-                        for y in partners {
-                            check(x, y);
+                    for a in run.clone() {
+                        for b in other.runs[p]..other.runs[p + 1] {
+                            check(a, b);
                         }
                     }
                 }
             }
         }
     }
+    // The entries of one fingerprint pair with each other at distance 0, reported in segment 0.
+    if right.is_none() && n == 0 {
+        for group in 0..left.groups.len() {
+            if left.groups[group].len() > 1 {
+                on_pairs(left.group(group), None, 0);
+            }
+        }
+    }
 }
 
-/// Calls `on_pair(x, y, distance)` once for every pair of entries within `k` (at most
-/// [`MAX_PROBED_RADIUS`]) of an index of `bits` bucket bits, whose buckets `load(segment, bucket,
-/// entries)` fills `entries` with (cleared before). `progress()` is called after each bucket: the
-/// place to check for cancellation.
-pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pair: OnPair<T>, progress: &mut dyn FnMut()) {
+/// Reports once every pair of entries within `k` (at most [`MAX_PROBED_RADIUS`]) of an index of
+/// `bits` bucket bits, whose buckets `load(segment, bucket, entries)` reads, to `on_pairs`, a group
+/// of entries with one fingerprint at a time (so that many copies of one fingerprint cost one
+/// comparison, not one per pair of them). `progress()` is called after each bucket and every million
+/// comparisons: the place to check for cancellation.
+pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPairs<T>, progress: &mut dyn FnMut()) {
     let Some(radius) = segment_radius(k) else {
         panic!("radius {k} is above {MAX_PROBED_RADIUS}");
     };
-    let (mut left, mut right) = (Vec::new(), Vec::new());
+    let (mut left, mut right) = (Bucket::new(), Bucket::new());
+    let mut comparisons = 0u64;
     for n in 0..SEGMENTS {
-        let by_value = |entry: &(u64, T)| segment_value(entry.0, n);
         for bucket in 0..1u32 << bits {
-            left.clear();
-            load(n, bucket, &mut left);
-            if left.is_empty() {
+            left.entries.clear();
+            load(n, bucket, &mut left.entries);
+            if left.entries.is_empty() {
                 progress();
                 continue;
             }
-            left.sort_unstable_by_key(by_value);
+            left.prepare(n, bits);
             for partner in partner_buckets(bucket, radius, bits) {
                 if partner == bucket {
-                    pairs_between(&left, None, n, k, bits, on_pair);
+                    pairs_between(&left, None, n, k, bits, on_pairs, &mut comparisons, progress);
                     continue;
                 }
-                right.clear();
-                load(n, partner, &mut right);
-                right.sort_unstable_by_key(by_value);
-                pairs_between(&left, Some(&right), n, k, bits, on_pair);
+                right.entries.clear();
+                load(n, partner, &mut right.entries);
+                right.prepare(n, bits);
+                pairs_between(&left, Some(&right), n, k, bits, on_pairs, &mut comparisons, progress);
             }
             progress();
         }
@@ -219,7 +268,23 @@ mod tests {
             entries.extend(buckets.get(&(n, bucket)).into_iter().flatten());
         };
         let mut pairs = Vec::new();
-        for_each_pair(k, bits, &mut load, &mut |x, y, d| pairs.push((x.1.min(y.1), x.1.max(y.1), d)), &mut || {});
+        let mut on_pairs = |a: &[(u64, usize)], b: Option<&[(u64, usize)]>, d: u32| match b {
+            None => {
+                for (i, x) in a.iter().enumerate() {
+                    for y in &a[i + 1..] {
+                        pairs.push((x.1.min(y.1), x.1.max(y.1), d));
+                    }
+                }
+            }
+            Some(b) => {
+                for x in a {
+                    for y in b {
+                        pairs.push((x.1.min(y.1), x.1.max(y.1), d));
+                    }
+                }
+            }
+        };
+        for_each_pair(k, bits, &mut load, &mut on_pairs, &mut || {});
         pairs.sort_unstable();
         pairs
     }
@@ -233,6 +298,24 @@ mod tests {
                 assert_eq!(found, brute_force(&fps, k), "k = {k}, bits = {bits}");
             }
         }
+    }
+
+    #[test]
+    fn many_copies_of_a_fingerprint_are_one_group() {
+        let fps: Vec<u64> = (0..20_000).map(|i| if i % 2 == 0 { 42 } else { 43 }).collect();
+        let mut buckets: HashMap<(u32, u32), Vec<(u64, usize)>> = HashMap::new();
+        for (i, &fp) in fps.iter().enumerate() {
+            for n in 0..SEGMENTS {
+                buckets.entry((n, bucket_of(fp, n, 8))).or_default().push((fp, i));
+            }
+        }
+        let mut load = |n: u32, bucket: u32, entries: &mut Vec<(u64, usize)>| {
+            entries.extend(buckets.get(&(n, bucket)).into_iter().flatten());
+        };
+        let mut calls = Vec::new();
+        for_each_pair(1, 8, &mut load, &mut |a, b, d| calls.push((a.len(), b.map(|b| b.len()), d)), &mut || {});
+        calls.sort_unstable();
+        assert_eq!(calls, vec![(10_000, None, 0), (10_000, None, 0), (10_000, Some(10_000), 1)]);
     }
 
     #[test]

@@ -34,14 +34,18 @@ SELECT (pairs_check(k)).* FROM unnest('{0,1,3,5,7,9,11,12}'::int[]) k;
 -- pairs and clusters. Entries of rows the statement does not see drop out: rows of an aborted
 -- update, delete and insert; versions left by updates, HOT or not, of a fingerprint changed and
 -- changed back.
-ALTER TABLE pair_docs ADD COLUMN note text;
+ALTER TABLE pair_docs ADD COLUMN note text, SET (fillfactor = 50);
+VACUUM FULL pair_docs;
 CREATE INDEX pair_docs_simhash ON pair_docs USING simhash (fp);
 BEGIN;
 UPDATE pair_docs SET fp = (fp::bigint # 255)::simhash64 WHERE id % 3 = 0;
 DELETE FROM pair_docs WHERE id % 5 = 0;
 INSERT INTO pair_docs SELECT id + 500000, fp FROM pair_docs WHERE id > 100000;
 ROLLBACK;
+BEGIN;
 UPDATE pair_docs SET note = 'hot' WHERE id % 7 = 0;
+SELECT pg_stat_get_xact_tuples_hot_updated('pair_docs'::regclass) > 0 AS hot_updates;
+COMMIT;
 UPDATE pair_docs SET fp = (fp::bigint # 1)::simhash64 WHERE id % 11 = 0;
 UPDATE pair_docs SET fp = (fp::bigint # 1)::simhash64 WHERE id % 11 = 0;
 SET client_min_messages = debug1;
@@ -65,8 +69,36 @@ SELECT * FROM simhash_pairs('pair_small', 'fp', 1);
 SELECT * FROM simhash_pairs('pair_small', 'nope', 1);
 \set VERBOSITY default
 DROP TABLE pair_small;
+-- Many copies of one fingerprint are one group: compared once, not pairwise.
+CREATE TABLE pair_same AS SELECT i AS id, '0123456789abcdef'::simhash64 AS fp FROM generate_series(1, 50000) i;
+CREATE INDEX ON pair_same USING simhash (fp);
+SELECT count(*), min(representative), max(representative) FROM simhash_clusters('pair_same', 'fp', 3);
+SET maintenance_work_mem = '1MB';
+\set VERBOSITY sqlstate
+SELECT count(*) FROM simhash_pairs('pair_same', 'fp', 0);
+\set VERBOSITY default
+RESET maintenance_work_mem;
+DROP TABLE pair_same;
+-- Where the index does not hold every row the query reads, the search is in memory: a parent
+-- table's index and its child's rows; a materialized view not yet populated (55000, as before).
+CREATE TABLE pair_parent (id int, fp simhash64);
+CREATE TABLE pair_child () INHERITS (pair_parent);
+CREATE INDEX ON pair_parent USING simhash (fp);
+INSERT INTO pair_parent VALUES (1, '0000000000000000');
+INSERT INTO pair_child VALUES (2, '0000000000000001');
+SET client_min_messages = debug1;
+SELECT * FROM simhash_pairs('pair_parent', 'fp', 1);
+RESET client_min_messages;
+CREATE MATERIALIZED VIEW pair_view AS SELECT * FROM pair_parent WITH NO DATA;
+CREATE INDEX ON pair_view USING simhash (fp);
+\set VERBOSITY sqlstate
+SELECT * FROM simhash_pairs('pair_view', 'fp', 1);
+\set VERBOSITY default
+REFRESH MATERIALIZED VIEW pair_view;
+SELECT * FROM simhash_pairs('pair_view', 'fp', 1);
+DROP TABLE pair_parent CASCADE;
 DROP INDEX pair_docs_simhash;
-ALTER TABLE pair_docs DROP COLUMN note;
+ALTER TABLE pair_docs DROP COLUMN note, RESET (fillfactor);
 
 -- The query form takes any (integer id, fingerprint) query; a trailing ';' or comment is fine.
 SELECT * FROM simhash_pairs('SELECT id::bigint, fp FROM pair_docs WHERE id IN (1, 100100, 100101, 100104) -- four rows', 3)

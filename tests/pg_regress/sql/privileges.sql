@@ -46,7 +46,7 @@ SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
 RESET client_min_messages;
 RESET ROLE;
 ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
-CREATE POLICY odd ON docs TO simhash_regress_reader USING (id % 2 = 1);
+CREATE POLICY not_two ON docs TO simhash_regress_reader USING (id <> 2);
 INSERT INTO docs VALUES (4, '0123456789abcdef');
 SET ROLE simhash_regress_reader;
 SELECT * FROM ext.simhash_pairs('docs', 'fp', 3);
@@ -54,7 +54,7 @@ SELECT * FROM ext.simhash_clusters('docs', 'fp', 3) ORDER BY id;
 RESET ROLE;
 SELECT * FROM ext.simhash_pairs('docs', 'fp', 3) ORDER BY 1, 2;
 REVOKE ALL ON docs FROM simhash_regress_reader;
-DROP POLICY odd ON docs;
+DROP POLICY not_two ON docs;
 
 \c :regress_db
 DROP DATABASE simhash_regress_schema;
