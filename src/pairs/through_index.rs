@@ -103,8 +103,7 @@ impl TableSource {
             let user = pg_sys::GetUserId();
             let select = pg_sys::ACL_SELECT as pg_sys::AclMode;
             let ok = pg_sys::AclResult::ACLCHECK_OK;
-            let readable = pg_sys::pg_namespace_aclcheck(form.relnamespace, user, pg_sys::ACL_USAGE as pg_sys::AclMode)
-                == ok
+            let readable = crate::pg::compat::may_use_schema(form.relnamespace, user)
                 && (pg_sys::pg_class_aclcheck(tbl, user, select) == ok
                     || [fp_attnum, id_attnum]
                         .iter()
@@ -126,7 +125,7 @@ impl TableSource {
             let opened = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
             let too_new = (*(*opened).rd_index).indcheckxmin
                 && !pg_sys::TransactionIdPrecedes(
-                    pg_sys::HeapTupleHeaderGetXmin((*(*opened).rd_indextuple).t_data),
+                    crate::pg::compat::heap_tuple_xmin((*(*opened).rd_indextuple).t_data),
                     pg_sys::TransactionXmin,
                 );
             pg_sys::index_close(opened, pg_sys::NoLock as i32);

@@ -113,3 +113,34 @@ pub(crate) unsafe fn relation_needs_wal(rel: pg_sys::Relation) -> bool {
 
 /// `InvalidSubTransactionId`.
 const INVALID_SUBTRANSACTION: pg_sys::SubTransactionId = 0;
+
+/// Whether `role` may use schema `namespace` (`pg_namespace_aclcheck`, `object_aclcheck` since 16).
+///
+/// # Safety
+///
+/// In a backend, inside a transaction.
+pub(crate) unsafe fn may_use_schema(namespace: Oid, role: Oid) -> bool {
+    let usage = pg_sys::ACL_USAGE as pg_sys::AclMode;
+    #[cfg(feature = "pg15")]
+    let result = unsafe { pg_sys::pg_namespace_aclcheck(namespace, role, usage) };
+    #[cfg(feature = "pg18")]
+    let result = unsafe { pg_sys::object_aclcheck(pg_sys::NamespaceRelationId, namespace, role, usage) };
+    result == pg_sys::AclResult::ACLCHECK_OK
+}
+
+/// The inserting transaction of a heap tuple (`HeapTupleHeaderGetXmin`: FrozenTransactionId once
+/// frozen).
+///
+/// # Safety
+///
+/// `tuple` points to a valid heap tuple header.
+pub(crate) unsafe fn heap_tuple_xmin(tuple: *const pg_sys::HeapTupleHeaderData) -> pg_sys::TransactionId {
+    unsafe {
+        let frozen = pg_sys::HEAP_XMIN_FROZEN as u16;
+        if (*tuple).t_infomask & frozen == frozen {
+            pg_sys::FrozenTransactionId
+        } else {
+            (*tuple).t_choice.t_heap.t_xmin
+        }
+    }
+}
