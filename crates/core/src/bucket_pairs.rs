@@ -10,9 +10,12 @@
 //! several segments is reported only in the first of them ([`reported_in`]), so each pair comes out
 //! once, with no set of the pairs seen.
 //!
+//! Entries with one fingerprint are one group: compared once, and reported as a group, so that a
+//! million copies of one fingerprint cost one comparison, not half a trillion.
+//!
 //! Memory: the two buckets being compared. Work: each bucket is read once per partner (1 for
-//! `k <= 3`, `1 + bits` for `k <= 7`, about `bits * bits / 2` for `k <= 11`), and each entry is
-//! compared with the entries of the values within `r` bits of its own.
+//! `k <= 3`, `1 + bits` for `k <= 7`, about `bits * bits / 2` for `k <= 11`), and each distinct
+//! fingerprint is compared with those of the values within `r` bits of its own.
 
 use crate::buckets::{reported_in, segment_value, MAX_PROBED_RADIUS};
 use crate::distance::{hamming, SEGMENTS, SEGMENT_BITS};
