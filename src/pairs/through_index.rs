@@ -31,7 +31,8 @@ pub(super) struct TableSource {
 impl TableSource {
     /// The source for pairs within `k` of column `fp_column` of `tbl` with ids `id_column`, when
     /// its simhash index can serve them exactly as the query would: a plain table without
-    /// children (or a populated materialized view), whose schema and two columns the user may
+    /// children (or a populated materialized view; not a Citus table, whose indexes here are
+    /// empty: `ColumnIndexes::of`), whose schema and two columns the user may
     /// read, without row-level security for the user, a stored integer id and a simhash64 column
     /// with a valid simhash index without a predicate that the statement's snapshot may use, and
     /// `k` at most 11. Else the query `SELECT id_column, fp_column FROM tbl` for the search in

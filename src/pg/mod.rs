@@ -1,8 +1,10 @@
 //! Small PostgreSQL helpers the subsystems share: what differs between PostgreSQL majors
-//! (`compat`), errors with SQLSTATEs (`errors`), planner nodes read and built (`nodes`), catalog
-//! names for messages (`names`) and table positions (`tid`).
+//! (`compat`), whether Citus holds a table's rows elsewhere (`citus`), errors with SQLSTATEs
+//! (`errors`), planner nodes read and built (`nodes`), catalog names for messages (`names`) and
+//! table positions (`tid`).
 //! Nothing here knows about fingerprints.
 
+pub(crate) mod citus;
 pub(crate) mod compat;
 pub(crate) mod errors;
 pub(crate) mod names;

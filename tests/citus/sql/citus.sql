@@ -1,0 +1,106 @@
+-- The extension on a Citus cluster (a coordinator and two workers, tests/citus/run.sh): every answer
+-- on a distributed table equals the answer of the same query on a plain copy of the table on one
+-- node, and the shards' indexes serve the lookups.
+SELECT extname FROM pg_extension WHERE extname IN ('citus', 'simhash') ORDER BY 1;
+SELECT count(*) AS workers FROM citus_get_active_worker_nodes();
+
+-- 20,000 uniform fingerprints, near-duplicates of rows 1..40 at distances 1..11, a NULL; the same
+-- rows in docs_local, a plain table on the coordinator.
+-- Four shards, so that each is large enough for its indexes to pay (a session's SET reaches the
+-- coordinator's planner, not the shards').
+SET citus.shard_count = 4;
+CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64, body text);
+SELECT create_distributed_table('docs', 'id');
+INSERT INTO docs SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64, 'text ' || (i % 97)
+FROM generate_series(1, 20000) i;
+CREATE TABLE docs_local (id bigint PRIMARY KEY, fp simhash64, body text);
+INSERT INTO docs_local SELECT * FROM docs;
+INSERT INTO docs_local
+SELECT 100000 + s.id * 100 + d,
+       (s.fp::bigint # (SELECT bit_or(1::bigint << ((s.id * 7 + t * 13) % 64)::int) FROM generate_series(0, d - 1) t))::simhash64,
+       s.body
+FROM docs_local s, generate_series(1, 11) d WHERE s.id <= 40;
+INSERT INTO docs_local VALUES (999999, NULL, 'no fingerprint');
+INSERT INTO docs SELECT * FROM docs_local WHERE id > 20000;
+SELECT (SELECT count(*) FROM docs) AS distributed, (SELECT count(*) FROM docs_local) AS local;
+
+-- The covering segment B-trees, on every shard (Citus creates them there) and on the copy.
+SELECT count(*) FROM simhash_create_indexes('docs', 'fp');
+SELECT count(*) FROM simhash_create_indexes('docs_local', 'fp');
+ANALYZE docs;
+ANALYZE docs_local;
+
+-- Each lookup of 60 query points at k = 0..11 finds the same rows on the cluster as on one node.
+CREATE FUNCTION lookup_differences(k int, OUT rows_found bigint, OUT differences bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    q record;
+    on_cluster bigint[];
+    on_one_node bigint[];
+BEGIN
+    rows_found := 0;
+    differences := 0;
+    FOR q IN SELECT id, fp FROM docs_local WHERE id <= 30 OR id BETWEEN 100100 AND 100300 ORDER BY id LIMIT 60 LOOP
+        SELECT array_agg(id ORDER BY id) INTO on_cluster FROM docs WHERE fp <~> q.fp <= k;
+        SELECT array_agg(id ORDER BY id) INTO on_one_node FROM docs_local WHERE fp <~> q.fp <= k;
+        rows_found := rows_found + coalesce(cardinality(on_cluster), 0);
+        IF on_cluster IS DISTINCT FROM on_one_node THEN
+            differences := differences + 1;
+        END IF;
+    END LOOP;
+END $$;
+SELECT k, (lookup_differences(k)).* FROM generate_series(0, 11) k;
+
+-- The coordinator leaves the radius test as written; each shard's planner rewrites it for its own
+-- indexes: the SimHash Radius Scan over the shard's covering B-trees.
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> '0123456789abcdef' <= 3;
+-- A lookup of one row's near-duplicates, as a subquery or a join with it.
+SELECT id FROM docs WHERE fp <~> (SELECT fp FROM docs WHERE id = 7) <= 11 ORDER BY id;
+SELECT d.id FROM docs d, (SELECT fp FROM docs WHERE id = 7) q WHERE d.fp <~> q.fp <= 11 ORDER BY d.id;
+-- Prepared, as an application runs it (custom plans: Citus plans each execution).
+SELECT fp AS fp8 FROM docs WHERE id = 8 \gset
+PREPARE near(simhash64, int) AS SELECT id FROM docs WHERE fp <~> $1 <= $2 ORDER BY id;
+EXECUTE near(:'fp8', 7);
+EXECUTE near(:'fp8', 7);
+EXECUTE near(:'fp8', 7);
+EXECUTE near(:'fp8', 7);
+EXECUTE near(:'fp8', 7);
+EXECUTE near(:'fp8', 7);
+DEALLOCATE near;
+
+-- With a simhash index: the shards' index serves radius tests and ORDER BY fp <-> q LIMIT n.
+CREATE INDEX docs_fp_simhash ON docs USING simhash (fp);
+CREATE INDEX docs_local_fp_simhash ON docs_local USING simhash (fp);
+SELECT k, (lookup_differences(k)).* FROM generate_series(0, 11, 3) k;
+EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> '0123456789abcdef' <= 11;
+EXPLAIN (COSTS OFF) SELECT id FROM docs ORDER BY fp <-> '0123456789abcdef' LIMIT 3;
+SELECT count(*) AS differences FROM (
+    (SELECT id, fp <-> '0123456789abcdef' FROM docs ORDER BY fp <-> '0123456789abcdef', id LIMIT 10)
+    EXCEPT ALL
+    (SELECT id, fp <-> '0123456789abcdef' FROM docs_local ORDER BY fp <-> '0123456789abcdef', id LIMIT 10)) d;
+
+-- All pairs and clusters: the same on the cluster (the table form reads the rows through Citus,
+-- never the coordinator's empty indexes) as on one node (where it reads the simhash index).
+SELECT k,
+       (SELECT count(*) FROM simhash_pairs('docs', 'fp', k)) AS pairs,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_pairs('docs', 'fp', k) EXCEPT ALL SELECT * FROM simhash_pairs('docs_local', 'fp', k))
+                              UNION ALL
+                              (SELECT * FROM simhash_pairs('docs_local', 'fp', k) EXCEPT ALL SELECT * FROM simhash_pairs('docs', 'fp', k))) d) AS differences,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_clusters('docs', 'fp', k) EXCEPT ALL SELECT * FROM simhash_clusters('docs_local', 'fp', k))
+                              UNION ALL
+                              (SELECT * FROM simhash_clusters('docs_local', 'fp', k) EXCEPT ALL SELECT * FROM simhash_clusters('docs', 'fp', k))) d) AS cluster_differences
+FROM unnest('{0,3,7,11}'::int[]) k;
+-- Verified pairs too.
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM simhash_pairs('docs', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('docs_local', 'fp', 9, 'body', 0.5))
+    UNION ALL
+    (SELECT * FROM simhash_pairs('docs_local', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('docs', 'fp', 9, 'body', 0.5))) d;
+
+-- The near-duplicate constraint is refused on a distributed table (0A000), with the recipe.
+\set VERBOSITY default
+SELECT simhash_add_dedup('docs', 'fp', 3);
+-- The recipe: load, then keep one row per group of near-duplicates.
+DELETE FROM docs d USING simhash_clusters('docs', 'fp', 3) c WHERE d.id = c.id AND c.id <> c.representative;
+SELECT count(*) AS pairs_left FROM simhash_pairs('docs', 'fp', 3);
+
+DROP FUNCTION lookup_differences(int);
+DROP TABLE docs, docs_local;
