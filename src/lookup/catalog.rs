@@ -187,10 +187,11 @@ impl ColumnIndexes {
             let mut segments = [None; SEGMENTS];
             let mut bands = false;
             let mut own = None;
-            // The indexes of a Citus table on this node are empty: its rows are in its shards, each
-            // with indexes of its own, which answer there when the test reaches them as written.
+            // The indexes of a Citus table on this node do not hold its rows (empty, or stale rows
+            // from before it was distributed): they are in its shards, each with indexes of its
+            // own, which answer there when the test reaches them as written.
             let kinds = [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_PARTITIONED_TABLE];
-            if kinds.contains(&relkind) && !crate::pg::citus::is_citus_table(relid) {
+            if kinds.contains(&relkind) && (*(*rel).rd_rel).relhasindex && !crate::pg::citus::is_citus_table(relid) {
                 for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
                     // The planner takes the same lock on every index of the table moments later.
                     let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);

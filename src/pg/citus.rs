@@ -1,5 +1,6 @@
 //! Citus, when it is installed: whether a table's rows live in shards (on other nodes, or beside
-//! it), so that its own relation and indexes on this node do not hold them.
+//! it), so that its own relation and indexes on this node do not hold them (they are empty, or
+//! hold stale rows from before the table was distributed).
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
@@ -18,9 +19,18 @@ pub(crate) unsafe fn is_citus_table(relid: Oid) -> bool {
         if catalog == Oid::INVALID {
             return false;
         }
-        let rel = pg_sys::table_open(catalog, pg_sys::AccessShareLock as i32);
+        // (None if DROP EXTENSION citus committed since the name was looked up)
+        let rel = pg_sys::try_relation_open(catalog, pg_sys::AccessShareLock as i32);
+        if rel.is_null() {
+            return false;
+        }
+        // Citus' own unique index on logicalrelid, as Citus reads it; a scan of the table without it.
+        let index = pg_sys::get_relname_relid(
+            c"pg_dist_partition_logical_relid_index".as_ptr(),
+            Oid::from(pg_sys::PG_CATALOG_NAMESPACE),
+        );
         let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
-        // logicalrelid, its first column
+        // logicalrelid, its first column (and the index's)
         pg_sys::ScanKeyInit(
             &mut key,
             1,
@@ -28,10 +38,10 @@ pub(crate) unsafe fn is_citus_table(relid: Oid) -> bool {
             Oid::from(pg_sys::F_OIDEQ),
             Datum::from(relid),
         );
-        let scan = pg_sys::systable_beginscan(rel, Oid::INVALID, false, std::ptr::null_mut(), 1, &mut key);
+        let scan = pg_sys::systable_beginscan(rel, index, index != Oid::INVALID, std::ptr::null_mut(), 1, &mut key);
         let found = !pg_sys::systable_getnext(scan).is_null();
         pg_sys::systable_endscan(scan);
-        pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+        pg_sys::relation_close(rel, pg_sys::AccessShareLock as i32);
         found
     }
 }

@@ -1,9 +1,10 @@
-# A Citus cluster on this machine for tests/citus and bench/citus.sh (sourced after
-# scripts/common.sh, PostgreSQL 15, which is where ../shared/tools/build-citus installs Citus): a
-# coordinator and two workers, each a cluster of its own run by the postgres user, on ports
-# CITUS_PORT, +1 and +2 (default 5600), listening on localhost (Citus connects to its nodes over
-# TCP; initdb --auth=trust), with shared_preload_libraries = 'citus,simhash' (Citus first: it
-# sets planner hooks without chaining earlier ones).
+# A Citus cluster on this machine for tests/citus (sourced after scripts/common.sh, PostgreSQL 15,
+# which is where ../shared/tools/build-citus installs Citus): a coordinator and two workers, each
+# a cluster of its own run by the postgres user and made afresh for each run, on ports CITUS_PORT,
+# +1 and +2 (default 5600; the expected output of tests/citus names 5601), listening on localhost
+# (Citus connects to its nodes over TCP; initdb --auth=trust: a test machine only), with
+# shared_preload_libraries = 'citus,simhash' (Citus first: it sets planner hooks without chaining
+# earlier ones).
 CITUS_PORT=${CITUS_PORT:-5600}
 CITUS_DATA=${CITUS_DATA:-/var/lib/postgresql/simhash-citus}
 
@@ -29,14 +30,15 @@ citus_stop() {
     done
 }
 
-# Starts the three nodes and makes database $1 on them a cluster with the extension created (a
-# fresh database each time).
+# Makes three new nodes (whatever an earlier run left in their data directories is removed) and
+# database $1 on them a cluster with the extension created.
 citus_cluster() {
     local db=$1
+    citus_stop
     for node in 0 1 2; do
+        rm -rf "$CITUS_DATA-$node"
         citus_start_node $node
-        PGOPTIONS="-c client_min_messages=warning" psql -q -v ON_ERROR_STOP=1 -p $((CITUS_PORT + node)) -d postgres \
-            -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
+        psql -q -v ON_ERROR_STOP=1 -p $((CITUS_PORT + node)) -d postgres -c "CREATE DATABASE $db"
         psql -q -v ON_ERROR_STOP=1 -p $((CITUS_PORT + node)) -d "$db" -c "CREATE EXTENSION citus"
     done
     psql -q -v ON_ERROR_STOP=1 -p "$CITUS_PORT" -d "$db" <<SQL >/dev/null

@@ -48,11 +48,11 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-SELECT k, (lookup_differences(k)).* FROM generate_series(0, 11) k;
+SELECT k, l.* FROM generate_series(0, 11) k, lookup_differences(k) l;
 
--- The coordinator leaves the radius test as written; each shard's planner rewrites it for its own
--- indexes: the SimHash Radius Scan over the shard's covering B-trees.
-EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> '0123456789abcdef' <= 3;
+-- The coordinator leaves the radius test as written (the task's query), and each shard's planner
+-- rewrites it for its own indexes: the SimHash Radius Scan over the shard's covering B-trees.
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM docs WHERE fp <~> '0123456789abcdef' <= 3;
 -- A lookup of one row's near-duplicates, as a subquery or a join with it.
 SELECT id FROM docs WHERE fp <~> (SELECT fp FROM docs WHERE id = 7) <= 11 ORDER BY id;
 SELECT d.id FROM docs d, (SELECT fp FROM docs WHERE id = 7) q WHERE d.fp <~> q.fp <= 11 ORDER BY d.id;
@@ -70,7 +70,7 @@ DEALLOCATE near;
 -- With a simhash index: the shards' index serves radius tests and ORDER BY fp <-> q LIMIT n.
 CREATE INDEX docs_fp_simhash ON docs USING simhash (fp);
 CREATE INDEX docs_local_fp_simhash ON docs_local USING simhash (fp);
-SELECT k, (lookup_differences(k)).* FROM generate_series(0, 11, 3) k;
+SELECT k, l.* FROM generate_series(0, 11, 3) k, lookup_differences(k) l;
 EXPLAIN (COSTS OFF) SELECT id FROM docs WHERE fp <~> '0123456789abcdef' <= 11;
 EXPLAIN (COSTS OFF) SELECT id FROM docs ORDER BY fp <-> '0123456789abcdef' LIMIT 3;
 SELECT count(*) AS differences FROM (
@@ -102,5 +102,16 @@ SELECT simhash_add_dedup('docs', 'fp', 3);
 DELETE FROM docs d USING simhash_clusters('docs', 'fp', 3) c WHERE d.id = c.id AND c.id <> c.representative;
 SELECT count(*) AS pairs_left FROM simhash_pairs('docs', 'fp', 3);
 
+-- A table that had rows before it was distributed: Citus leaves them on disk in the coordinator's
+-- relation, and its indexes there; the pairs are still those of the shards.
+CREATE TABLE docs_before (id bigint PRIMARY KEY, fp simhash64);
+INSERT INTO docs_before SELECT id, fp FROM docs_local WHERE id <= 200 OR id > 100000;
+CREATE INDEX ON docs_before USING simhash (fp);
+SET client_min_messages = warning;
+SELECT create_distributed_table('docs_before', 'id');
+RESET client_min_messages;
+DELETE FROM docs_before WHERE id > 100000;
+SELECT count(*) AS pairs FROM simhash_pairs('docs_before', 'fp', 11);
+
 DROP FUNCTION lookup_differences(int);
-DROP TABLE docs, docs_local;
+DROP TABLE docs, docs_local, docs_before;
