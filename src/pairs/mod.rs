@@ -92,29 +92,23 @@ fn simhash_clusters_of_table(
     let k = check_radius(k);
     match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
         Ok(source) => {
-            // The groups of the pairs, as simhash_clusters_from_pairs forms them.
-            let mut index: HashMap<i64, usize> = HashMap::new();
-            let mut groups: Groups<i64> = Groups::default();
-            // Rows in a pair join one group: every row of `a` (and of `b`) with the first of `a`.
+            // The groups of the pairs, as simhash_clusters_from_pairs forms them. Rows in a pair
+            // join one group: every row of `a` (and of `b`) with the first of `a`.
+            let mut groups = GroupsById::default();
             unsafe {
                 source.for_each_pair(k, &mut |a, b, _| {
                     let linked = match b {
                         None => a.len() > 1,
                         Some(b) => !a.is_empty() && !b.is_empty(),
                     };
-                    if !linked {
-                        return;
-                    }
-                    let mut node =
-                        |groups: &mut Groups<i64>, id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
-                    let first = node(&mut groups, a[0]);
-                    for &id in a.iter().chain(b.unwrap_or_default()) {
-                        let other = node(&mut groups, id);
-                        groups.union(first, other);
+                    if linked {
+                        for &id in a.iter().chain(b.unwrap_or_default()) {
+                            groups.join(a[0], id);
+                        }
                     }
                 })
             };
-            TableIterator::new((0..groups.len()).map(|i| (groups.key(i), groups.representative(i))).collect::<Vec<_>>())
+            TableIterator::new(groups.rows())
         }
         Err(query) => clusters_of_query(&query, k),
     }
@@ -198,22 +192,45 @@ fn clusters_of_query(query: &str, k: u32) -> Clusters {
 /// through pairs whose texts differ. Memory: one hash-map entry and two 8-byte slots per distinct id.
 #[pg_extern(sql = false)]
 fn simhash_clusters_from_pairs(query: &str) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
-    let mut index: HashMap<i64, usize> = HashMap::new();
-    let mut groups: Groups<i64> = Groups::default();
+    let mut groups = GroupsById::default();
     read_pairs_of_columns(
         query,
         ["id_a", "id_b"],
         &|[a, b], _| is_integer(a) && is_integer(b),
         wrong_pairs_shape,
         &mut |a, b| {
-            let (Some(a), Some(b)) = (a, b) else { return };
-            let mut node = |id: i64| *index.entry(id).or_insert_with(|| groups.add(id));
-            let (i, j) = (node(a), node(b));
-            groups.union(i, j);
+            if let (Some(a), Some(b)) = (a, b) {
+                groups.join(a, b);
+            }
         },
     );
-    let rows: Vec<(i64, i64)> = (0..groups.len()).map(|i| (groups.key(i), groups.representative(i))).collect();
-    TableIterator::new(rows)
+    TableIterator::new(groups.rows())
+}
+
+/// The groups (connected components) of ids joined in pairs: one hash-map entry and two 8-byte
+/// slots per distinct id.
+#[derive(Default)]
+struct GroupsById {
+    index: HashMap<i64, usize>,
+    groups: Groups<i64>,
+}
+
+impl GroupsById {
+    /// Puts `a` and `b` in one group.
+    fn join(&mut self, a: i64, b: i64) {
+        let (i, j) = (self.node(a), self.node(b));
+        self.groups.union(i, j);
+    }
+
+    fn node(&mut self, id: i64) -> usize {
+        let groups = &mut self.groups;
+        *self.index.entry(id).or_insert_with(|| groups.add(id))
+    }
+
+    /// Every id joined, with the smallest id of its group.
+    fn rows(&mut self) -> Vec<(i64, i64)> {
+        (0..self.groups.len()).map(|i| (self.groups.key(i), self.groups.representative(i))).collect()
+    }
 }
 
 fn check_radius(k: i32) -> u32 {

@@ -51,12 +51,6 @@ impl TableSource {
         unsafe {
             // Locked first, so that what is read of the catalog below stays true until the end.
             let rel = pg_sys::relation_open(tbl, pg_sys::AccessShareLock as i32);
-            let query = format!(
-                "SELECT {}, {} FROM {}",
-                quote_identifier(&id_column.to_string_lossy()),
-                quote_identifier(&fp_column.to_string_lossy()),
-                qualified_name(tbl)
-            );
             match Self::usable_index(rel, fp_column, id_column, k, fcinfo) {
                 Some((index, fp_attnum, id_attnum, id_type)) => {
                     pgrx::debug1!(
@@ -69,7 +63,12 @@ impl TableSource {
                 }
                 None => {
                     pg_sys::relation_close(rel, pg_sys::NoLock as i32);
-                    Err(query)
+                    Err(format!(
+                        "SELECT {}, {} FROM {}",
+                        quote_identifier(&id_column.to_string_lossy()),
+                        quote_identifier(&fp_column.to_string_lossy()),
+                        qualified_name(tbl)
+                    ))
                 }
             }
         }
