@@ -325,6 +325,15 @@ CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, id_col
 RETURNS TABLE (id bigint, representative bigint)
     AS 'MODULE_PATHNAME', 'simhash_clusters_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
+-- Pairs spread over machines (src/pairs/spread.rs): a fingerprint's keys for pairs within k, and
+-- the pairs within k among the rows of one key that are reported under it. simhash_pairs and
+-- simhash_clusters of a Citus table run them on the workers; they are plain functions too.
+CREATE FUNCTION simhash_pair_keys(fp simhash64, k integer) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_pair_keys_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_key_pairs(key integer, ids bigint[], fps simhash64[], k integer)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_key_pairs_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 -- Verified pairs: the query returns (id, fingerprint, text), ids unique; a pair within k is
 -- returned only if simhash_similarity(text_a, text_b, n) >= min_similarity. The fingerprint pairs
 -- are found as above; their texts are then joined in (the query runs twice: once for the
@@ -358,13 +367,67 @@ BEGIN
         USING k, min_similarity, n;
 END $$;
 
+-- A table's column: on a Citus table distributed by id_column, the pairs are found on the workers
+-- (simhash_pairs of the table), and their texts are joined in and compared on the workers, in two
+-- work tables co-located with the table (created in its schema and dropped before returning), so
+-- that only verified pairs reach the coordinator. Elsewhere as the query form.
 CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, text_column name,
                               min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
 RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
-LANGUAGE sql VOLATILE STRICT AS $$
-    SELECT * FROM @extschema@.simhash_pairs(
-        pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n)
-$$;
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    by_id boolean := false;
+    schema name;
+    id_type text;
+    work text;
+    pairs text;
+    texts text;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        -- (pg_dist_partition and column_to_column_name are Citus'; named only where it is installed)
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1
+                                AND partkey IS NOT NULL AND pg_catalog.column_to_column_name(logicalrelid, partkey) = $2)'
+            INTO by_id USING tbl, id_column;
+    END IF;
+    SELECT c.relnamespace::regnamespace::name INTO schema FROM pg_catalog.pg_class c WHERE c.oid = tbl;
+    IF NOT by_id OR k > 11 OR NOT (min_similarity BETWEEN 0 AND 1) OR n < 1 OR n > 32
+       OR pg_catalog.current_setting('transaction_read_only')::boolean
+       OR NOT pg_catalog.has_schema_privilege(schema, 'CREATE') THEN
+        IF by_id THEN
+            RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on the coordinator, with all its texts in memory', tbl
+                USING DETAIL = 'The workers verify pairs within at most 11, in a transaction that may write, '
+                               'with CREATE on the table''s schema for two work tables.';
+        END IF;
+        RETURN QUERY SELECT * FROM @extschema@.simhash_pairs(
+            pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n);
+        RETURN;
+    END IF;
+    SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO id_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = id_column;
+    work := 'simhash_verify_' || pg_catalog.pg_backend_pid() || '_' || (pg_catalog.random() * 1e9)::bigint;
+    pairs := pg_catalog.format('%I.%I', schema, work || '_a');
+    texts := pg_catalog.format('%I.%I', schema, work || '_b');
+    -- The pairs, with the shard of their first row ...
+    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_a %s NOT NULL, id_b %s NOT NULL, distance integer NOT NULL)',
+                              pairs, id_type, id_type);
+    PERFORM pg_catalog.create_distributed_table(pairs, 'id_a', colocate_with => tbl::text);
+    EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_a, p.id_b, p.distance FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L) p',
+                              pairs, tbl, fp_column, k, id_column);
+    -- ... with the first row's text, moved to the shard of the second ...
+    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_b %s NOT NULL, id_a %s NOT NULL, distance integer NOT NULL, body_a text)',
+                              texts, id_type, id_type);
+    PERFORM pg_catalog.create_distributed_table(texts, 'id_b', colocate_with => tbl::text);
+    EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_b, p.id_a, p.distance, t.%I::pg_catalog.text FROM %s p JOIN %s t ON t.%I OPERATOR(pg_catalog.=) p.id_a',
+                              texts, text_column, pairs, tbl, id_column);
+    -- ... compared there with the second's.
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT s.id_a::pg_catalog.int8, s.id_b::pg_catalog.int8, s.distance, s.similarity FROM (
+             SELECT p.id_a, p.id_b, p.distance, @extschema@.simhash_similarity(p.body_a, t.%I::pg_catalog.text, $2) AS similarity
+             FROM %s p JOIN %s t ON t.%I OPERATOR(pg_catalog.=) p.id_b) s
+         WHERE s.similarity OPERATOR(pg_catalog.>=) $1',
+        text_column, texts, tbl, id_column) USING min_similarity, n;
+    EXECUTE pg_catalog.format('DROP TABLE %s, %s', pairs, texts);
+END $$;
 
 -- The groups of any (id_a, id_b) pairs: each id with the smallest id of its group.
 CREATE FUNCTION simhash_clusters_from_pairs(query text)
@@ -378,11 +441,13 @@ RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SE
         query, k, min_similarity, n))
 $$;
 
+-- A table's column: the groups of its verified pairs (on the workers for a Citus table, as above).
 CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, text_column name,
                                  min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT AS $$
-    SELECT * FROM @extschema@.simhash_clusters(
-        pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n)
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
+    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L, %L::pg_catalog.float8, %L, %s)',
+        tbl, fp_column, k, text_column, min_similarity, id_column, n))
 $$;
 
 -- ---------------------------------------------------------------------------------------------
@@ -704,11 +769,13 @@ COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which tw
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';
 COMMENT ON FUNCTION simhash_pairs(text, integer) IS 'all pairs within Hamming distance k among the (id, fingerprint) rows of a query';
-COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column, read through its simhash index where it has one';
+COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column, read through its simhash index where it has one, found on the workers for a Citus table';
 COMMENT ON FUNCTION simhash_clusters(text, integer) IS 'each row that has a near-duplicate, with the smallest id of its group';
-COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group, read through its simhash index where it has one';
+COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group, read through its simhash index where it has one, found on the workers for a Citus table';
 COMMENT ON FUNCTION simhash_pairs(text, integer, double precision, integer) IS 'pairs within k among the (id, fingerprint, text) rows of a query whose texts have simhash_similarity >= min_similarity';
 COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name, double precision, name, integer) IS 'pairs within k in a table column whose texts have simhash_similarity >= min_similarity';
+COMMENT ON FUNCTION simhash_pair_keys(simhash64, integer) IS 'the keys of a fingerprint for pairs within k: rows sharing a key are paired by simhash_key_pairs, and every pair within k comes out under exactly one key';
+COMMENT ON FUNCTION simhash_key_pairs(integer, bigint[], simhash64[], integer) IS 'the pairs within k among the (id, fingerprint) rows of one key of simhash_pair_keys that are reported under that key';
 COMMENT ON FUNCTION simhash_clusters_from_pairs(text) IS 'the groups (connected components) of the (id_a, id_b) pairs of a query: each id with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(text, integer, double precision, integer) IS 'each row with a verified near-duplicate (see simhash_pairs with min_similarity), with the smallest id of its group';
 COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name, double precision, name, integer) IS 'each row of a table with a verified near-duplicate, with the smallest id of its group';

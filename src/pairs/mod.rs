@@ -18,6 +18,7 @@ use simhash_core::pairs::Groups;
 
 use crate::pg::errors::raise;
 
+mod spread;
 mod through_index;
 use through_index::TableSource;
 
@@ -74,7 +75,17 @@ fn simhash_pairs_of_table(
             drop(push);
             pairs
         }
-        Err(query) => pairs_of_query(&query, k),
+        Err(query) => {
+            let mut pairs = Vec::new();
+            let mut push = pair_collector(&mut pairs);
+            if unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, fcinfo, &mut push) } {
+                drop(push);
+                pairs
+            } else {
+                drop(push);
+                pairs_of_query(&query, k)
+            }
+        }
     };
     TableIterator::new(pairs)
 }
@@ -110,7 +121,14 @@ fn simhash_clusters_of_table(
             };
             TableIterator::new(groups.rows())
         }
-        Err(query) => clusters_of_query(&query, k),
+        Err(query) => {
+            let mut groups = GroupsById::default();
+            if unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, fcinfo, &mut |a, b, _| groups.join(a, b)) } {
+                TableIterator::new(groups.rows())
+            } else {
+                clusters_of_query(&query, k)
+            }
+        }
     }
 }
 

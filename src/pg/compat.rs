@@ -120,7 +120,19 @@ const INVALID_SUBTRANSACTION: pg_sys::SubTransactionId = 0;
 ///
 /// In a backend, inside a transaction.
 pub(crate) unsafe fn may_use_schema(namespace: Oid, role: Oid) -> bool {
-    let usage = pg_sys::ACL_USAGE as pg_sys::AclMode;
+    unsafe { schema_privilege(namespace, role, pg_sys::ACL_USAGE as pg_sys::AclMode) }
+}
+
+/// Whether `role` may create objects in schema `namespace`.
+///
+/// # Safety
+///
+/// In a backend, inside a transaction.
+pub(crate) unsafe fn may_create_in_schema(namespace: Oid, role: Oid) -> bool {
+    unsafe { schema_privilege(namespace, role, pg_sys::ACL_CREATE as pg_sys::AclMode) }
+}
+
+unsafe fn schema_privilege(namespace: Oid, role: Oid, usage: pg_sys::AclMode) -> bool {
     #[cfg(feature = "pg15")]
     let result = unsafe { pg_sys::pg_namespace_aclcheck(namespace, role, usage) };
     #[cfg(feature = "pg18")]

@@ -44,7 +44,7 @@ pub fn partner_buckets(bucket: u32, radius: u32, bits: u32) -> Vec<u32> {
 }
 
 /// Every mask of `width` bits with at most `radius` bits set.
-fn masks(width: u32, radius: u32) -> Vec<u32> {
+pub(crate) fn masks(width: u32, radius: u32) -> Vec<u32> {
     let mut all = vec![0u32];
     for _ in 0..radius.min(width) {
         let mut more = Vec::new();

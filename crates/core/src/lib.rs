@@ -13,6 +13,7 @@ pub mod distance;
 pub mod features;
 pub mod fingerprint;
 pub mod fold;
+pub mod keyed_pairs;
 pub mod modes;
 pub mod nearest;
 pub mod pairs;
