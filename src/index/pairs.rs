@@ -38,9 +38,8 @@ pub(super) unsafe fn for_each_pair(
             });
         };
         let (started, buckets) = (Instant::now(), 4u64 << meta.bits);
-        let (mut done, mut last_notice) = (0u64, started);
-        let mut progress = || {
-            done += 1;
+        let mut last_notice = started;
+        let mut progress = |done: u64| {
             pg_sys::check_for_interrupts!();
             if last_notice.elapsed() >= NOTICE_EVERY {
                 last_notice = Instant::now();

@@ -182,19 +182,23 @@ fn pairs_between<T: Copy>(
 /// Reports once every pair of entries within `k` (at most [`MAX_PROBED_RADIUS`]) of an index of
 /// `bits` bucket bits, whose buckets `load(segment, bucket, entries)` reads, to `on_pairs`, a group
 /// of entries with one fingerprint at a time (so that many copies of one fingerprint cost one
-/// comparison, not one per pair of them). `progress()` is called after each bucket and every million
-/// comparisons: the place to check for cancellation.
-pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPairs<T>, progress: &mut dyn FnMut()) {
+/// comparison, not one per pair of them). `progress(buckets finished, of 4 << bits)` is called after
+/// each bucket and every million comparisons: the place to check for cancellation.
+pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPairs<T>, progress: &mut dyn FnMut(u64)) {
     let Some(radius) = segment_radius(k) else {
         panic!("radius {k} is above {MAX_PROBED_RADIUS}");
     };
     let (mut left, mut right) = (Bucket::new(), Bucket::new());
     let mut comparisons = 0u64;
+    // (the buckets finished, of 4 << bits, for `progress`)
+    let finished = std::cell::Cell::new(0u64);
+    let progress = &mut || progress(finished.get());
     for n in 0..SEGMENTS {
         for bucket in 0..1u32 << bits {
             left.entries.clear();
             load(n, bucket, &mut left.entries);
             if left.entries.is_empty() {
+                finished.set(finished.get() + 1);
                 progress();
                 continue;
             }
@@ -209,6 +213,7 @@ pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPair
                 right.prepare(n, bits);
                 pairs_between(&left, Some(&right), n, k, bits, on_pairs, &mut comparisons, progress);
             }
+            finished.set(finished.get() + 1);
             progress();
         }
     }
@@ -287,7 +292,13 @@ mod tests {
                 }
             }
         };
-        for_each_pair(k, bits, &mut load, &mut on_pairs, &mut || {});
+        // The progress counts every bucket once, whatever the comparisons.
+        let mut finished = 0;
+        for_each_pair(k, bits, &mut load, &mut on_pairs, &mut |done| {
+            assert!(done >= finished && done <= 4 << bits);
+            finished = done;
+        });
+        assert_eq!(finished, 4 << bits);
         pairs.sort_unstable();
         pairs
     }
@@ -316,7 +327,7 @@ mod tests {
             entries.extend(buckets.get(&(n, bucket)).into_iter().flatten());
         };
         let mut calls = Vec::new();
-        for_each_pair(1, 8, &mut load, &mut |a, b, d| calls.push((a.len(), b.map(|b| b.len()), d)), &mut || {});
+        for_each_pair(1, 8, &mut load, &mut |a, b, d| calls.push((a.len(), b.map(|b| b.len()), d)), &mut |_| {});
         calls.sort_unstable();
         assert_eq!(calls, vec![(10_000, None, 0), (10_000, None, 0), (10_000, Some(10_000), 1)]);
     }

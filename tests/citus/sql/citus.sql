@@ -78,8 +78,10 @@ SELECT count(*) AS differences FROM (
     EXCEPT ALL
     (SELECT id, fp <-> '0123456789abcdef' FROM docs_local ORDER BY fp <-> '0123456789abcdef', id LIMIT 10)) d;
 
--- All pairs and clusters: the same on the cluster (the table form reads the rows through Citus,
--- never the coordinator's empty indexes) as on one node (where it reads the simhash index).
+-- All pairs and clusters: the same on the cluster (found on the workers: each row is sent to a
+-- work table distributed by key under each of its keys, and each shard pairs its keys; never
+-- through the coordinator's empty indexes) as on one node (where they are read from the simhash
+-- index), at every radius the workers serve.
 SELECT k,
        (SELECT count(*) FROM simhash_pairs('docs', 'fp', k)) AS pairs,
        (SELECT count(*) FROM ((SELECT * FROM simhash_pairs('docs', 'fp', k) EXCEPT ALL SELECT * FROM simhash_pairs('docs_local', 'fp', k))
@@ -88,12 +90,33 @@ SELECT k,
        (SELECT count(*) FROM ((SELECT * FROM simhash_clusters('docs', 'fp', k) EXCEPT ALL SELECT * FROM simhash_clusters('docs_local', 'fp', k))
                               UNION ALL
                               (SELECT * FROM simhash_clusters('docs_local', 'fp', k) EXCEPT ALL SELECT * FROM simhash_clusters('docs', 'fp', k))) d) AS cluster_differences
-FROM unnest('{0,3,7,11}'::int[]) k;
--- Verified pairs too.
+FROM generate_series(0, 11) k;
+-- Verified pairs and clusters too (texts compared on the workers: the table is distributed by id).
 SELECT count(*) AS differences FROM (
     (SELECT * FROM simhash_pairs('docs', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('docs_local', 'fp', 9, 'body', 0.5))
     UNION ALL
     (SELECT * FROM simhash_pairs('docs_local', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('docs', 'fp', 9, 'body', 0.5))) d;
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM simhash_clusters('docs', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_clusters('docs_local', 'fp', 9, 'body', 0.5))
+    UNION ALL
+    (SELECT * FROM simhash_clusters('docs_local', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_clusters('docs', 'fp', 9, 'body', 0.5))) d;
+-- The work tables are gone, here and on the workers.
+SELECT count(*) AS work_tables FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%' OR relname LIKE 'simhash\_verify\_%';
+SELECT result AS worker_work_tables FROM run_command_on_workers($$SELECT count(*) FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%' OR relname LIKE 'simhash\_verify\_%'$$);
+-- Where the workers cannot (a radius above 11, a read-only transaction, a user who may not create
+-- the work table in the table's schema), the coordinator finds the same pairs in memory, and says so.
+SELECT count(*) AS pairs FROM simhash_pairs('docs', 'fp', 12);
+BEGIN READ ONLY;
+SELECT count(*) AS pairs FROM simhash_pairs('docs', 'fp', 3);
+SELECT count(*) AS pairs FROM simhash_pairs('docs', 'fp', 3, 'body', 0.5);
+COMMIT;
+CREATE ROLE simhash_citus_reader LOGIN;
+GRANT SELECT ON docs TO simhash_citus_reader;
+SET ROLE simhash_citus_reader;
+SELECT count(*) AS pairs FROM simhash_clusters('docs', 'fp', 3);
+RESET ROLE;
+DROP OWNED BY simhash_citus_reader;
+DROP ROLE simhash_citus_reader;
 
 -- The near-duplicate constraint is refused on a distributed table (0A000), with the recipe.
 \set VERBOSITY default

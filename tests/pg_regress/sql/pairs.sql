@@ -181,3 +181,41 @@ SELECT * FROM simhash_clusters('SELECT id, fp, body FROM vtexts', 3, 'NaN');
 SELECT * FROM simhash_clusters_from_pairs('SELECT body, id FROM vtexts');
 \set VERBOSITY default
 DROP TABLE vtexts;
+
+-- Pairs by key (what the workers of a Citus table run, src/pairs/spread.rs): every fingerprint has
+-- 4 (k / 4 + 1) keys, and the pairs of each key's rows, together, are exactly the pairs within k,
+-- each once.
+CREATE TABLE kdocs (id bigint PRIMARY KEY, fp simhash64);
+INSERT INTO kdocs SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64 FROM generate_series(1, 3000) i;
+INSERT INTO kdocs
+SELECT 100000 + s.id * 100 + d,
+       (s.fp::bigint # (SELECT coalesce(bit_or(1::bigint << ((s.id * 7 + t * 13) % 64)::int), 0)
+                        FROM generate_series(0, d - 1) t))::simhash64
+FROM kdocs s, generate_series(0, 12) d WHERE s.id <= 30;
+INSERT INTO kdocs VALUES (900001, NULL);
+SELECT k, min(cardinality(simhash_pair_keys(fp, k))) AS keys, max(cardinality(simhash_pair_keys(fp, k))) AS keys_max
+FROM kdocs, generate_series(0, 11, 4) k WHERE fp IS NOT NULL GROUP BY k ORDER BY k;
+CREATE FUNCTION keyed_pairs(k int) RETURNS TABLE (id_a bigint, id_b bigint, distance int) LANGUAGE sql AS $$
+    SELECT (p.pair).* FROM (
+        SELECT simhash_key_pairs(key, array_agg(id), array_agg(fp), k) AS pair
+        FROM (SELECT unnest(simhash_pair_keys(fp, k)) AS key, id, fp FROM kdocs) w GROUP BY key) p
+$$;
+SELECT k,
+       (SELECT count(*) FROM keyed_pairs(k)) AS pairs,
+       (SELECT count(*) FROM ((SELECT * FROM keyed_pairs(k) EXCEPT ALL SELECT * FROM simhash_pairs('SELECT id, fp FROM kdocs', k))
+                              UNION ALL
+                              (SELECT * FROM simhash_pairs('SELECT id, fp FROM kdocs', k) EXCEPT ALL SELECT * FROM keyed_pairs(k))) d) AS differences
+FROM generate_series(0, 11) k;
+-- NULL elements are left out, and rows without the key; misuse: 22023.
+SELECT * FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1],
+                                '{1, 2, NULL, 4, 5}', '{0000000000000000, 0000000000000007, 0000000000000000, NULL, ffff000000000000}', 3);
+\set VERBOSITY sqlstate
+SELECT simhash_pair_keys('0000000000000000', 12);
+SELECT simhash_pair_keys('0000000000000000', -1);
+SELECT * FROM simhash_key_pairs(0, '{1, 2}', '{0000000000000000}', 3);
+SELECT * FROM simhash_key_pairs(4 << 16, '{1}', '{0000000000000000}', 3);
+SELECT * FROM simhash_key_pairs(-1, '{1}', '{0000000000000000}', 3);
+SELECT * FROM simhash_key_pairs(0, '{1}', '{0000000000000000}', 12);
+\set VERBOSITY default
+DROP FUNCTION keyed_pairs(int);
+DROP TABLE kdocs;
