@@ -6,12 +6,12 @@
 -- simhash_clusters of a Citus table run them on the workers; they are plain functions too.
 CREATE FUNCTION simhash_pair_keys(fp simhash64, k integer) RETURNS integer[]
     AS 'MODULE_PATHNAME', 'simhash_pair_keys_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION simhash_key_pairs(key integer, ids bigint[], fps simhash64[], k integer)
+CREATE FUNCTION simhash_key_pairs(key integer, ids bigint[], fps simhash64[], k integer, links_only boolean DEFAULT false)
 RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
     AS 'MODULE_PATHNAME', 'simhash_key_pairs_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION simhash_pair_keys(simhash64, integer) IS 'the keys of a fingerprint for pairs within k: rows sharing a key are paired by simhash_key_pairs, and every pair within k comes out under exactly one key';
-COMMENT ON FUNCTION simhash_key_pairs(integer, bigint[], simhash64[], integer) IS 'the pairs within k among the (id, fingerprint) rows of one key of simhash_pair_keys that are reported under that key';
+COMMENT ON FUNCTION simhash_key_pairs(integer, bigint[], simhash64[], integer, boolean) IS 'the pairs within k among the (id, fingerprint) rows of one key of simhash_pair_keys that are reported under that key (with links_only, enough of them to form the same groups)';
 COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column, read through its simhash index where it has one, found on the workers for a Citus table';
 COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group, read through its simhash index where it has one, found on the workers for a Citus table';
 
@@ -31,28 +31,39 @@ DECLARE
     pairs text;
     texts text;
 BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        -- (pg_dist_partition and column_to_column_name are Citus'; named only where it is installed)
-        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1
-                                AND partkey IS NOT NULL AND pg_catalog.column_to_column_name(logicalrelid, partkey) = $2)'
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
+       AND min_similarity BETWEEN 0 AND 1 AND n BETWEEN 1 AND 32 THEN
+        -- (pg_dist_partition, column_to_column_name and citus_is_coordinator are Citus'; named
+        -- only where it is installed; the arguments' errors are the query form's)
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1
+                                AND partmethod OPERATOR(pg_catalog.=) ''h''
+                                AND pg_catalog.column_to_column_name(logicalrelid, partkey) OPERATOR(pg_catalog.=) $2)'
             INTO by_id USING tbl, id_column;
     END IF;
-    SELECT c.relnamespace::regnamespace::name INTO schema FROM pg_catalog.pg_class c WHERE c.oid = tbl;
-    IF NOT by_id OR k > 11 OR NOT (min_similarity BETWEEN 0 AND 1) OR n < 1 OR n > 32
-       OR pg_catalog.current_setting('transaction_read_only')::boolean
-       OR NOT pg_catalog.has_schema_privilege(schema, 'CREATE') THEN
-        IF by_id THEN
-            RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on the coordinator, with all its texts in memory', tbl
-                USING DETAIL = 'The workers verify pairs within at most 11, in a transaction that may write, '
-                               'with CREATE on the table''s schema for two work tables.';
+    SELECT ns.nspname INTO schema
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
+    WHERE c.oid OPERATOR(pg_catalog.=) tbl;
+    IF by_id AND (k > 11 OR pg_catalog.current_setting('transaction_read_only')::boolean
+                  OR NOT pg_catalog.has_schema_privilege(schema, 'CREATE')) THEN
+        RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on the coordinator, with all its texts in memory', tbl
+            USING DETAIL = 'The workers verify pairs within at most 11, in a transaction that may write, '
+                           'with CREATE on the table''s schema for two work tables.';
+        by_id := false;
+    ELSIF by_id THEN
+        EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO by_id;
+        IF NOT by_id THEN
+            RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on this node, with all its texts in memory', tbl
+                USING DETAIL = 'The workers verify pairs where the query runs on the coordinator.';
         END IF;
+    END IF;
+    IF NOT by_id THEN
         RETURN QUERY SELECT * FROM @extschema@.simhash_pairs(
             pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n);
         RETURN;
     END IF;
     SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO id_type
     FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = id_column;
-    work := 'simhash_verify_' || pg_catalog.pg_backend_pid() || '_' || (pg_catalog.random() * 1e9)::bigint;
+    work := 'simhash_verify_' || pg_catalog.pg_backend_pid() || '_' || (pg_catalog.random() OPERATOR(pg_catalog.*) 1e9)::bigint;
     pairs := pg_catalog.format('%I.%I', schema, work || '_a');
     texts := pg_catalog.format('%I.%I', schema, work || '_b');
     -- The pairs, with the shard of their first row ...

@@ -78,7 +78,7 @@ fn simhash_pairs_of_table(
         Err(query) => {
             let mut pairs = Vec::new();
             let mut push = pair_collector(&mut pairs);
-            if unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, fcinfo, &mut push) } {
+            if unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, false, fcinfo, &mut push) } {
                 drop(push);
                 pairs
             } else {
@@ -123,7 +123,9 @@ fn simhash_clusters_of_table(
         }
         Err(query) => {
             let mut groups = GroupsById::default();
-            if unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, fcinfo, &mut |a, b, _| groups.join(a, b)) } {
+            if unsafe {
+                spread::spread_pairs(tbl, fp_column, id_column, k, true, fcinfo, &mut |a, b, _| groups.join(a, b))
+            } {
                 TableIterator::new(groups.rows())
             } else {
                 clusters_of_query(&query, k)

@@ -27,9 +27,12 @@ fn simhash_pair_keys(fp: SimHash64, k: i32) -> Vec<i32> {
     keyed_pairs::keys(fp.0, checked_radius(k)).unwrap_or_default()
 }
 
-/// `simhash_key_pairs(key, ids, fps, k)`: the pairs within `k` among the rows (ids[i], fps[i]) of one
-/// key that are reported under that key, smaller id first. Rows with a NULL id or fingerprint, and
-/// rows whose fingerprint does not have the key, are left out.
+/// `simhash_key_pairs(key, ids, fps, k, links_only)`: the pairs within `k` among the rows (ids[i],
+/// fps[i]) of one key that are reported under that key, smaller id first; with `links_only` only
+/// enough of them to join the same groups (each copy of a fingerprint with its first copy, and the
+/// first copies of two near fingerprints), for `simhash_clusters`. Rows with a NULL fingerprint,
+/// and rows whose fingerprint does not have the key, are left out; a NULL id with a fingerprint is
+/// an error, as in `simhash_pairs(query, k)`. At most `maintenance_work_mem` of pairs (else 54000).
 #[pg_extern(sql = false)]
 fn simhash_key_pairs(
     key: i32,
@@ -37,6 +40,7 @@ fn simhash_key_pairs(
     // simhash64[] in SQL: the same 8-byte, by-value elements as int8[]
     fps: Array<'_, i64>,
     k: i32,
+    links_only: bool,
 ) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
     let k = checked_radius(k);
     if ids.len() != fps.len() {
@@ -47,10 +51,45 @@ fn simhash_key_pairs(
             Some("Pass one id for each fingerprint, in the same order.".into()),
         );
     }
-    let entries: Vec<(u64, i64)> = ids.iter().zip(fps.iter()).filter_map(|(id, fp)| Some((fp? as u64, id?))).collect();
+    let (mut row_ids, mut row_fps) = (Vec::new(), Vec::new());
+    for (id, fp) in ids.iter().zip(fps.iter()) {
+        let Some(fp) = fp else { continue };
+        let Some(id) = id else {
+            raise(
+                PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
+                "near-duplicate pairs need a non-NULL id for every fingerprint".into(),
+                None,
+                None,
+            );
+        };
+        row_ids.push(id);
+        row_fps.push(fp as u64);
+    }
     let mut pairs = Vec::new();
-    let found =
-        keyed_pairs::pairs_of_key(key, k, &entries, &mut |&a, &b, d| pairs.push((a.min(b), a.max(b), d as i32)));
+    let mut push = super::pair_collector(&mut pairs);
+    let id = |i: &u32| row_ids[*i as usize];
+    let mut on_pairs = |a: &[u32], b: Option<&[u32]>, d: u32| match (b, links_only) {
+        (None, false) => {
+            for (i, x) in a.iter().enumerate() {
+                for y in &a[i + 1..] {
+                    push(id(x), id(y), d);
+                }
+            }
+        }
+        (Some(b), false) => {
+            for x in a {
+                for y in b {
+                    push(id(x), id(y), d);
+                }
+            }
+        }
+        (None, true) => a[1..].iter().for_each(|y| push(id(&a[0]), id(y), d)),
+        (Some(b), true) => push(id(&a[0]), id(&b[0]), d),
+    };
+    let found = keyed_pairs::pairs_of_key(key, k, &row_fps, &mut on_pairs, &mut || {
+        pg_sys::check_for_interrupts!();
+    });
+    drop(push);
     if let Err(KeyError::Key(key)) = found {
         raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -79,10 +118,12 @@ static WORK_TABLES: AtomicU32 = AtomicU32::new(0);
 
 /// The pairs within `k` of column `fp_column` of Citus table `tbl`, with ids `id_column`, found on
 /// the workers as the module says; `on_pair(id_a, id_b, distance)` hears each once, smaller id
-/// first. `false` (and nothing heard) where this cannot run and the caller searches in memory as
-/// for any table: a table not in Citus' metadata, columns the query form reports errors for, `k`
-/// above 11, a read-only transaction or no CREATE privilege on the table's schema (the last three
-/// with a NOTICE, as they cost the coordinator memory for every row).
+/// first (with `links_only`, only enough of them to join the same groups: see
+/// `simhash_key_pairs`). `false` (and nothing heard) where this cannot run and the caller searches
+/// in memory as for any table: a table not in Citus' metadata, columns the query form reports
+/// errors for; and, with a NOTICE as they cost the coordinator memory for every row: `k` above 11,
+/// a read-only transaction, a node other than the coordinator, a table in a distributed (tenant)
+/// schema, or no CREATE privilege on the table's schema.
 ///
 /// # Safety
 ///
@@ -92,6 +133,7 @@ pub(super) unsafe fn spread_pairs(
     fp_column: &CStr,
     id_column: &CStr,
     k: u32,
+    links_only: bool,
     fcinfo: pg_sys::FunctionCallInfo,
     on_pair: &mut dyn FnMut(i64, i64, u32),
 ) -> bool {
@@ -113,6 +155,27 @@ pub(super) unsafe fn spread_pairs(
             return on_coordinator("the transaction is read-only, and the workers need a work table");
         }
         let namespace = pg_sys::get_rel_namespace(tbl);
+        // (Citus' functions and catalogs, named only here, where the table is in its metadata)
+        let tenant_schemas =
+            if pg_sys::get_relname_relid(c"pg_dist_schema".as_ptr(), Oid::from(pg_sys::PG_CATALOG_NAMESPACE))
+                == Oid::INVALID
+            {
+                "false".to_string()
+            } else {
+                format!(
+                    "EXISTS (SELECT FROM pg_catalog.pg_dist_schema WHERE schemaid OPERATOR(pg_catalog.=) {})",
+                    namespace.to_u32()
+                )
+            };
+        let (coordinator, tenant) =
+            Spi::get_two::<bool, bool>(&format!("SELECT pg_catalog.citus_is_coordinator(), {tenant_schemas}"))
+                .unwrap_or_else(|e| spi_error(e));
+        if coordinator != Some(true) {
+            return on_coordinator("this node is not the coordinator, where the work table is made");
+        }
+        if tenant == Some(true) {
+            return on_coordinator("its schema is a distributed schema, where a work table would be a tenant's table");
+        }
         if !crate::pg::compat::may_create_in_schema(namespace, pg_sys::GetUserId()) {
             return on_coordinator("the workers need a work table in its schema, where the user may not create one");
         }
@@ -120,21 +183,23 @@ pub(super) unsafe fn spread_pairs(
         let ext = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid)))
             .to_string_lossy()
             .into_owned();
+        // Unique among this node's backends (the pid) and, for names made on other nodes or left
+        // by anyone, very likely (the clock).
+        let pid = pg_sys::MyProcPid;
+        let clock =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let work = format!(
             "{}.{}",
             quote_identifier(&schema),
-            quote_identifier(&format!(
-                "simhash_pairs_{}_{}",
-                { pg_sys::MyProcPid },
-                WORK_TABLES.fetch_add(1, Ordering::Relaxed)
-            ))
+            quote_identifier(&format!("simhash_pairs_{pid}_{}_{clock:x}", WORK_TABLES.fetch_add(1, Ordering::Relaxed)))
         );
         let ext = quote_identifier(&ext);
         pgrx::debug1!("simhash: the pairs of \"{}\" are found on the workers through {work}", qualified_name(tbl));
+        run(&format!("CREATE UNLOGGED TABLE {work} (key pg_catalog.int4 NOT NULL, id pg_catalog.int8, fp {ext}.simhash64 NOT NULL)"));
         run(&format!(
-            "CREATE UNLOGGED TABLE {work} (key pg_catalog.int4 NOT NULL, id pg_catalog.int8 NOT NULL, fp {ext}.simhash64 NOT NULL)"
+            "SELECT pg_catalog.create_distributed_table({}, 'key', colocate_with => 'none')",
+            crate::pg::names::quote_literal(&work)
         ));
-        run(&format!("SELECT pg_catalog.create_distributed_table('{work}', 'key', colocate_with => 'none')"));
         run(&format!(
             "INSERT INTO {work} (key, id, fp) SELECT pg_catalog.unnest({ext}.simhash_pair_keys(t.{fp}, {k})), t.{id}, t.{fp} \
              FROM {tbl} t WHERE t.{fp} IS NOT NULL",
@@ -144,7 +209,7 @@ pub(super) unsafe fn spread_pairs(
         ));
         let pairs = format!(
             "SELECT (p.pair).id_a, (p.pair).id_b, (p.pair).distance FROM (\
-             SELECT {ext}.simhash_key_pairs(w.key, pg_catalog.array_agg(w.id), pg_catalog.array_agg(w.fp), {k}) AS pair \
+             SELECT {ext}.simhash_key_pairs(w.key, pg_catalog.array_agg(w.id), pg_catalog.array_agg(w.fp), {k}, {links_only}) AS pair \
              FROM {work} w GROUP BY w.key) p"
         );
         Spi::connect(|client| {

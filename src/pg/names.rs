@@ -36,3 +36,10 @@ pub(crate) fn quote_identifier(name: &str) -> String {
     let name = CString::new(name).unwrap_or_default();
     unsafe { CStr::from_ptr(pg_sys::quote_identifier(name.as_ptr())).to_string_lossy().into_owned() }
 }
+
+/// `text` as an SQL string literal (`quote_literal`: quotes doubled, an `E` prefix where it has a
+/// backslash), to build a statement with a name as data.
+pub(crate) fn quote_literal(text: &str) -> String {
+    let text = CString::new(text).unwrap_or_default();
+    unsafe { CStr::from_ptr(pg_sys::quote_literal_cstr(text.as_ptr())).to_string_lossy().into_owned() }
+}

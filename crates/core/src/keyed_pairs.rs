@@ -94,15 +94,26 @@ pub enum KeyError {
     Key(i32),
 }
 
-/// Every pair of `entries` within `k` that is reported under `key` ([`reported_under`]), as
-/// `on_pair(a, b, distance)` with `a` before `b` in `entries`. Entries whose fingerprint does not
-/// have `key` are left out. Memory: one index per entry and one offset per value of the bits
-/// outside the key's block (at most 2^11).
-pub fn pairs_of_key<T>(
+/// What hears of the pairs of a key, a group of entries with one fingerprint at a time (their
+/// positions in `entries`, ascending): `on_pairs(a, None, 0)` means every two entries of `a` (equal
+/// fingerprints), `on_pairs(a, Some(b), distance)` every entry of `a` with every entry of `b`.
+pub type OnGroupPairs<'a> = &'a mut dyn FnMut(&[u32], Option<&[u32]>, u32);
+
+/// How many comparisons of fingerprints between two calls of `progress`.
+const COMPARISONS_PER_PROGRESS: u64 = 1 << 20;
+
+/// Every pair of `entries` within `k` that is reported under `key` ([`reported_under`]), to
+/// `on_pairs`, a group of entries with one fingerprint at a time, so that many copies of one
+/// fingerprint cost one comparison (and, where the caller wants groups, not pairs, one call).
+/// Entries whose fingerprint does not have `key` are left out. `progress` is called every million
+/// comparisons: the place to check for cancellation. Memory: two indexes per entry and one offset
+/// per value of the bits outside the key's block (at most 2^11).
+pub fn pairs_of_key(
     key: i32,
     k: u32,
-    entries: &[(u64, T)],
-    on_pair: &mut dyn FnMut(&T, &T, u32),
+    entries: &[u64],
+    on_pairs: OnGroupPairs,
+    progress: &mut dyn FnMut(),
 ) -> Result<(), KeyError> {
     if k > MAX_KEYED_RADIUS {
         return Err(KeyError::Radius(k));
@@ -118,53 +129,81 @@ pub fn pairs_of_key<T>(
     };
     let mine = |fp: u64| block_value(segment_value(fp, segment), (shift, width)) == value;
 
-    // Counting sort of the entries of the key by `rest`.
+    // Counting sort of the entries of the key by `rest`, then by fingerprint and position.
     let slots = 1usize << rest_bits;
     let mut start = vec![0u32; slots + 1];
-    for (fp, _) in entries.iter().filter(|(fp, _)| mine(*fp)) {
-        start[rest(*fp) as usize + 1] += 1;
+    for &fp in entries.iter().filter(|&&fp| mine(fp)) {
+        start[rest(fp) as usize + 1] += 1;
     }
     for i in 0..slots {
         start[i + 1] += start[i];
     }
     let mut next = start.clone();
     let mut sorted = vec![0u32; start[slots] as usize];
-    for (i, (fp, _)) in entries.iter().enumerate().filter(|(_, (fp, _))| mine(*fp)) {
-        let slot = &mut next[rest(*fp) as usize];
+    for (i, &fp) in entries.iter().enumerate().filter(|&(_, &fp)| mine(fp)) {
+        let slot = &mut next[rest(fp) as usize];
         sorted[*slot as usize] = i as u32;
         *slot += 1;
     }
+    // The groups of one fingerprint, slot by slot: `groups[group_start[slot]..group_start[slot + 1]]`.
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut group_start = vec![0usize; slots + 1];
+    for slot in 0..slots {
+        let run = &mut sorted[start[slot] as usize..start[slot + 1] as usize];
+        run.sort_unstable_by_key(|&i| (entries[i as usize], i));
+        let mut at = 0;
+        while at < run.len() {
+            let fp = entries[run[at] as usize];
+            let len = run[at..].iter().take_while(|&&i| entries[i as usize] == fp).count();
+            let offset = start[slot] as usize;
+            groups.push(offset + at..offset + at + len);
+            at += len;
+        }
+        group_start[slot + 1] = groups.len();
+    }
 
     let masks = crate::bucket_pairs::masks(rest_bits, radius);
-    let run = |slot: usize| &sorted[start[slot] as usize..start[slot + 1] as usize];
-    let mut check = |x: u32, y: u32| {
-        let (x, y) = (x.min(y) as usize, x.max(y) as usize);
-        let (a, b) = (&entries[x], &entries[y]);
-        let distance = hamming(a.0, b.0);
-        if distance <= k && reported_under(a.0, b.0, k, segment, block) {
-            on_pair(&a.1, &b.1, distance);
+    let group = |g: usize| &sorted[groups[g].clone()];
+    let fingerprint = |g: usize| entries[sorted[groups[g].start] as usize];
+    let mut comparisons = 0u64;
+    let mut check = |a: usize, b: usize| {
+        let (x, y) = (fingerprint(a), fingerprint(b));
+        let distance = hamming(x, y);
+        if distance <= k && reported_under(x, y, k, segment, block) {
+            on_pairs(group(a), Some(group(b)), distance);
+        }
+        comparisons += 1;
+        if comparisons.is_multiple_of(COMPARISONS_PER_PROGRESS) {
+            progress();
         }
     };
     for slot in 0..slots {
-        let here = run(slot);
+        let here = group_start[slot]..group_start[slot + 1];
         if here.is_empty() {
             continue;
         }
         for &mask in &masks {
             let other = slot ^ mask as usize;
             if mask == 0 {
-                for (i, &x) in here.iter().enumerate() {
-                    for &y in &here[i + 1..] {
-                        check(x, y);
+                for a in here.clone() {
+                    for b in a + 1..here.end {
+                        check(a, b);
                     }
                 }
             } else if other > slot {
-                for &x in here {
-                    for &y in run(other) {
-                        check(x, y);
+                for a in here.clone() {
+                    for b in group_start[other]..group_start[other + 1] {
+                        check(a, b);
                     }
                 }
             }
+        }
+    }
+    // Equal fingerprints pair with each other under their first key only.
+    for (g, range) in groups.iter().enumerate() {
+        let fp = fingerprint(g);
+        if range.len() > 1 && reported_under(fp, fp, k, segment, block) {
+            on_pairs(group(g), None, 0);
         }
     }
     Ok(())
@@ -214,11 +253,29 @@ mod tests {
             }
             let mut found: HashMap<(usize, usize), u32> = HashMap::new();
             for (&key, entries) in &by_key {
-                pairs_of_key(key, k, entries, &mut |&a, &b, d| {
-                    assert!(a < b);
-                    assert!(found.insert((a, b), d).is_none(), "pair {a} {b} twice at k = {k}");
-                })
-                .unwrap();
+                let fps: Vec<u64> = entries.iter().map(|e| e.0).collect();
+                let mut add = |a: usize, b: usize, d: u32| {
+                    let (a, b) = (entries[a].1, entries[b].1);
+                    assert!(found.insert((a.min(b), a.max(b)), d).is_none(), "pair {a} {b} twice at k = {k}");
+                };
+                let mut on_pairs = |a: &[u32], b: Option<&[u32]>, d: u32| match b {
+                    None => {
+                        for (i, &x) in a.iter().enumerate() {
+                            for &y in &a[i + 1..] {
+                                assert!(x < y);
+                                add(x as usize, y as usize, d);
+                            }
+                        }
+                    }
+                    Some(b) => {
+                        for &x in a {
+                            for &y in b {
+                                add(x as usize, y as usize, d);
+                            }
+                        }
+                    }
+                };
+                pairs_of_key(key, k, &fps, &mut on_pairs, &mut || {}).unwrap();
             }
             let mut expected = 0;
             for i in 0..fps.len() {
@@ -242,18 +299,54 @@ mod tests {
     }
 
     #[test]
-    fn foreign_entries_and_bad_keys() {
+    fn foreign_entries_bad_keys_and_copies() {
         let fp = 0x0123_4567_89ab_cdefu64;
         let key = keys(fp, 3).unwrap()[0];
-        // An entry without the key is left out; a key no fingerprint has is an error.
+        // An entry without the key is left out; copies of a fingerprint are one group, reported
+        // under its first key only.
+        let mut calls = Vec::new();
+        let mut on_pairs = |a: &[u32], b: Option<&[u32]>, d: u32| {
+            // (the two groups of a pair in either order)
+            let (a, b) = match b {
+                Some(b) if b < a => (b.to_vec(), Some(a.to_vec())),
+                _ => (a.to_vec(), b.map(|b| b.to_vec())),
+            };
+            calls.push((a, b, d))
+        };
+        pairs_of_key(key, 3, &[fp, !fp, fp ^ 1, fp, fp], &mut on_pairs, &mut || {}).unwrap();
+        calls.sort();
+        assert_eq!(calls, vec![(vec![0, 3, 4], None, 0), (vec![0, 3, 4], Some(vec![2]), 1)]);
+        let later = keys(fp, 3).unwrap()[1];
         let mut n = 0;
-        pairs_of_key(key, 3, &[(fp, 1), (fp, 2), (!fp, 3)], &mut |_, _, _| n += 1).unwrap();
-        assert_eq!(n, 1);
-        assert_eq!(pairs_of_key(-1, 3, &[(fp, 1)], &mut |_, _, _| {}), Err(KeyError::Key(-1)));
-        assert_eq!(pairs_of_key(4 << 16, 3, &[(fp, 1)], &mut |_, _, _| {}), Err(KeyError::Key(4 << 16)));
-        assert_eq!(pairs_of_key(63, 11, &[] as &[(u64, u8)], &mut |_, _, _| {}), Ok(()));
-        assert_eq!(pairs_of_key(64, 11, &[] as &[(u64, u8)], &mut |_, _, _| {}), Err(KeyError::Key(64)));
-        assert_eq!(pairs_of_key(0, 12, &[] as &[(u64, u8)], &mut |_, _, _| {}), Err(KeyError::Radius(12)));
+        pairs_of_key(later, 3, &[fp, fp], &mut |_, _, _| n += 1, &mut || {}).unwrap();
+        assert_eq!(n, 0);
+        let none = &mut |_: &[u32], _: Option<&[u32]>, _: u32| {};
+        assert_eq!(pairs_of_key(-1, 3, &[fp], none, &mut || {}), Err(KeyError::Key(-1)));
+        assert_eq!(pairs_of_key(4 << 16, 3, &[fp], none, &mut || {}), Err(KeyError::Key(4 << 16)));
+        assert_eq!(pairs_of_key(63, 11, &[], none, &mut || {}), Ok(()));
+        assert_eq!(pairs_of_key(64, 11, &[], none, &mut || {}), Err(KeyError::Key(64)));
+        assert_eq!(pairs_of_key(0, 12, &[], none, &mut || {}), Err(KeyError::Radius(12)));
         assert_eq!(keys(fp, 12), None);
+    }
+
+    /// 100,000 copies of one fingerprint cost one group, not five billion comparisons.
+    #[test]
+    fn many_copies_are_one_group() {
+        let fps = vec![42u64; 100_000];
+        let mut calls = 0;
+        for key in keys(42, 11).unwrap() {
+            pairs_of_key(
+                key,
+                11,
+                &fps,
+                &mut |a, b, _| {
+                    assert_eq!((a.len(), b), (100_000, None));
+                    calls += 1;
+                },
+                &mut || panic!("no comparison to make"),
+            )
+            .unwrap();
+        }
+        assert_eq!(calls, 1);
     }
 }

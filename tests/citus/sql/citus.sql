@@ -117,6 +117,39 @@ SELECT count(*) AS pairs FROM simhash_clusters('docs', 'fp', 3);
 RESET ROLE;
 DROP OWNED BY simhash_citus_reader;
 DROP ROLE simhash_citus_reader;
+-- On a worker (which has Citus' metadata too), the pairs are found on that node, as they are
+-- where the work table cannot be made.
+SELECT success, result AS pairs FROM run_command_on_workers($$SELECT count(*) FROM public.simhash_pairs('public.docs', 'fp', 3)$$);
+SELECT success, result AS pairs FROM run_command_on_workers($$SELECT count(*) FROM public.simhash_pairs('public.docs', 'fp', 3, 'body', 0.5)$$);
+
+-- Names that need quoting, in a schema named with quotes; copies of one fingerprint (one group,
+-- linked in linear time for clusters); a NULL id is the query form's error.
+CREATE SCHEMA "o'brien ""x""";
+CREATE TABLE "o'brien ""x"""."Docs" ("Id" int PRIMARY KEY, "Fp" simhash64, "Body" text);
+SELECT create_distributed_table('"o''brien ""x"""."Docs"', 'Id');
+INSERT INTO "o'brien ""x"""."Docs" SELECT id, fp, body FROM docs_local WHERE id <= 2000 OR id > 100000;
+CREATE TABLE quoted_local AS SELECT * FROM "o'brien ""x"""."Docs";
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM simhash_pairs('"o''brien ""x"""."Docs"', 'Fp', 7, 'Id') EXCEPT ALL SELECT * FROM simhash_pairs('quoted_local', 'Fp', 7, 'Id'))
+    UNION ALL
+    (SELECT * FROM simhash_pairs('quoted_local', 'Fp', 7, 'Id') EXCEPT ALL SELECT * FROM simhash_pairs('"o''brien ""x"""."Docs"', 'Fp', 7, 'Id'))) d;
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM simhash_clusters('"o''brien ""x"""."Docs"', 'Fp', 7, 'Id') EXCEPT ALL SELECT * FROM simhash_clusters('quoted_local', 'Fp', 7, 'Id'))
+    UNION ALL
+    (SELECT * FROM simhash_clusters('quoted_local', 'Fp', 7, 'Id') EXCEPT ALL SELECT * FROM simhash_clusters('"o''brien ""x"""."Docs"', 'Fp', 7, 'Id'))) d;
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM simhash_pairs('"o''brien ""x"""."Docs"', 'Fp', 9, 'Body', 0.5, 'Id') EXCEPT ALL SELECT * FROM simhash_pairs('quoted_local', 'Fp', 9, 'Body', 0.5, 'Id'))
+    UNION ALL
+    (SELECT * FROM simhash_pairs('quoted_local', 'Fp', 9, 'Body', 0.5, 'Id') EXCEPT ALL SELECT * FROM simhash_pairs('"o''brien ""x"""."Docs"', 'Fp', 9, 'Body', 0.5, 'Id'))) d;
+DELETE FROM "o'brien ""x"""."Docs";
+INSERT INTO "o'brien ""x"""."Docs" SELECT i, '00000000000000ff', 'copy' FROM generate_series(1, 20000) i;
+SELECT count(*) AS rows, count(DISTINCT representative) AS groups FROM simhash_clusters('"o''brien ""x"""."Docs"', 'Fp', 0, 'Id');
+CREATE TABLE null_ids (id bigint, fp simhash64);
+SELECT create_distributed_table('null_ids', 'fp');
+INSERT INTO null_ids VALUES (1, '0000000000000000'), (NULL, '0000000000000001');
+SELECT * FROM simhash_pairs('null_ids', 'fp', 3);
+DROP TABLE null_ids, quoted_local;
+DROP SCHEMA "o'brien ""x""" CASCADE;
 
 -- The near-duplicate constraint is refused on a distributed table (0A000), with the recipe.
 \set VERBOSITY default

@@ -206,10 +206,21 @@ SELECT k,
                               UNION ALL
                               (SELECT * FROM simhash_pairs('SELECT id, fp FROM kdocs', k) EXCEPT ALL SELECT * FROM keyed_pairs(k))) d) AS differences
 FROM generate_series(0, 11) k;
--- NULL elements are left out, and rows without the key; misuse: 22023.
+-- Rows with a NULL fingerprint are left out, and rows without the key; copies of a fingerprint
+-- pair with each other under its first key only; links_only keeps enough pairs for the groups.
 SELECT * FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1],
-                                '{1, 2, NULL, 4, 5}', '{0000000000000000, 0000000000000007, 0000000000000000, NULL, ffff000000000000}', 3);
+                                '{1, 2, 3, 4, 5, 6}', '{0000000000000000, 0000000000000007, 0000000000000000, NULL, ffff000000000000, 0000000000000000}', 3);
+SELECT * FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1],
+                                '{1, 2, 3, 4, 5, 6}', '{0000000000000000, 0000000000000007, 0000000000000000, NULL, ffff000000000000, 0000000000000000}', 3, true);
+SELECT count(*) FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[2],
+                                '{1, 3}', '{0000000000000000, 0000000000000000}', 3);
+-- Misuse: 23502 (a NULL id with a fingerprint), 22023, 54000 (more pairs than maintenance_work_mem).
 \set VERBOSITY sqlstate
+SELECT * FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1], '{1, NULL}', '{0000000000000000, 0000000000000000}', 3);
+SET maintenance_work_mem = '1MB';
+SELECT count(*) FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1],
+                                       array(SELECT generate_series(1, 1000)::bigint), array_fill('0000000000000000'::simhash64, '{1000}'), 3);
+RESET maintenance_work_mem;
 SELECT simhash_pair_keys('0000000000000000', 12);
 SELECT simhash_pair_keys('0000000000000000', -1);
 SELECT * FROM simhash_key_pairs(0, '{1, 2}', '{0000000000000000}', 3);
