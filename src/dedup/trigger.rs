@@ -322,6 +322,6 @@ fn simhash_indexed(tbl: Oid, col: &CStr, fcinfo: pg_sys::FunctionCallInfo) -> bo
                 None,
             );
         }
-        crate::lookup::catalog::has_lookup_indexes(schema, tbl, attnum)
+        crate::lookup::catalog::has_lookup_indexes_defined(schema, tbl, attnum)
     }
 }

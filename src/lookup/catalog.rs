@@ -178,6 +178,20 @@ impl ColumnIndexes {
     /// In a backend, inside a transaction; the caller may hold any lock on the table (the indexes
     /// are opened with AccessShareLock, kept to the end of the transaction, as the planner does).
     pub(crate) unsafe fn of(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<ColumnIndexes> {
+        unsafe { Self::read(relid, attno, ours, false) }
+    }
+
+    /// The indexes defined on column `attno` of table `relid`, a Citus table's included: Citus
+    /// creates them on each of its shards, where they serve the lookups that reach the shard.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::of`].
+    pub(crate) unsafe fn defined(relid: Oid, attno: i16, ours: &ExtensionObjects) -> Option<ColumnIndexes> {
+        unsafe { Self::read(relid, attno, ours, true) }
+    }
+
+    unsafe fn read(relid: Oid, attno: i16, ours: &ExtensionObjects, citus_shells: bool) -> Option<ColumnIndexes> {
         unsafe {
             let rel = pg_sys::RelationIdGetRelation(relid);
             if rel.is_null() {
@@ -191,7 +205,10 @@ impl ColumnIndexes {
             // from before it was distributed): they are in its shards, each with indexes of its
             // own, which answer there when the test reaches them as written.
             let kinds = [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_PARTITIONED_TABLE];
-            if kinds.contains(&relkind) && (*(*rel).rd_rel).relhasindex && !crate::pg::citus::is_citus_table(relid) {
+            if kinds.contains(&relkind)
+                && (*(*rel).rd_rel).relhasindex
+                && (citus_shells || !crate::pg::citus::is_citus_table(relid))
+            {
                 for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
                     // The planner takes the same lock on every index of the table moments later.
                     let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
@@ -314,6 +331,16 @@ pub(crate) fn has_lookup_indexes(schema: Oid, relid: Oid, attno: i16) -> bool {
     unsafe {
         ExtensionObjects::lookup(schema)
             .and_then(|ours| ColumnIndexes::of(relid, attno, &ours))
+            .is_some_and(|indexes| indexes.kind().is_some())
+    }
+}
+
+/// Whether column `attno` of table `relid` has indexes defined that lookups can use, on it or, for
+/// a Citus table, on each of its shards (`simhash_indexed`); `schema` is the extension's.
+pub(crate) fn has_lookup_indexes_defined(schema: Oid, relid: Oid, attno: i16) -> bool {
+    unsafe {
+        ExtensionObjects::lookup(schema)
+            .and_then(|ours| ColumnIndexes::defined(relid, attno, &ours))
             .is_some_and(|indexes| indexes.kind().is_some())
     }
 }

@@ -27,6 +27,9 @@ SELECT (SELECT count(*) FROM docs) AS distributed, (SELECT count(*) FROM docs_lo
 -- The covering segment B-trees, on every shard (Citus creates them there) and on the copy.
 SELECT count(*) FROM simhash_create_indexes('docs', 'fp');
 SELECT count(*) FROM simhash_create_indexes('docs_local', 'fp');
+-- simhash_indexed on the coordinator answers for the shards' indexes, which Citus made from the
+-- definitions on the distributed table.
+SELECT simhash_indexed('docs', 'fp') AS fp_indexed, simhash_indexed('docs', 'body') AS body_indexed;
 ANALYZE docs;
 ANALYZE docs_local;
 
