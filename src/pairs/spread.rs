@@ -167,9 +167,27 @@ pub(super) unsafe fn spread_pairs(
                     namespace.to_u32()
                 )
             };
-        let (coordinator, tenant) =
-            Spi::get_two::<bool, bool>(&format!("SELECT pg_catalog.citus_is_coordinator(), {tenant_schemas}"))
-                .unwrap_or_else(|e| spi_error(e));
+        // The functions the workers run, from 0.6.0 on (a library newer than the extension's
+        // objects runs them until ALTER EXTENSION simhash UPDATE).
+        let ext_schema = quote_identifier(
+            &CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid)))
+                .to_string_lossy(),
+        );
+        let functions = [
+            format!("{ext_schema}.simhash_pair_keys({ext_schema}.simhash64, pg_catalog.int4)"),
+            format!(
+                "{ext_schema}.simhash_key_pairs(pg_catalog.int4, pg_catalog.int8[], {ext_schema}.simhash64[], pg_catalog.int4, pg_catalog.bool)"
+            ),
+        ]
+        .map(|f| format!("pg_catalog.to_regprocedure({}) IS NOT NULL", crate::pg::names::quote_literal(&f)))
+        .join(" AND ");
+        let (coordinator, tenant, updated) = Spi::get_three::<bool, bool, bool>(&format!(
+            "SELECT pg_catalog.citus_is_coordinator(), {tenant_schemas}, {functions}"
+        ))
+        .unwrap_or_else(|e| spi_error(e));
+        if updated != Some(true) {
+            return on_coordinator("the extension's objects predate 0.6.0: run ALTER EXTENSION simhash UPDATE");
+        }
         if coordinator != Some(true) {
             return on_coordinator("this node is not the coordinator, where the work table is made");
         }
@@ -180,9 +198,6 @@ pub(super) unsafe fn spread_pairs(
             return on_coordinator("the workers need a work table in its schema, where the user may not create one");
         }
         let schema = CStr::from_ptr(pg_sys::get_namespace_name(namespace)).to_string_lossy().into_owned();
-        let ext = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid)))
-            .to_string_lossy()
-            .into_owned();
         // Unique among this node's backends (the pid) and, for names made on other nodes or left
         // by anyone, very likely (the clock).
         let pid = pg_sys::MyProcPid;
@@ -193,7 +208,7 @@ pub(super) unsafe fn spread_pairs(
             quote_identifier(&schema),
             quote_identifier(&format!("simhash_pairs_{pid}_{}_{clock:x}", WORK_TABLES.fetch_add(1, Ordering::Relaxed)))
         );
-        let ext = quote_identifier(&ext);
+        let ext = ext_schema;
         pgrx::debug1!("simhash: the pairs of \"{}\" are found on the workers through {work}", qualified_name(tbl));
         run(&format!("CREATE UNLOGGED TABLE {work} (key pg_catalog.int4 NOT NULL, id pg_catalog.int8, fp {ext}.simhash64 NOT NULL)"));
         run(&format!(

@@ -174,3 +174,25 @@ SELECT count(*) AS pairs FROM simhash_pairs('docs_before', 'fp', 11);
 
 DROP FUNCTION lookup_differences(int);
 DROP TABLE docs, docs_local, docs_before;
+
+-- ALTER EXTENSION simhash UPDATE on a cluster: from 0.5.0 (created on the coordinator, which
+-- Citus propagates), the pairs are found on the coordinator, with a NOTICE, until the update
+-- reaches every node; then on the workers.
+SET client_min_messages = warning;
+DROP EXTENSION simhash CASCADE;
+CREATE EXTENSION simhash VERSION '0.5.0';
+RESET client_min_messages;
+SELECT result AS worker_version FROM run_command_on_workers($$SELECT extversion FROM pg_extension WHERE extname = 'simhash'$$);
+CREATE TABLE up (id bigint PRIMARY KEY, fp simhash64, body text DEFAULT 'the same text');
+SELECT create_distributed_table('up', 'id');
+INSERT INTO up SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64 FROM generate_series(1, 2000) i;
+INSERT INTO up SELECT 100000 + id, (fp::bigint # 7)::simhash64 FROM up WHERE id <= 50;
+SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3);
+ALTER EXTENSION simhash UPDATE;
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'simhash') AS current
+FROM pg_extension WHERE extname = 'simhash';
+SELECT result = (SELECT default_version FROM pg_available_extensions WHERE name = 'simhash') AS worker_current
+FROM run_command_on_workers($$SELECT extversion FROM pg_extension WHERE extname = 'simhash'$$);
+SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3);
+SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3, 'body', 0.9);
+DROP TABLE up;
