@@ -26,6 +26,7 @@ LANGUAGE plpgsql VOLATILE STRICT AS $$
 DECLARE
     by_id boolean := false;
     schema name;
+    rel name;
     id_type text;
     work text;
     pairs text;
@@ -40,7 +41,7 @@ BEGIN
                                 AND pg_catalog.column_to_column_name(logicalrelid, partkey) OPERATOR(pg_catalog.=) $2)'
             INTO by_id USING tbl, id_column;
     END IF;
-    SELECT ns.nspname INTO schema
+    SELECT ns.nspname, c.relname INTO schema, rel
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl;
     IF by_id AND (k > 11 OR pg_catalog.current_setting('transaction_read_only')::boolean
@@ -69,13 +70,13 @@ BEGIN
     -- The pairs, with the shard of their first row ...
     EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_a %s NOT NULL, id_b %s NOT NULL, distance integer NOT NULL)',
                               pairs, id_type, id_type);
-    PERFORM pg_catalog.create_distributed_table(pairs, 'id_a', colocate_with => tbl::text);
+    PERFORM pg_catalog.create_distributed_table(pairs, 'id_a', colocate_with => pg_catalog.format('%I.%I', schema, rel));
     EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_a, p.id_b, p.distance FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L) p',
                               pairs, tbl, fp_column, k, id_column);
     -- ... with the first row's text, moved to the shard of the second ...
     EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_b %s NOT NULL, id_a %s NOT NULL, distance integer NOT NULL, body_a text)',
                               texts, id_type, id_type);
-    PERFORM pg_catalog.create_distributed_table(texts, 'id_b', colocate_with => tbl::text);
+    PERFORM pg_catalog.create_distributed_table(texts, 'id_b', colocate_with => pg_catalog.format('%I.%I', schema, rel));
     EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_b, p.id_a, p.distance, t.%I::pg_catalog.text FROM %s p JOIN %s t ON t.%I OPERATOR(pg_catalog.=) p.id_a',
                               texts, text_column, pairs, tbl, id_column);
     -- ... compared there with the second's.

@@ -67,29 +67,40 @@ fn simhash_key_pairs(
     }
     let mut pairs = Vec::new();
     let mut push = super::pair_collector(&mut pairs);
-    let id = |i: &u32| row_ids[*i as usize];
+    // With `links_only`, a pair only where it joins two groups: at most one per row, so no budget.
+    let mut links = Vec::new();
+    let mut groups = Links::new(row_ids.len());
+    let id = |i: u32| row_ids[i as usize];
+    let mut link = |x: u32, y: u32, d: u32| {
+        if groups.join(x, y) {
+            links.push((id(x).min(id(y)), id(x).max(id(y)), d as i32));
+        }
+    };
     let mut on_pairs = |a: &[u32], b: Option<&[u32]>, d: u32| match (b, links_only) {
         (None, false) => {
-            for (i, x) in a.iter().enumerate() {
-                for y in &a[i + 1..] {
+            for (i, &x) in a.iter().enumerate() {
+                for &y in &a[i + 1..] {
                     push(id(x), id(y), d);
                 }
             }
         }
         (Some(b), false) => {
-            for x in a {
-                for y in b {
+            for &x in a {
+                for &y in b {
                     push(id(x), id(y), d);
                 }
             }
         }
-        (None, true) => a[1..].iter().for_each(|y| push(id(&a[0]), id(y), d)),
-        (Some(b), true) => push(id(&a[0]), id(&b[0]), d),
+        (None, true) => a[1..].iter().for_each(|&y| link(a[0], y, d)),
+        (Some(b), true) => link(a[0], b[0], d),
     };
     let found = keyed_pairs::pairs_of_key(key, k, &row_fps, &mut on_pairs, &mut || {
         pg_sys::check_for_interrupts!();
     });
     drop(push);
+    if links_only {
+        pairs = links;
+    }
     if let Err(KeyError::Key(key)) = found {
         raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -99,6 +110,33 @@ fn simhash_key_pairs(
         );
     }
     TableIterator::new(pairs)
+}
+
+/// The groups of the rows of one key (union-find over their positions).
+struct Links {
+    parent: Vec<u32>,
+}
+
+impl Links {
+    fn new(rows: usize) -> Self {
+        Links { parent: (0..rows as u32).collect() }
+    }
+
+    fn root(&mut self, mut x: u32) -> u32 {
+        while self.parent[x as usize] != x {
+            let up = self.parent[self.parent[x as usize] as usize];
+            self.parent[x as usize] = up;
+            x = up;
+        }
+        x
+    }
+
+    /// Puts `x` and `y` in one group; whether they were in two.
+    fn join(&mut self, x: u32, y: u32) -> bool {
+        let (x, y) = (self.root(x), self.root(y));
+        self.parent[x.max(y) as usize] = x.min(y);
+        x != y
+    }
 }
 
 fn checked_radius(k: i32) -> u32 {
@@ -181,10 +219,11 @@ pub(super) unsafe fn spread_pairs(
         ]
         .map(|f| format!("pg_catalog.to_regprocedure({}) IS NOT NULL", crate::pg::names::quote_literal(&f)))
         .join(" AND ");
-        let (coordinator, tenant, updated) = Spi::get_three::<bool, bool, bool>(&format!(
-            "SELECT pg_catalog.citus_is_coordinator(), {tenant_schemas}, {functions}"
-        ))
-        .unwrap_or_else(|e| spi_error(e));
+        let facts = format!("SELECT pg_catalog.citus_is_coordinator(), {tenant_schemas}, {functions}");
+        // (read-only: a fallback takes no transaction id)
+        let (coordinator, tenant, updated) =
+            Spi::connect(|client| client.select(&facts, Some(1), &[])?.first().get_three::<bool, bool, bool>())
+                .unwrap_or_else(|e| spi_error(e));
         if updated != Some(true) {
             return on_coordinator("the extension's objects predate 0.6.0: run ALTER EXTENSION simhash UPDATE");
         }
@@ -235,8 +274,9 @@ pub(super) unsafe fn spread_pairs(
                     break;
                 }
                 for row in batch {
-                    let get = |c: usize| row.get::<i64>(c).ok().flatten().unwrap_or_default();
-                    on_pair(get(1), get(2), row.get::<i32>(3).ok().flatten().unwrap_or_default() as u32);
+                    let id = |c: usize| row.get::<i64>(c).ok().flatten().unwrap_or_else(|| wrong_row());
+                    let distance = row.get::<i32>(3).ok().flatten().unwrap_or_else(|| wrong_row());
+                    on_pair(id(1), id(2), distance as u32);
                 }
                 // pgrx leaves fetched tables to the end of the SPI connection: free each batch now.
                 pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable);
@@ -263,6 +303,15 @@ unsafe fn typed_columns(tbl: Oid, fp_column: &CStr, id_column: &CStr, fcinfo: pg
             && pg_sys::getBaseType(pg_sys::get_atttype(tbl, fp_attnum))
                 == crate::lookup::catalog::simhash64_type(schema)
     }
+}
+
+fn wrong_row() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+        "simhash: the workers returned a pair with a NULL id or distance".into(),
+        None,
+        None,
+    )
 }
 
 fn run(statement: &str) {

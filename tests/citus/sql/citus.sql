@@ -172,6 +172,29 @@ RESET client_min_messages;
 DELETE FROM docs_before WHERE id > 100000;
 SELECT count(*) AS pairs FROM simhash_pairs('docs_before', 'fp', 11);
 
+-- A table named none (which create_distributed_table's colocate_with must not read as 'none'),
+-- verified on the workers; a table in a distributed (tenant) schema, whose pairs are found on the
+-- coordinator.
+CREATE TABLE "none" (id bigint PRIMARY KEY, fp simhash64, body text);
+SELECT create_distributed_table('"none"', 'id');
+INSERT INTO "none" SELECT id, fp, body FROM docs_local WHERE id <= 500 OR id > 100000;
+CREATE TABLE none_local AS SELECT * FROM "none";
+SELECT count(*) AS pairs, (SELECT count(*) FROM (
+    (SELECT * FROM simhash_pairs('"none"', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('none_local', 'fp', 9, 'body', 0.5))
+    UNION ALL
+    (SELECT * FROM simhash_pairs('none_local', 'fp', 9, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('"none"', 'fp', 9, 'body', 0.5))) d) AS differences
+FROM simhash_pairs('"none"', 'fp', 9, 'body', 0.5);
+DROP TABLE "none", none_local;
+SET citus.enable_schema_based_sharding = on;
+CREATE SCHEMA tenant_a;
+RESET citus.enable_schema_based_sharding;
+CREATE TABLE tenant_a.docs (id bigint PRIMARY KEY, fp simhash64);
+INSERT INTO tenant_a.docs SELECT id, fp FROM docs_local WHERE id <= 500 OR id > 100000;
+SELECT count(*) AS pairs FROM simhash_pairs('tenant_a.docs', 'fp', 7);
+SET client_min_messages = warning;
+DROP SCHEMA tenant_a CASCADE;
+RESET client_min_messages;
+
 DROP FUNCTION lookup_differences(int);
 DROP TABLE docs, docs_local, docs_before;
 

@@ -214,6 +214,11 @@ SELECT * FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1],
                                 '{1, 2, 3, 4, 5, 6}', '{0000000000000000, 0000000000000007, 0000000000000000, NULL, ffff000000000000, 0000000000000000}', 3, true);
 SELECT count(*) FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[2],
                                 '{1, 3}', '{0000000000000000, 0000000000000000}', 3);
+-- links_only keeps one link per row however many pairs there are: 50,000 copies within 1MB.
+SET maintenance_work_mem = '1MB';
+SELECT count(*) AS links, count(DISTINCT id_a) AS firsts FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1],
+    array(SELECT generate_series(1, 50000)::bigint), array_fill('0000000000000000'::simhash64, '{50000}'), 3, true);
+RESET maintenance_work_mem;
 -- Misuse: 23502 (a NULL id with a fingerprint), 22023, 54000 (more pairs than maintenance_work_mem).
 \set VERBOSITY sqlstate
 SELECT * FROM simhash_key_pairs((simhash_pair_keys('0000000000000000', 3))[1], '{1, NULL}', '{0000000000000000, 0000000000000000}', 3);
