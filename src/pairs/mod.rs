@@ -293,6 +293,20 @@ fn is_integer(type_oid: Oid) -> bool {
     [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&unsafe { pg_sys::getBaseType(type_oid) })
 }
 
+/// Whether column `id_attnum` of table `tbl` is an integer id and column `fp_attnum` a simhash64 of
+/// the extension in `schema` (or domains over them), as the query form requires.
+///
+/// # Safety
+///
+/// In a backend, inside a transaction; both columns exist.
+unsafe fn pair_columns_typed(tbl: Oid, id_attnum: i16, fp_attnum: i16, schema: Oid) -> bool {
+    unsafe {
+        is_integer(pg_sys::get_atttype(tbl, id_attnum))
+            && pg_sys::getBaseType(pg_sys::get_atttype(tbl, fp_attnum))
+                == crate::lookup::catalog::simhash64_type(schema)
+    }
+}
+
 /// Runs `query` through a cursor, its first two columns named `names`, and calls `row` with each
 /// row's two values as 64-bit integers (`None` for NULL). The column types are checked once, up
 /// front, by `shape_ok(types, simhash64 type)`; `wrong` raises the error for a query of another shape.

@@ -288,7 +288,7 @@ pub(super) unsafe fn spread_pairs(
     }
 }
 
-/// Whether both columns exist, are stored, the id an integer and the fingerprint a simhash64 (else
+/// Whether both columns exist, the id an integer and the fingerprint a simhash64 (else
 /// the query form reports the error).
 unsafe fn typed_columns(tbl: Oid, fp_column: &CStr, id_column: &CStr, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     unsafe {
@@ -297,11 +297,7 @@ unsafe fn typed_columns(tbl: Oid, fp_column: &CStr, id_column: &CStr, fcinfo: pg
         if fp_attnum <= 0 || id_attnum <= 0 {
             return false;
         }
-        let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
-        let id_type = pg_sys::getBaseType(pg_sys::get_atttype(tbl, id_attnum));
-        [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&id_type)
-            && pg_sys::getBaseType(pg_sys::get_atttype(tbl, fp_attnum))
-                == crate::lookup::catalog::simhash64_type(schema)
+        super::pair_columns_typed(tbl, id_attnum, fp_attnum, pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid))
     }
 }
 

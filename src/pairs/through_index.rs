@@ -112,10 +112,7 @@ impl TableSource {
                 == pg_sys::CheckEnableRlsResult::RLS_ENABLED as core::ffi::c_int;
             let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
             let id_type = pg_sys::getBaseType(pg_sys::get_atttype(tbl, id_attnum));
-            let typed = [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&id_type)
-                && pg_sys::getBaseType(pg_sys::get_atttype(tbl, fp_attnum))
-                    == crate::lookup::catalog::simhash64_type(schema);
-            if !readable || row_security || !typed {
+            if !readable || row_security || !super::pair_columns_typed(tbl, id_attnum, fp_attnum, schema) {
                 return None;
             }
             let index = crate::lookup::catalog::column_indexes(schema, tbl, fp_attnum)?.own_index()?;
