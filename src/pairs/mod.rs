@@ -78,11 +78,11 @@ fn simhash_pairs_of_table(
         Err(query) => {
             let mut pairs = Vec::new();
             let mut push = pair_collector(&mut pairs);
-            if unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, false, fcinfo, &mut push) } {
-                drop(push);
+            let spread = unsafe { spread::spread_pairs(tbl, fp_column, id_column, k, false, fcinfo, &mut push) };
+            drop(push);
+            if spread {
                 pairs
             } else {
-                drop(push);
                 pairs_of_query(&query, k)
             }
         }

@@ -15,6 +15,7 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use simhash_core::keyed_pairs::{self, KeyError, MAX_KEYED_RADIUS};
+use simhash_core::pairs::Groups;
 
 use crate::fingerprint::simhash64::SimHash64;
 use crate::pg::errors::raise;
@@ -69,10 +70,13 @@ fn simhash_key_pairs(
     let mut push = super::pair_collector(&mut pairs);
     // With `links_only`, a pair only where it joins two groups: at most one per row, so no budget.
     let mut links = Vec::new();
-    let mut groups = Links::new(row_ids.len());
+    // (the groups of the key's rows, by position)
+    let mut groups = Groups::of((0..row_ids.len()).collect());
     let id = |i: u32| row_ids[i as usize];
     let mut link = |x: u32, y: u32, d: u32| {
-        if groups.join(x, y) {
+        let (rx, ry) = (groups.root(x as usize), groups.root(y as usize));
+        if rx != ry {
+            groups.union(rx, ry);
             links.push((id(x).min(id(y)), id(x).max(id(y)), d as i32));
         }
     };
@@ -110,33 +114,6 @@ fn simhash_key_pairs(
         );
     }
     TableIterator::new(pairs)
-}
-
-/// The groups of the rows of one key (union-find over their positions).
-struct Links {
-    parent: Vec<u32>,
-}
-
-impl Links {
-    fn new(rows: usize) -> Self {
-        Links { parent: (0..rows as u32).collect() }
-    }
-
-    fn root(&mut self, mut x: u32) -> u32 {
-        while self.parent[x as usize] != x {
-            let up = self.parent[self.parent[x as usize] as usize];
-            self.parent[x as usize] = up;
-            x = up;
-        }
-        x
-    }
-
-    /// Puts `x` and `y` in one group; whether they were in two.
-    fn join(&mut self, x: u32, y: u32) -> bool {
-        let (x, y) = (self.root(x), self.root(y));
-        self.parent[x.max(y) as usize] = x.min(y);
-        x != y
-    }
 }
 
 fn checked_radius(k: i32) -> u32 {

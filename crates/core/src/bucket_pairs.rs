@@ -33,7 +33,7 @@ pub type OnPairs<'a, T> = &'a mut dyn FnMut(&[Entry<T>], Option<&[Entry<T>]>, u3
 pub type Load<'a, T> = &'a mut dyn FnMut(u32, u32, &mut Vec<Entry<T>>);
 
 /// How many comparisons of fingerprints between two calls of `progress`.
-const COMPARISONS_PER_PROGRESS: u64 = 1 << 20;
+pub(crate) const COMPARISONS_PER_PROGRESS: u64 = 1 << 20;
 
 /// The buckets of `bits` bits at most `radius` bits from `bucket` and not below it, ascending.
 pub fn partner_buckets(bucket: u32, radius: u32, bits: u32) -> Vec<u32> {

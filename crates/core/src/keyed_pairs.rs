@@ -15,6 +15,7 @@
 //! is compared with the values at most `r` of those bits away. The work is the candidates'
 //! (about what [`crate::pairs`] compares on one machine) plus `4 (r + 1)` copies of each row moved.
 
+use crate::bucket_pairs::COMPARISONS_PER_PROGRESS;
 use crate::buckets::{segment_value, MAX_PROBED_RADIUS};
 use crate::distance::{hamming, SEGMENTS, SEGMENT_BITS};
 
@@ -98,9 +99,6 @@ pub enum KeyError {
 /// positions in `entries`, ascending): `on_pairs(a, None, 0)` means every two entries of `a` (equal
 /// fingerprints), `on_pairs(a, Some(b), distance)` every entry of `a` with every entry of `b`.
 pub type OnGroupPairs<'a> = &'a mut dyn FnMut(&[u32], Option<&[u32]>, u32);
-
-/// How many comparisons of fingerprints between two calls of `progress`.
-const COMPARISONS_PER_PROGRESS: u64 = 1 << 20;
 
 /// Every pair of `entries` within `k` that is reported under `key` ([`reported_under`]), to
 /// `on_pairs`, a group of entries with one fingerprint at a time, so that many copies of one
