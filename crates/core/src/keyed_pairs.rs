@@ -76,7 +76,7 @@ pub fn keys(fp: u64, k: u32) -> Option<Vec<i32>> {
 /// its first segment with values within `k / 4` bits, and in it the first block where they agree.
 pub fn reported_under(a: u64, b: u64, k: u32, segment: u32, block: u32) -> bool {
     let radius = k / SEGMENTS;
-    let close = |m: u32| (segment_value(a, m) ^ segment_value(b, m)).count_ones() <= radius;
+    let close = |m: u32| crate::distance::popcount(u64::from(segment_value(a, m) ^ segment_value(b, m))) <= radius;
     if !close(segment) || (0..segment).any(close) {
         return false;
     }

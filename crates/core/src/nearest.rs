@@ -59,7 +59,7 @@ pub fn ring_buckets(query: u64, n: u32, r: u32, bits: u32) -> Vec<u32> {
 /// first segment with that ring.
 pub fn first_ring(fp: u64, query: u64, bits: u32) -> (u32, u32) {
     (0..SEGMENTS)
-        .map(|n| ((bucket(fp, n, bits) ^ bucket(query, n, bits)).count_ones(), n))
+        .map(|n| (crate::distance::popcount(u64::from(bucket(fp, n, bits) ^ bucket(query, n, bits))), n))
         .min()
         .expect("four segments")
 }
