@@ -16,7 +16,7 @@
 use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::buckets::{probed_runs, probes_by_bucket, reported_in, segment_value, MAX_PROBED_RADIUS};
+use simhash_core::buckets::{for_each_probed, probes_by_bucket, reported_in, segment_value, MAX_PROBED_RADIUS};
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
 use super::page::{self, ChainSlot};
@@ -326,12 +326,12 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
                 page::read_buckets(index, &meta, segment, &buckets, Some(&values), |i, entries, sorted| {
                     // Of a page's sorted entries only those with a probed segment value.
                     let value = |entry: &page::Entry| segment_value(entry.fp, segment);
-                    for entry in probed_runs(entries, sorted, &values[i], meta.bits, value).flatten() {
+                    for_each_probed(entries, sorted, &values[i], meta.bits, value, |entry| {
                         let (fp, tid) = (entry.fp, entry.tid);
                         if in_all(fp) && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (fp, tid));
                         }
-                    }
+                    });
                 });
             }
         } else {
@@ -380,12 +380,12 @@ pub(super) unsafe fn search_many(
                 let value = |entry: &page::Entry| segment_value(entry.fp, segment);
                 for (_, q, asked) in runs[i] {
                     let query = queries[*q];
-                    for entry in probed_runs(entries, sorted, &values[asked.clone()], meta.bits, value).flatten() {
+                    for_each_probed(entries, sorted, &values[asked.clone()], meta.bits, value, |entry| {
                         let (fp, tid) = (entry.fp, entry.tid);
                         if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (*q, tid));
                         }
-                    }
+                    });
                 }
             });
         }

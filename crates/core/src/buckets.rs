@@ -18,7 +18,7 @@
 //! A bucket holds the entries of many segment values (2^(16 - bits) of them), most of which a probe
 //! does not ask for. So the entries of a page are kept sorted by their segment value where
 //! possible (a page as built, or once full), and a probe checks only the runs of the values it asks
-//! for there ([`probed_runs`]), and every entry of the page's unsorted rest.
+//! for there ([`for_each_probed`]), and every entry of the page's unsorted rest.
 
 use crate::distance::{SEGMENTS, SEGMENT_BITS};
 use crate::probes::{segment_probes, segment_radius};
@@ -68,31 +68,34 @@ pub fn probes_by_bucket(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<(u3
     Some(probes)
 }
 
-/// The entries of a page of a bucket of `bits` bits that a probe of `values` (ascending) must check:
-/// among the first `sorted` entries, which are in ascending order of `key` (their segment value),
-/// the runs whose value is one of `values`; then every entry after them.
+/// Calls `each` with the entries of a page of a bucket of `bits` bits that a probe of `values`
+/// (ascending) must check: among the first `sorted` entries, which are in ascending order of `key`
+/// (their segment value), the runs whose value is one of `values`; then every entry after them.
 ///
 /// Each run is found from where a uniform spread of the bucket's values would put it, galloping
 /// from there: a page is thousands of bytes and mostly not in the CPU's caches, so a few reads near
-/// the guess cost far less than a binary search's chain of dependent reads across the page.
-pub fn probed_runs<'a, T>(
-    entries: &'a [T],
+/// the guess cost far less than a binary search's chain of dependent reads across the page. A run
+/// is then read once, its end found as its entries are handed out.
+pub fn for_each_probed<T>(
+    entries: &[T],
     sorted: usize,
-    values: &'a [u16],
+    values: &[u16],
     bits: u32,
-    key: impl Fn(&T) -> u16 + 'a,
-) -> impl Iterator<Item = &'a [T]> + 'a {
+    key: impl Fn(&T) -> u16,
+    mut each: impl FnMut(&T),
+) {
     let (sorted, rest) = entries.split_at(sorted.min(entries.len()));
-    values
-        .iter()
-        .map(move |&value| {
-            let guess = run_guess(value, sorted.len(), bits);
-            let start = lower_bound_from(sorted, value, guess, &key);
-            let end = start + sorted[start..].iter().take_while(|e| key(e) == value).count();
-            &sorted[start..end]
-        })
-        .filter(|run| !run.is_empty())
-        .chain(std::iter::once(rest).filter(|rest| !rest.is_empty()))
+    for &value in values {
+        let guess = run_guess(value, sorted.len(), bits);
+        let start = lower_bound_from(sorted, value, guess, &key);
+        for entry in &sorted[start..] {
+            if key(entry) != value {
+                break;
+            }
+            each(entry);
+        }
+    }
+    rest.iter().for_each(each);
 }
 
 /// Where the run of segment value `value` should start among `sorted` entries of a bucket of
@@ -241,7 +244,7 @@ mod tests {
 
     /// The runs hold exactly the sorted entries whose value is asked for, then the unsorted rest.
     #[test]
-    fn probed_runs_are_the_asked_values_and_the_rest() {
+    fn probed_entries_are_the_asked_values_and_the_rest() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         let mut next = move || {
             state ^= state << 13;
@@ -260,15 +263,17 @@ mod tests {
             values.dedup();
             // Values 0..26 in buckets of 16 or 32 values, or a single bucket of every value.
             let bits = [0, 11, 12][(next() % 3) as usize];
-            let found: Vec<(u16, usize)> =
-                probed_runs(&entries, sorted, &values, bits, |e| e.0).flatten().copied().collect();
+            let mut found: Vec<(u16, usize)> = Vec::new();
+            for_each_probed(&entries, sorted, &values, bits, |e| e.0, |e| found.push(*e));
             let expected: Vec<(u16, usize)> =
                 entries[..sorted].iter().filter(|e| values.contains(&e.0)).chain(&entries[sorted..]).copied().collect();
             assert_eq!(found, expected, "entries {entries:?} sorted {sorted} values {values:?}");
         }
         // A sorted count beyond the entries (a corrupt page) reads them all as sorted.
         let entries = [(1u16, 0usize), (2, 1)];
-        assert_eq!(probed_runs(&entries, 9, &[2], 16, |e| e.0).flatten().count(), 1);
+        let mut count = 0;
+        for_each_probed(&entries, 9, &[2], 16, |e| e.0, |_| count += 1);
+        assert_eq!(count, 1);
     }
 
     #[test]
