@@ -1,10 +1,10 @@
 //! All pairs within Hamming distance `k` among the entries of a bucketed index (the layout of
 //! [`crate::buckets`]), a bucket or two in memory at a time.
 //!
-//! Two fingerprints within `k` (at most [`MAX_PROBED_RADIUS`]) have some segment whose values are
-//! within `r = k / 4` bits of each other (the pigeonhole of [`crate::probes`]). So, in each
-//! segment, every entry is compared with the entries whose segment value is within `r` bits of
-//! its own. Those lie in buckets whose numbers (the values' top `bits` bits) are within `r` bits
+//! Two fingerprints within `k` (at most [`MAX_PROBED_RADIUS`]) have some segment `n` whose values
+//! are within `r_n` bits of each other, the radii adding up to `k - 3` (the pigeonhole of
+//! [`crate::probes::segment_radii`]). So, in each segment, every entry is compared with the entries
+//! whose segment value is within `r` (that segment's radius) bits of its own. Those lie in buckets whose numbers (the values' top `bits` bits) are within `r` bits
 //! too: each bucket `b` is paired with each such bucket `b' >= b` ([`partner_buckets`]), and within
 //! the pair only runs of values within `r` bits are compared (`pairs_between`). A pair close in
 //! several segments is reported only in the first of them ([`reported_in`]), so each pair comes out
@@ -19,7 +19,7 @@
 
 use crate::buckets::{reported_in, segment_value, MAX_PROBED_RADIUS};
 use crate::distance::{hamming, SEGMENTS, SEGMENT_BITS};
-use crate::probes::segment_radius;
+use crate::probes::segment_radii;
 
 /// An entry of a bucket: a fingerprint and what the caller files with it (a row's position).
 pub type Entry<T> = (u64, T);
@@ -120,9 +120,10 @@ fn pairs_between<T: Copy>(
     comparisons: &mut u64,
     progress: &mut dyn FnMut(),
 ) {
-    let Some(radius) = segment_radius(k) else {
+    let Some(radii) = segment_radii(k) else {
         panic!("radius {k} is above {MAX_PROBED_RADIUS}");
     };
+    let radius = radii[n as usize];
     let other = right.unwrap_or(left);
     let (Some(first), Some(second)) = (left.entries.first(), other.entries.first()) else { return };
     // The buckets' numbers are their values' top bits; the rest, `low_bits`, tell the runs apart.
@@ -185,7 +186,7 @@ fn pairs_between<T: Copy>(
 /// comparison, not one per pair of them). `progress(buckets finished, of 4 << bits)` is called after
 /// each bucket and every million comparisons: the place to check for cancellation.
 pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPairs<T>, progress: &mut dyn FnMut(u64)) {
-    let Some(radius) = segment_radius(k) else {
+    let Some(radii) = segment_radii(k) else {
         panic!("radius {k} is above {MAX_PROBED_RADIUS}");
     };
     let (mut left, mut right) = (Bucket::new(), Bucket::new());
@@ -203,7 +204,7 @@ pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPair
                 continue;
             }
             left.prepare(n, bits);
-            for partner in partner_buckets(bucket, radius, bits) {
+            for partner in partner_buckets(bucket, radii[n as usize], bits) {
                 if partner == bucket {
                     pairs_between(&left, None, n, k, bits, on_pairs, &mut comparisons, progress);
                     continue;

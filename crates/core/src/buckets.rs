@@ -8,12 +8,13 @@
 //! (like the lists of an IVF index), so a table that grows far beyond its size at build time is
 //! worth a REINDEX.
 //!
-//! A radius lookup `d(fp, q) <= k` with `k` up to [`MAX_PROBED_RADIUS`] reads, in each segment, the
-//! buckets of the values within `k / 4` bits of the query's segment (the pigeonhole of
-//! [`crate::probes`]: a fingerprint within `k` has some segment within `k / 4` bits), checks the
-//! distance of every entry there, and reports a match only in the first segment whose value is
-//! within `k / 4` bits of the query's ([`reported_in`]), so that each row comes out once. A larger
-//! radius reads every bucket of segment 0 (each row once).
+//! A radius lookup `d(fp, q) <= k` with `k` up to [`MAX_PROBED_RADIUS`] reads, in each segment `n`,
+//! the buckets of the values within `r_n` bits of the query's segment, where the radii `r_n` add up
+//! to `k - 3` (the pigeonhole of [`crate::probes::segment_radii`]: a fingerprint within `k` has some
+//! segment within its radius), checks the distance of every entry there, and reports a match only
+//! in the first segment whose value is within that segment's radius of the query's
+//! ([`reported_in`]), so that each row comes out once. A larger radius reads every bucket of
+//! segment 0 (each row once).
 //!
 //! A bucket holds the entries of many segment values (2^(16 - bits) of them), most of which a probe
 //! does not ask for. So the entries of a page are kept sorted by their segment value where
@@ -21,7 +22,7 @@
 //! for there ([`for_each_probed`]), and every entry of the page's unsorted rest.
 
 use crate::distance::{SEGMENTS, SEGMENT_BITS};
-use crate::probes::{segment_probes, segment_radius};
+use crate::probes::{segment_probes, segment_radii};
 
 pub use crate::probes::MAX_PROBED_RADIUS;
 
@@ -55,7 +56,7 @@ pub fn bucket_of(fp: u64, n: u32, bits: u32) -> u32 {
 /// read (ascending, distinct) with the segment values asked for in it (ascending); `None` when `k`
 /// exceeds [`MAX_PROBED_RADIUS`].
 pub fn probes_by_bucket(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<(u32, Vec<u16>)>> {
-    let radius = segment_radius(k)?;
+    let radius = segment_radii(k)?[(n % SEGMENTS) as usize];
     let mut probes: Vec<(u32, Vec<u16>)> = Vec::new();
     // The probes are ascending, so the values of a bucket are adjacent.
     for value in segment_probes(segment_value(query, n), radius) {
@@ -150,11 +151,14 @@ fn lower_bound_from<T>(sorted: &[T], value: u16, guess: usize, key: &impl Fn(&T)
 
 /// Whether a match `fp` (within `k` of `query`, `k` at most [`MAX_PROBED_RADIUS`]) found while
 /// reading segment `n`'s buckets is reported there: `n` is the first segment whose value is within
-/// `k / 4` bits of the query's. Every match has such a segment, and its bucket is read there.
+/// that segment's radius ([`segment_radii`]) of the query's. Every match has such a segment, and
+/// its bucket is read there.
 pub fn reported_in(fp: u64, query: u64, n: u32, k: u32) -> bool {
-    let radius = k / SEGMENTS;
-    let close = |m: u32| crate::distance::popcount(u64::from(segment_value(fp, m) ^ segment_value(query, m))) <= radius;
-    close(n) && (0..n).all(|m| !close(m))
+    let Some(radii) = segment_radii(k) else { return n == 0 };
+    let close = |m: u32| {
+        crate::distance::popcount(u64::from(segment_value(fp, m) ^ segment_value(query, m))) <= radii[m as usize]
+    };
+    n < SEGMENTS && close(n) && (0..n).all(|m| !close(m))
 }
 
 #[cfg(test)]
@@ -166,7 +170,7 @@ mod tests {
     /// distinct, computed apart from [`probes_by_bucket`] (which the scan uses) as a reference;
     /// `None` when `k` exceeds [`MAX_PROBED_RADIUS`] (then every bucket of segment 0 is read).
     fn probe_buckets(query: u64, n: u32, k: u32, bits: u32) -> Option<Vec<u32>> {
-        let radius = segment_radius(k)?;
+        let radius = segment_radii(k)?[n as usize];
         let mut buckets: Vec<u32> = segment_probes(segment_value(query, n), radius)
             .into_iter()
             .map(|value| u32::from(value) >> (SEGMENT_BITS - bits))
@@ -231,7 +235,7 @@ mod tests {
                     let buckets: Vec<u32> = grouped.iter().map(|(b, _)| *b).collect();
                     assert_eq!(buckets, probe_buckets(query, n, k, bits).unwrap());
                     let values: Vec<u16> = grouped.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-                    assert_eq!(values, segment_probes(segment_value(query, n), segment_radius(k).unwrap()));
+                    assert_eq!(values, segment_probes(segment_value(query, n), segment_radii(k).unwrap()[n as usize]));
                     for (bucket, values) in &grouped {
                         assert!(values.iter().all(|&v| u32::from(v) >> (SEGMENT_BITS - bits) == *bucket));
                         assert!(values.windows(2).all(|w| w[0] < w[1]));

@@ -17,6 +17,23 @@ pub fn segment_radius(k: u32) -> Option<u32> {
     (k <= MAX_PROBED_RADIUS).then_some(k / SEGMENTS)
 }
 
+/// The bit radius of each segment that makes radius `k` exact when the radii may differ, or `None`
+/// above [`MAX_PROBED_RADIUS`]: `k - 3` bits spread over the four segments, the first ones taking
+/// what does not divide evenly (k = 9: 2, 2, 1, 1).
+///
+/// The pigeonhole with unequal holes: if every segment differed in more than its radius `r_i`,
+/// the fingerprints would differ in at least `sum(r_i + 1) = k + 1` bits. So some segment is within
+/// its radius, and probing each segment with the values within its own radius is complete. Against
+/// `k / 4` in every segment ([`segment_radius`]) this probes 308 values instead of 548 at k = 9,
+/// 188 instead of 548 at k = 8, 20 instead of 68 at k = 4; the same at k = 3, 7 and 11.
+pub fn segment_radii(k: u32) -> Option<[u32; 4]> {
+    if k > MAX_PROBED_RADIUS {
+        return None;
+    }
+    let spare = k.saturating_sub(SEGMENTS - 1);
+    Some(std::array::from_fn(|n| spare / SEGMENTS + u32::from((n as u32) < spare % SEGMENTS)))
+}
+
 /// Every 16-bit value within `radius` bits of `value`, ascending. `radius` is at most 3.
 pub fn segment_probes(value: u16, radius: u32) -> Vec<u16> {
     assert!(radius <= 3, "segment radius {radius} is out of range");
@@ -100,6 +117,23 @@ pub fn band_probes(fp: u64, radius: u32) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segment_radii_spread_k_minus_3() {
+        assert_eq!(segment_radii(0), Some([0, 0, 0, 0]));
+        assert_eq!(segment_radii(3), Some([0, 0, 0, 0]));
+        assert_eq!(segment_radii(4), Some([1, 0, 0, 0]));
+        assert_eq!(segment_radii(7), Some([1, 1, 1, 1]));
+        assert_eq!(segment_radii(9), Some([2, 2, 1, 1]));
+        assert_eq!(segment_radii(11), Some([2, 2, 2, 2]));
+        assert_eq!(segment_radii(12), None);
+        for k in 0..=MAX_PROBED_RADIUS {
+            let radii = segment_radii(k).unwrap();
+            // Complete (the radii plus one each add up to more than k), and never wider than k / 4.
+            assert!(radii.iter().map(|r| r + 1).sum::<u32>() > k);
+            assert!(radii.iter().all(|&r| r <= segment_radius(k).unwrap()));
+        }
+    }
     use crate::distance::hamming;
 
     #[test]
