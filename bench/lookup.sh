@@ -13,7 +13,8 @@
 # planted pairs within k. ROUTES picks routes (default all; e.g. ROUTES="radius own" for a quick 10M
 # run); PAIRS=0 skips the all-pairs timing. The cluster is restarted with shared_buffers large
 # enough for the table and every index, and left running that way; pg_prewarm loads them before
-# each route.
+# each route. SERVER_OPTIONS adds server settings (e.g. SERVER_OPTIONS="-c huge_pages=on", which
+# needs huge pages reserved: vm.nr_hugepages).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 N=${1:-1000000}
 DATA=${2:-uniform}
@@ -26,7 +27,7 @@ ROUTES=${ROUTES:-"seq_bit_count seq_hamming btree gin radius own covering"}
 PAIRS=${PAIRS:-1}
 QUERIES=200                        # planted query points
 SB_MB=$(( N / 1000000 * 600 + 512 ))
-restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off"
+restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off ${SERVER_OPTIONS:-}"
 fresh_database simhash_bench
 export PGDATABASE=simhash_bench
 work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
@@ -259,7 +260,7 @@ fi
     pairs_s[$k]=$(elapsed "$t0")
 done
 
-settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit')")
+settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit') || ', huge_pages=' || current_setting('huge_pages')")
 echo
 echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, $REAL_MODE," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB; table and indexes prewarmed with pg_prewarm)."
 echo

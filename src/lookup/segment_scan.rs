@@ -58,7 +58,7 @@ impl SegmentScan {
                 let column = attno as usize - 1;
                 Fingerprint { column, offset: fixed_offset((*index).rd_att, column) }
             });
-            let radius = simhash_core::probes::segment_radius(k).expect("k was checked when planning");
+            let radius = simhash_core::probes::segment_radii(k).expect("k was checked when planning")[segment as usize];
             let value = simhash_core::segment(query, segment).expect("segment < 4");
             SegmentScan {
                 index,

@@ -65,7 +65,8 @@ pub(crate) unsafe fn segments_equal(a: *mut Node, b: *mut Node, ours: &Extension
     }
 }
 
-/// `simhash_segment(probed, 0) = ANY(probes of other, 0) OR ... 3`.
+/// `simhash_segment(probed, 0) = ANY(probes of other, 0) OR ... 3`, each segment probed within
+/// its own radius of `radii` (`simhash_core::probes::segment_radii`).
 ///
 /// # Safety
 ///
@@ -74,13 +75,13 @@ pub(crate) unsafe fn segments_equal(a: *mut Node, b: *mut Node, ours: &Extension
 pub(crate) unsafe fn segment_candidates(
     probed: *mut Node,
     other: *mut Node,
-    segment_radius: u32,
+    radii: [u32; 4],
     ours: &ExtensionObjects,
 ) -> *mut Node {
     unsafe {
         let mut any_probe = PgList::<Node>::new();
         for n in 0..SEGMENTS as i32 {
-            let probes = segment_probes_of(other, n, segment_radius, ours);
+            let probes = segment_probes_of(other, n, radii[n as usize], ours);
             any_probe.push(int4_equal_any(segment_of(probed, n, ours), probes));
         }
         pg_sys::make_orclause(any_probe.into_pg()).cast()

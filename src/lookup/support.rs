@@ -98,7 +98,10 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
                     }
                     segments_equal(a, b, &ours)
                 }
-                IndexKind::SegmentBtrees => segment_candidates(probed, other, segment_radius, &ours),
+                IndexKind::SegmentBtrees => {
+                    let radii = simhash_core::probes::segment_radii(radius)?;
+                    segment_candidates(probed, other, radii, &ours)
+                }
                 IndexKind::BandsGin => band_candidates(probed, other, segment_radius, &ours),
                 IndexKind::OwnIndex => continue,
             };

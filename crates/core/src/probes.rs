@@ -4,7 +4,9 @@
 //! If two fingerprints differ in at most `k` bits, the differing bits fall into four segments, so some
 //! segment differs in at most `k / 4` of them (else the total would be at least `4 * (k / 4 + 1) > k`).
 //! Probing each segment index with every value within `k / 4` bits of the query's segment is therefore
-//! a complete candidate test: 1 value per segment for k <= 3, 17 for k <= 7, 137 for k <= 11.
+//! a complete candidate test: 1 value per segment for k <= 3, 17 for k <= 7, 137 for k <= 11. The
+//! segments may also take unequal radii that add up to `k - 3` ([`segment_radii`]), which the
+//! lookups use: fewer values in all for every k not of the form 4r + 3.
 
 use crate::distance::{segment, SEGMENTS, SEGMENT_BITS};
 
@@ -32,6 +34,13 @@ pub fn segment_radii(k: u32) -> Option<[u32; 4]> {
     }
     let spare = k.saturating_sub(SEGMENTS - 1);
     Some(std::array::from_fn(|n| spare / SEGMENTS + u32::from((n as u32) < spare % SEGMENTS)))
+}
+
+/// The probe values per segment at radius `k`, averaged over the four segments' radii
+/// ([`segment_radii`]): 1 up to k = 3, 5 at k = 4, 17 at k = 7, 77 at k = 9, 137 at k = 11.
+pub fn mean_probes_per_segment(k: u32) -> Option<f64> {
+    let radii = segment_radii(k)?;
+    Some(radii.iter().map(|&r| probes_per_segment(r) as f64).sum::<f64>() / f64::from(SEGMENTS))
 }
 
 /// Every 16-bit value within `radius` bits of `value`, ascending. `radius` is at most 3.
