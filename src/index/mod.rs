@@ -4,8 +4,8 @@
 //! segment's top bits (`simhash_core::buckets` has the layout and why a lookup is exact; `page` the
 //! pages). A radius test reaches it as the operator `fp <@ simhash_ball(q, k)`, which the planner
 //! rewrite makes of `fp <~> q <= k` where the column has such an index (`crate::lookup::support`);
-//! the scan (`scan`) reads the buckets of the values within `k / 4` bits of the query's segments
-//! and checks each entry's distance in the page, so the table is read only for the rows within
+//! the scan (`scan`) reads the buckets of the values within each segment's radius of the query's
+//! segments (radii adding up to `k - 3`, `simhash_core::probes::segment_radii`) and checks each entry's distance in the page, so the table is read only for the rows within
 //! `k`. `build` writes a new index, `insert` adds a row, `vacuum` removes the entries of removed
 //! rows; every change is WAL-logged (GenericXLog, or whole pages after a build).
 //!
@@ -22,7 +22,6 @@ mod check;
 mod insert;
 mod page;
 mod pairs;
-mod recent;
 mod scan;
 mod selectivity;
 mod vacuum;

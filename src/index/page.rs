@@ -397,7 +397,7 @@ pub(super) unsafe fn read_buckets(
                 pinned.clear();
                 for (j, &head) in chunk.iter().enumerate() {
                     if head != INVALID_BLOCK {
-                        let buffer = super::recent::read_buffer(index, head);
+                        let buffer = pg_sys::ReadBuffer(index, head);
                         prefetch_ends(pg_sys::BufferGetPage(buffer));
                         pinned.push((first + n * PINNED_AHEAD + j, head, buffer));
                     }
@@ -614,7 +614,7 @@ pub(super) unsafe fn new_buffer(index: pg_sys::Relation, fork: pg_sys::ForkNumbe
 /// `index` is an open index relation with that block.
 pub(super) unsafe fn read_locked(index: pg_sys::Relation, block: BlockNumber, mode: u32) -> Buffer {
     unsafe {
-        let buffer = super::recent::read_buffer(index, block);
+        let buffer = pg_sys::ReadBuffer(index, block);
         pg_sys::LockBuffer(buffer, mode as i32);
         buffer
     }

@@ -4,6 +4,9 @@
 //! within k bits differ by at most k / 4 bits in at least one segment (pigeonhole), so every row
 //! within k has, in some segment, a value within k / 4 bits of the query's there: for k <= 3 the
 //! same value, for k = 4..7 one of 17 values, for k = 8..11 one of 137 (`simhash_core::probes`).
+//! The segments may take unequal radii adding up to k - 3 (a row within k cannot differ in more than
+//! its radius in every segment), which the B-tree rewrite and the radius scan probe: k = 9 is 2, 2,
+//! 1 and 1 bits (`simhash_core::probes::segment_radii`); the GIN bands keep k / 4 in each.
 //! An index on each segment (`simhash_segment(fp, n)`) finds those rows; the exact distance then
 //! keeps only the rows within k. The answers are exactly those of the sequential scan.
 //!
