@@ -3,7 +3,7 @@
 //! the near-duplicate constraint's commit-time recheck reads the table once or looks each
 //! fingerprint up.
 
-use crate::probes::{mean_probes_per_segment, probes_per_segment, segment_radius, uniform_share_within};
+use crate::probes::{mean_probes_per_segment, uniform_share_within};
 
 /// Rows that share one 16-bit segment value, as a share of the table (uniform segments).
 const SHARE_PER_SEGMENT_VALUE: f64 = 1.0 / 65_536.0;
@@ -48,14 +48,13 @@ pub fn expected_matches(table_rows: f64, k: u32, rows: f64) -> f64 {
 }
 
 /// Whether one pass over a table of `rows` rows (comparing each with all `pending` fingerprints in
-/// memory, probing its four segments within k / 4 bits: `crate::dedup`) visits fewer rows than
-/// looking each fingerprint up: a lookup probes the four segments within their radii (on average
-/// 1 to 137 values, [`mean_probes_per_segment`]) and visits the rows sharing each value (about
-/// rows / 65,536), or the whole table without the indexes. `None` for a radius the probes cannot
-/// answer.
+/// memory: `crate::dedup`) visits fewer rows than looking each fingerprint up. Both probe the four
+/// segments within their radii (on average 1 to 137 values, [`mean_probes_per_segment`]); a lookup
+/// visits the rows sharing each value (about rows / 65,536), or the whole table without the
+/// indexes. `None` for a radius the probes cannot answer.
 pub fn one_pass_is_cheaper(rows: f64, indexed: bool, pending: usize, k: u32) -> Option<bool> {
-    let one_pass = rows * (1.0 + probes_per_segment(segment_radius(k)?) as f64 / 4.0);
     let probes = mean_probes_per_segment(k)?;
+    let one_pass = rows * (1.0 + probes / 4.0);
     let lookups = pending as f64 * if indexed { 4.0 * probes * (2.0 + rows * SHARE_PER_SEGMENT_VALUE) } else { rows };
     Some(one_pass < lookups)
 }

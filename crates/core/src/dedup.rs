@@ -4,18 +4,19 @@
 use std::collections::HashMap;
 
 use crate::distance::{hamming, segment, SEGMENTS};
-use crate::probes::{segment_probes, segment_radius};
+use crate::probes::{segment_probes, segment_radii};
 
 /// The largest radius the constraint handles: that of the exact segment probes (a pair within
 /// `k <= 11` bits shares a segment within `k / 4` bits, see [`crate::probes`]).
 pub const MAX_DEDUP_RADIUS: u32 = crate::probes::MAX_PROBED_RADIUS;
 
 /// A set of fingerprints that answers "which members are within `k` bits of `v`?" with the
-/// pigeonhole rule: a member within `k` of `v` has a segment within `k / 4` bits of `v`'s, so `v`
-/// probes each segment's map with its values within `k / 4` bits (1, 17 or 137 per segment).
+/// pigeonhole rule: a member within `k` of `v` has a segment within that segment's radius of `v`'s
+/// (radii adding up to `k - 3`, [`segment_radii`]), so `v` probes each segment's map with its values
+/// within that radius (1, 17 or 137 per segment).
 pub struct NearSet {
     k: u32,
-    radius: u32,
+    radii: [u32; 4],
     fps: Vec<u64>,
     /// Per segment: segment value -> indexes into `fps`.
     by_segment: Vec<HashMap<u16, Vec<u32>>>,
@@ -24,14 +25,14 @@ pub struct NearSet {
 impl NearSet {
     /// `None` when `k` exceeds [`MAX_DEDUP_RADIUS`].
     pub fn new(fps: Vec<u64>, k: u32) -> Option<Self> {
-        let radius = segment_radius(k)?;
+        let radii = segment_radii(k)?;
         let mut by_segment = vec![HashMap::new(); SEGMENTS as usize];
         for (i, &fp) in fps.iter().enumerate() {
             for (n, map) in by_segment.iter_mut().enumerate() {
                 map.entry(segment(fp, n as i32).expect("n < 4")).or_insert_with(Vec::new).push(i as u32);
             }
         }
-        Some(NearSet { k, radius, fps, by_segment })
+        Some(NearSet { k, radii, fps, by_segment })
     }
 
     pub fn fingerprints(&self) -> &[u64] {
@@ -52,10 +53,10 @@ impl NearSet {
                     }
                 }
             };
-            if self.radius == 0 {
+            if self.radii[n] == 0 {
                 visit(value);
             } else {
-                segment_probes(value, self.radius).into_iter().for_each(&mut visit);
+                segment_probes(value, self.radii[n]).into_iter().for_each(&mut visit);
             }
         }
     }
