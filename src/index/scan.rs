@@ -16,7 +16,9 @@
 use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::buckets::{for_each_probed, probes_by_bucket, reported_in, segment_value, MAX_PROBED_RADIUS};
+use simhash_core::buckets::{
+    for_each_asked, for_each_probed, probes_by_bucket, reported_in, segment_value, Askers, MAX_PROBED_RADIUS,
+};
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
 use super::page::{self, ChainSlot};
@@ -350,8 +352,9 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
 }
 
 /// For each of `queries`, the rows within `k` (at most `MAX_PROBED_RADIUS`): (position in
-/// `queries`, TID) pairs, each once, in no particular order. Each bucket is read once for all the
-/// queries that probe it.
+/// `queries`, TID) pairs, each once, in no particular order. Each page of a probed bucket is read
+/// once for all the queries, each of its entries checked against the queries that probe its value
+/// (`simhash_core::buckets::for_each_asked`).
 pub(super) unsafe fn search_many(
     index: pg_sys::Relation,
     queries: &[u64],
@@ -360,33 +363,20 @@ pub(super) unsafe fn search_many(
     unsafe {
         let meta = page::load_meta(index);
         let mut results = Vec::new();
+        let mut askers = Askers::default();
         for segment in 0..SEGMENTS {
-            // (bucket, query, its probed values in `values`), by bucket.
-            let mut probes: Vec<(u32, usize, std::ops::Range<usize>)> = Vec::new();
-            let mut values: Vec<u16> = Vec::new();
-            for (q, &query) in queries.iter().enumerate() {
-                let Some(buckets) = probes_by_bucket(query, segment, k, meta.bits) else {
-                    error!("simhash index: a batched lookup takes radii up to {MAX_PROBED_RADIUS}, not {k}");
-                };
-                for (bucket, asked) in buckets {
-                    probes.push((bucket, q, values.len()..values.len() + asked.len()));
-                    values.extend(asked);
-                }
+            if askers.fill(queries, segment, k).is_none() {
+                error!("simhash index: a batched lookup takes radii up to {MAX_PROBED_RADIUS}, not {k}");
             }
-            probes.sort_unstable_by_key(|p| p.0);
-            let runs: Vec<&[(u32, usize, std::ops::Range<usize>)]> = probes.chunk_by(|a, b| a.0 == b.0).collect();
-            let buckets: Vec<u32> = runs.iter().map(|run| run[0].0).collect();
+            let buckets = askers.buckets(meta.bits);
             page::read_buckets(index, &meta, segment, &buckets, None, |i, entries, sorted| {
                 let value = |entry: &page::Entry| segment_value(entry.fp, segment);
-                for (_, q, asked) in runs[i] {
-                    let query = queries[*q];
-                    for_each_probed(entries, sorted, &values[asked.clone()], meta.bits, value, |entry| {
-                        let (fp, tid) = (entry.fp, entry.tid);
-                        if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
-                            super::push(&mut results, (*q, tid));
-                        }
-                    });
-                }
+                for_each_asked(entries, sorted, &askers, buckets[i], meta.bits, value, |entry, q| {
+                    let (fp, query) = (entry.fp, queries[q as usize]);
+                    if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
+                        super::push(&mut results, (q as usize, entry.tid));
+                    }
+                });
             });
         }
         results

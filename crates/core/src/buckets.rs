@@ -149,6 +149,113 @@ fn lower_bound_from<T>(sorted: &[T], value: u16, guess: usize, key: &impl Fn(&T)
     lo + sorted[lo..hi].partition_point(|e| key(e) < value)
 }
 
+/// Many lookups at once, one segment at a time (the near-duplicate constraint's recheck of the
+/// fingerprints a transaction wrote): for each 16-bit value of the segment, which of the queries
+/// probe it, kept as one array of query positions sorted by value (a counting sort), so that a
+/// page of a bucket is read once for all the queries that ask for any of its values.
+#[derive(Default)]
+pub struct Askers {
+    /// `queries[starts[v]..starts[v + 1]]` probe value `v`.
+    starts: Vec<u32>,
+    queries: Vec<u32>,
+}
+
+impl Askers {
+    /// Fills in the queries of segment `n` of a lookup of each of `queries` within `k` (probes of
+    /// [`probes_by_bucket`]); `None` when `k` exceeds [`MAX_PROBED_RADIUS`] or there are more
+    /// than `u32::MAX` probes.
+    pub fn fill(&mut self, queries: &[u64], n: u32, k: u32) -> Option<()> {
+        let masks = segment_probes(0, segment_radii(k)?[(n % SEGMENTS) as usize]);
+        let total = u32::try_from(queries.len().checked_mul(masks.len())?).ok()?;
+        let values = 1usize << SEGMENT_BITS;
+        self.starts.clear();
+        self.starts.resize(values + 1, 0);
+        for &query in queries {
+            let value = segment_value(query, n);
+            for &mask in &masks {
+                self.starts[usize::from(value ^ mask) + 1] += 1;
+            }
+        }
+        for v in 0..values {
+            self.starts[v + 1] += self.starts[v];
+        }
+        debug_assert_eq!(self.starts[values], total);
+        // Place each query after those of its values placed so far: `next[v]` is the next slot.
+        let mut next = self.starts[..values].to_vec();
+        self.queries.clear();
+        self.queries.resize(total as usize, 0);
+        for (q, &query) in queries.iter().enumerate() {
+            let value = segment_value(query, n);
+            for &mask in &masks {
+                let slot = &mut next[usize::from(value ^ mask)];
+                self.queries[*slot as usize] = q as u32;
+                *slot += 1;
+            }
+        }
+        Some(())
+    }
+
+    /// The queries (positions, ascending) that probe segment value `value`.
+    pub fn of(&self, value: u16) -> &[u32] {
+        let v = usize::from(value);
+        match self.starts.get(v..v + 2) {
+            Some(&[start, end]) => &self.queries[start as usize..end as usize],
+            _ => &[],
+        }
+    }
+
+    /// The buckets of `bits` bits that some query probes, ascending.
+    pub fn buckets(&self, bits: u32) -> Vec<u32> {
+        let bits = bits.min(SEGMENT_BITS);
+        let width = 1usize << (SEGMENT_BITS - bits);
+        (0..1u32 << bits)
+            .filter(|&bucket| {
+                let first = bucket as usize * width;
+                self.starts.get(first).zip(self.starts.get(first + width)).is_some_and(|(a, b)| a < b)
+            })
+            .collect()
+    }
+}
+
+/// Calls `each(entry, q)` for every entry of a page of `bucket` (of `bits` bits) and every query
+/// `q` of `askers` that probes the entry's segment value (`key`): among the first `sorted`
+/// entries, which are in ascending order of `key`, the run of each asked value, found by galloping
+/// forward from the previous run; then each entry of the unsorted rest, with the queries of its
+/// value. Each entry is read once, whatever the number of queries.
+pub fn for_each_asked<T>(
+    entries: &[T],
+    sorted: usize,
+    askers: &Askers,
+    bucket: u32,
+    bits: u32,
+    key: impl Fn(&T) -> u16,
+    mut each: impl FnMut(&T, u32),
+) {
+    let (sorted, rest) = entries.split_at(sorted.min(entries.len()));
+    let bits = bits.min(SEGMENT_BITS);
+    let width = 1u32 << (SEGMENT_BITS - bits);
+    let mut at = 0;
+    for value in bucket * width..(bucket + 1) * width {
+        let Ok(value) = u16::try_from(value) else { break };
+        let queries = askers.of(value);
+        if queries.is_empty() {
+            continue;
+        }
+        at += lower_bound_from(&sorted[at..], value, 0, &key);
+        while let Some(entry) = sorted.get(at).filter(|entry| key(entry) == value) {
+            for &q in queries {
+                each(entry, q);
+            }
+            at += 1;
+        }
+    }
+    for entry in rest {
+        for &q in askers.of(key(entry)) {
+            each(entry, q);
+        }
+    }
+}
+
 /// Whether a match `fp` (within `k` of `query`, `k` at most [`MAX_PROBED_RADIUS`]) found while
 /// reading segment `n`'s buckets is reported there: `n` is the first segment whose value is within
 /// that segment's radius ([`segment_radii`]) of the query's. Every match has such a segment, and
@@ -278,6 +385,86 @@ mod tests {
         let mut count = 0;
         for_each_probed(&entries, 9, &[2], 16, |e| e.0, |_| count += 1);
         assert_eq!(count, 1);
+    }
+
+    #[test]
+    fn askers_are_the_queries_that_probe_each_value() {
+        let queries: Vec<u64> = vec![0x0123_4567_89AB_CDEF, 0xFFFF_0000_1234_8000, 0x0123_4567_89AB_CDEE, 0];
+        let mut askers = Askers::default();
+        for k in [0, 3, 4, 7, 9, 11] {
+            for n in 0..SEGMENTS {
+                askers.fill(&queries, n, k).unwrap();
+                let mut expected: Vec<Vec<u32>> = vec![Vec::new(); 1 << SEGMENT_BITS];
+                for (q, &query) in queries.iter().enumerate() {
+                    for (_, values) in probes_by_bucket(query, n, k, 16).unwrap() {
+                        for value in values {
+                            expected[usize::from(value)].push(q as u32);
+                        }
+                    }
+                }
+                for value in 0..=u16::MAX {
+                    assert_eq!(askers.of(value), expected[usize::from(value)], "k {k} n {n} value {value}");
+                }
+                for bits in [0, 8, 11, 16] {
+                    let mut buckets: Vec<u32> = queries
+                        .iter()
+                        .flat_map(|&q| probes_by_bucket(q, n, k, bits).unwrap().into_iter().map(|(b, _)| b))
+                        .collect();
+                    buckets.sort_unstable();
+                    buckets.dedup();
+                    assert_eq!(askers.buckets(bits), buckets, "k {k} n {n} bits {bits}");
+                }
+            }
+        }
+        assert!(askers.fill(&queries, 0, MAX_PROBED_RADIUS + 1).is_none());
+        assert!(Askers::default().of(7).is_empty());
+    }
+
+    #[test]
+    fn asked_entries_are_each_entry_with_the_queries_of_its_value() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut askers = Askers::default();
+        for round in 0..300 {
+            // Queries and entries whose segment 3 falls in a few buckets of 11 bits (32 values
+            // each), so that runs of equal values and shared probes occur.
+            let near = |x: u64| (x & 0x3F) | ((x >> 8) & 1) << 10;
+            let queries: Vec<u64> = (0..1 + next() % 6).map(|_| near(next())).collect();
+            let k = [3, 7, 11][round % 3];
+            askers.fill(&queries, 3, k).unwrap();
+            let len = (next() % 60) as usize;
+            let mut entries: Vec<(u16, usize)> = (0..len).map(|i| (near(next()) as u16, i)).collect();
+            let sorted = if len == 0 { 0 } else { (next() as usize) % (len + 1) };
+            entries[..sorted].sort_by_key(|e| e.0);
+            let bits = [0, 11, 16][(next() % 3) as usize];
+            for bucket in askers.buckets(bits) {
+                let in_bucket: Vec<(u16, usize)> =
+                    entries.iter().filter(|e| u32::from(e.0) >> (SEGMENT_BITS - bits) == bucket).copied().collect();
+                let sorted = in_bucket.iter().take_while(|e| entries[..sorted].contains(e)).count();
+                let mut found: Vec<((u16, usize), u32)> = Vec::new();
+                for_each_asked(&in_bucket, sorted, &askers, bucket, bits, |e| e.0, |e, q| found.push((*e, q)));
+                let mut expected: Vec<((u16, usize), u32)> = Vec::new();
+                for e in &in_bucket {
+                    for (q, &query) in queries.iter().enumerate() {
+                        let radius = segment_radii(k).unwrap()[3];
+                        if (e.0 ^ segment_value(query, 3)).count_ones() <= radius {
+                            expected.push((*e, q as u32));
+                        }
+                    }
+                }
+                found.sort_unstable();
+                expected.sort_unstable();
+                assert_eq!(
+                    found, expected,
+                    "entries {in_bucket:?} sorted {sorted} queries {queries:x?} k {k} bits {bits}"
+                );
+            }
+        }
     }
 
     #[test]
