@@ -19,7 +19,10 @@
 //! A bucket holds the entries of many segment values (2^(16 - bits) of them), most of which a probe
 //! does not ask for. So the entries of a page are kept sorted by their segment value where
 //! possible (a page as built, or once full), and a probe checks only the runs of the values it asks
-//! for there ([`for_each_probed`]), and every entry of the page's unsorted rest.
+//! for there ([`for_each_probed`]), and every entry of the page's unsorted rest. Many lookups at
+//! once (the near-duplicate constraint's recheck) read a page once for all of them: each entry
+//! whose value one of them asks for is checked against those that ask ([`Askers`],
+//! [`for_each_asked`]).
 
 use crate::distance::{SEGMENTS, SEGMENT_BITS};
 use crate::probes::{segment_probes, segment_radii};
@@ -150,70 +153,76 @@ fn lower_bound_from<T>(sorted: &[T], value: u16, guess: usize, key: &impl Fn(&T)
 }
 
 /// Many lookups at once, one segment at a time (the near-duplicate constraint's recheck of the
-/// fingerprints a transaction wrote): for each 16-bit value of the segment, which of the queries
-/// probe it, kept as one array of query positions sorted by value (a counting sort), so that a
-/// page of a bucket is read once for all the queries that ask for any of its values.
+/// fingerprints a transaction wrote): which of the queries probe each 16-bit value of the segment,
+/// as (value, query) pairs in ascending order, so that a page of a bucket is read once for all the
+/// queries that ask for any of its values ([`for_each_asked`]).
 #[derive(Default)]
 pub struct Askers {
-    /// `queries[starts[v]..starts[v + 1]]` probe value `v`.
-    starts: Vec<u32>,
-    queries: Vec<u32>,
+    /// `value << 32 | query position`, ascending.
+    pairs: Vec<u64>,
 }
 
+/// Above this many probes, [`Askers::fill`] sorts them by counting (a pass over the 65,536
+/// values), below it with a comparison sort.
+const COUNTING_SORT_FROM: usize = 1 << 16;
+
 impl Askers {
-    /// Fills in the queries of segment `n` of a lookup of each of `queries` within `k` (probes of
-    /// [`probes_by_bucket`]); `None` when `k` exceeds [`MAX_PROBED_RADIUS`] or there are more
-    /// than `u32::MAX` probes.
+    /// Fills in the probes of segment `n` of a lookup of each of `queries` within `k` (those of
+    /// [`probes_by_bucket`]); `None` when `k` exceeds [`MAX_PROBED_RADIUS`].
     pub fn fill(&mut self, queries: &[u64], n: u32, k: u32) -> Option<()> {
         let masks = segment_probes(0, segment_radii(k)?[(n % SEGMENTS) as usize]);
-        let total = u32::try_from(queries.len().checked_mul(masks.len())?).ok()?;
-        let values = 1usize << SEGMENT_BITS;
-        self.starts.clear();
-        self.starts.resize(values + 1, 0);
+        let total = queries.len() * masks.len();
+        let pair = |q: usize, value: u16| u64::from(value) << 32 | q as u64;
+        self.pairs.clear();
+        if total < COUNTING_SORT_FROM {
+            for (q, &query) in queries.iter().enumerate() {
+                let value = segment_value(query, n);
+                self.pairs.extend(masks.iter().map(|&mask| pair(q, value ^ mask)));
+            }
+            self.pairs.sort_unstable();
+            return Some(());
+        }
+        // Counting sort: `next[v]` is where the next probe of value `v` goes.
+        let mut next = vec![0usize; 1 << SEGMENT_BITS];
         for &query in queries {
             let value = segment_value(query, n);
             for &mask in &masks {
-                self.starts[usize::from(value ^ mask) + 1] += 1;
+                next[usize::from(value ^ mask)] += 1;
             }
         }
-        for v in 0..values {
-            self.starts[v + 1] += self.starts[v];
+        let mut start = 0;
+        for slot in next.iter_mut() {
+            (*slot, start) = (start, start + *slot);
         }
-        debug_assert_eq!(self.starts[values], total);
-        // Place each query after those of its values placed so far: `next[v]` is the next slot.
-        let mut next = self.starts[..values].to_vec();
-        self.queries.clear();
-        self.queries.resize(total as usize, 0);
+        self.pairs.resize(total, 0);
         for (q, &query) in queries.iter().enumerate() {
             let value = segment_value(query, n);
             for &mask in &masks {
                 let slot = &mut next[usize::from(value ^ mask)];
-                self.queries[*slot as usize] = q as u32;
+                self.pairs[*slot] = pair(q, value ^ mask);
                 *slot += 1;
             }
         }
         Some(())
     }
 
+    /// The probes of the values `from..to` (`to` up to 65,536), ascending.
+    fn of_values(&self, from: u32, to: u32) -> &[u64] {
+        let at = |value: u32| self.pairs.partition_point(|&p| p >> 32 < u64::from(value));
+        &self.pairs[at(from)..at(to)]
+    }
+
     /// The queries (positions, ascending) that probe segment value `value`.
-    pub fn of(&self, value: u16) -> &[u32] {
-        let v = usize::from(value);
-        match self.starts.get(v..v + 2) {
-            Some(&[start, end]) => &self.queries[start as usize..end as usize],
-            _ => &[],
-        }
+    pub fn of(&self, value: u16) -> impl Iterator<Item = u32> + '_ {
+        self.of_values(u32::from(value), u32::from(value) + 1).iter().map(|&p| p as u32)
     }
 
     /// The buckets of `bits` bits that some query probes, ascending.
     pub fn buckets(&self, bits: u32) -> Vec<u32> {
-        let bits = bits.min(SEGMENT_BITS);
-        let width = 1usize << (SEGMENT_BITS - bits);
-        (0..1u32 << bits)
-            .filter(|&bucket| {
-                let first = bucket as usize * width;
-                self.starts.get(first).zip(self.starts.get(first + width)).is_some_and(|(a, b)| a < b)
-            })
-            .collect()
+        let shift = 32 + SEGMENT_BITS - bits.min(SEGMENT_BITS);
+        let mut buckets: Vec<u32> = self.pairs.iter().map(|&p| (p >> shift) as u32).collect();
+        buckets.dedup();
+        buckets
     }
 }
 
@@ -221,7 +230,7 @@ impl Askers {
 /// `q` of `askers` that probes the entry's segment value (`key`): among the first `sorted`
 /// entries, which are in ascending order of `key`, the run of each asked value, found by galloping
 /// forward from the previous run; then each entry of the unsorted rest, with the queries of its
-/// value. Each entry is read once, whatever the number of queries.
+/// value. Each entry is checked once, whatever the number of queries that ask for its value.
 pub fn for_each_asked<T>(
     entries: &[T],
     sorted: usize,
@@ -232,26 +241,27 @@ pub fn for_each_asked<T>(
     mut each: impl FnMut(&T, u32),
 ) {
     let (sorted, rest) = entries.split_at(sorted.min(entries.len()));
-    let bits = bits.min(SEGMENT_BITS);
-    let width = 1u32 << (SEGMENT_BITS - bits);
+    let width = 1u32 << (SEGMENT_BITS - bits.min(SEGMENT_BITS));
+    let asked = askers.of_values(bucket.saturating_mul(width), bucket.saturating_add(1).saturating_mul(width));
     let mut at = 0;
-    for value in bucket * width..(bucket + 1) * width {
-        let Ok(value) = u16::try_from(value) else { break };
-        let queries = askers.of(value);
-        if queries.is_empty() {
-            continue;
+    for group in asked.chunk_by(|a, b| a >> 32 == b >> 32) {
+        if at == sorted.len() {
+            break;
         }
+        let value = (group[0] >> 32) as u16;
         at += lower_bound_from(&sorted[at..], value, 0, &key);
         while let Some(entry) = sorted.get(at).filter(|entry| key(entry) == value) {
-            for &q in queries {
-                each(entry, q);
+            for &p in group {
+                each(entry, p as u32);
             }
             at += 1;
         }
     }
     for entry in rest {
-        for &q in askers.of(key(entry)) {
-            each(entry, q);
+        let value = u64::from(key(entry));
+        let from = asked.partition_point(|&p| p >> 32 < value);
+        for &p in asked[from..].iter().take_while(|&&p| p >> 32 == value) {
+            each(entry, p as u32);
         }
     }
 }
@@ -403,7 +413,8 @@ mod tests {
                     }
                 }
                 for value in 0..=u16::MAX {
-                    assert_eq!(askers.of(value), expected[usize::from(value)], "k {k} n {n} value {value}");
+                    let of: Vec<u32> = askers.of(value).collect();
+                    assert_eq!(of, expected[usize::from(value)], "k {k} n {n} value {value}");
                 }
                 for bits in [0, 8, 11, 16] {
                     let mut buckets: Vec<u32> = queries
@@ -417,7 +428,30 @@ mod tests {
             }
         }
         assert!(askers.fill(&queries, 0, MAX_PROBED_RADIUS + 1).is_none());
-        assert!(Askers::default().of(7).is_empty());
+        assert!(Askers::default().of(7).next().is_none());
+        assert!(Askers::default().buckets(11).is_empty());
+    }
+
+    #[test]
+    fn askers_sort_many_probes_by_counting_like_few() {
+        // 700 queries at k = 11 make 95,900 probes per segment (a counting sort), with duplicates
+        // and values at both ends; each query alone is below the threshold (a comparison sort).
+        let mut queries: Vec<u64> = (0..690u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+        queries.extend([0, u64::MAX, u64::MAX, 0xFFFF_FFFF_0000_0000, queries[5], queries[5], 1, 2, 3, 4]);
+        let (mut many, mut one) = (Askers::default(), Askers::default());
+        for n in 0..SEGMENTS {
+            many.fill(&queries, n, 11).unwrap();
+            let mut expected: Vec<u64> = Vec::new();
+            for (q, &query) in queries.iter().enumerate() {
+                one.fill(&[query], n, 11).unwrap();
+                expected.extend(one.pairs.iter().map(|&p| p | q as u64));
+            }
+            expected.sort_unstable();
+            assert_eq!(many.pairs, expected, "segment {n}");
+            // Refilled with fewer queries: nothing of the earlier fill is left.
+            many.fill(&queries[..2], n, 3).unwrap();
+            assert_eq!(many.pairs.len(), 2);
+        }
     }
 
     #[test]
@@ -465,6 +499,103 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn asked_entries_are_those_each_query_finds_alone() {
+        // The batched read (for_each_asked) against one read per query (for_each_probed with the
+        // query's probed values, then the match test of the scan: the radius and reported_in).
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut askers, mut matched) = (Askers::default(), 0);
+        for round in 0..200 {
+            // Fingerprints near a few centres (so that matches occur), some with segment values
+            // at the top of the range.
+            fn near(next: &mut impl FnMut() -> u64) -> u64 {
+                let centre = [0u64, u64::MAX, 0x0123_4567_89AB_CDEF][(next() % 3) as usize];
+                (0..(next() % 8)).fold(centre, |fp, _| fp ^ 1 << (next() % 64))
+            }
+            let mut queries: Vec<u64> = (0..1 + next() % 5).map(|_| near(&mut next)).collect();
+            queries.push(queries[0]); // a duplicate
+            let k = [0, 3, 5, 9, 11][round % 5];
+            let bits = [8, 11, 16][(next() % 3) as usize];
+            let len = (next() % 50) as usize;
+            let fps: Vec<u64> = (0..len).map(|_| near(&mut next)).collect();
+            for n in 0..SEGMENTS {
+                askers.fill(&queries, n, k).unwrap();
+                for bucket in askers.buckets(bits) {
+                    let mut page: Vec<(u64, usize)> = fps
+                        .iter()
+                        .copied()
+                        .enumerate()
+                        .map(|(i, fp)| (fp, i))
+                        .filter(|&(fp, _)| bucket_of(fp, n, bits) == bucket)
+                        .collect();
+                    let sorted = if page.is_empty() { 0 } else { (next() as usize) % (page.len() + 1) };
+                    page[..sorted].sort_by_key(|e| segment_value(e.0, n));
+                    let matches = |fp: u64, query: u64| hamming(fp, query) <= k && reported_in(fp, query, n, k);
+                    let mut found = Vec::new();
+                    for_each_asked(
+                        &page,
+                        sorted,
+                        &askers,
+                        bucket,
+                        bits,
+                        |e| segment_value(e.0, n),
+                        |e, q| {
+                            if matches(e.0, queries[q as usize]) {
+                                found.push((q as usize, e.1));
+                            }
+                        },
+                    );
+                    let mut alone = Vec::new();
+                    for (q, &query) in queries.iter().enumerate() {
+                        let probes = probes_by_bucket(query, n, k, bits).unwrap();
+                        let Some((_, values)) = probes.iter().find(|(b, _)| *b == bucket) else { continue };
+                        for_each_probed(
+                            &page,
+                            sorted,
+                            values,
+                            bits,
+                            |e| segment_value(e.0, n),
+                            |e| {
+                                if matches(e.0, query) {
+                                    alone.push((q, e.1));
+                                }
+                            },
+                        );
+                    }
+                    found.sort_unstable();
+                    alone.sort_unstable();
+                    matched += found.len();
+                    assert_eq!(
+                        found, alone,
+                        "queries {queries:x?} page {page:x?} sorted {sorted} k {k} bits {bits} n {n}"
+                    );
+                }
+            }
+        }
+        assert!(matched > 100, "only {matched} matches: the test compares little");
+    }
+
+    #[test]
+    fn asked_entries_of_a_corrupt_page_or_no_queries() {
+        let mut askers = Askers::default();
+        // A "sorted" prefix out of order, and a sorted count beyond the entries: it ends.
+        let entries: Vec<(u16, usize)> = vec![(9, 0), (3, 1), (7, 2), (3, 3), (1, 4)];
+        askers.fill(&[0x0003, 0x0007], 3, 3).unwrap();
+        let mut count = 0;
+        for_each_asked(&entries, 99, &askers, 0, 8, |e| e.0, |_, _| count += 1);
+        assert!(count <= entries.len() * 2);
+        // No queries: nothing is asked.
+        askers.fill(&[], 3, 11).unwrap();
+        assert!(askers.buckets(8).is_empty());
+        for_each_asked(&entries, 2, &askers, 0, 8, |e| e.0, |_, _| panic!("nothing was asked"));
     }
 
     #[test]
