@@ -137,7 +137,21 @@ unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usi
 /// started may be missed: their writers recheck after writing them, and then see ours.
 unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<u64> {
     unsafe {
-        let set = simhash_core::dedup::NearSet::new(pending.fingerprints.clone(), pending.k).expect("k was checked");
+        use simhash_core::dedup::{NearSet, NearSetError};
+        let set = match NearSet::new(pending.fingerprints.clone(), pending.k) {
+            Ok(set) => set,
+            Err(NearSetError::OutOfMemory) => raise(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!(
+                    "out of memory for the near-duplicate recheck of {} rows of relation \"{}\"",
+                    pending.fingerprints.len(),
+                    relation_name(rel)
+                ),
+                None,
+                None,
+            ),
+            Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
+        };
         let mut suspect = vec![false; pending.fingerprints.len()];
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value| {

@@ -1,9 +1,7 @@
 //! The near-duplicate constraint: its limits, and [`NearSet`], the in-memory lookup its commit-time
 //! recheck uses to compare a whole table against a transaction's fingerprints in one pass.
 
-use std::collections::HashMap;
-
-use crate::distance::{hamming, segment, SEGMENTS};
+use crate::distance::{hamming, segment};
 use crate::probes::{segment_probes, segment_radii};
 
 /// The largest radius the constraint handles: that of the exact segment probes (a pair within
@@ -12,27 +10,102 @@ pub const MAX_DEDUP_RADIUS: u32 = crate::probes::MAX_PROBED_RADIUS;
 
 /// A set of fingerprints that answers "which members are within `k` bits of `v`?" with the
 /// pigeonhole rule: a member within `k` of `v` has a segment within that segment's radius of `v`'s
-/// (radii adding up to `k - 3`, [`segment_radii`]), so `v` probes each segment's map with its values
-/// within that radius (1, 17 or 137 per segment).
+/// (radii adding up to `k - 3`, [`segment_radii`]; 1, 17 or 137 values per segment).
+///
+/// The commit-time recheck asks it once for every row of a table, so a question must cost little.
+/// Each segment has a table of its 65,536 values, filed in one of two ways:
+/// - while the members' probes are few (at most [`PROBES_FILED_UP_TO`] in all), each member under
+///   every value within its segment's radius, so that `v` reads one value per segment;
+/// - else each member under its own value (memory in proportion to the members, for a big COPY),
+///   and `v` reads every value within the radius of its own.
 pub struct NearSet {
     k: u32,
-    radii: [u32; 4],
     fps: Vec<u64>,
-    /// Per segment: segment value -> indexes into `fps`.
-    by_segment: Vec<HashMap<u16, Vec<u32>>>,
+    /// The values within each segment's radius of 0 (XOR with a value: those within the radius).
+    masks: [Vec<u16>; 4],
+    /// Members filed under the values within their radius, or else under their own value.
+    probes_filed: bool,
+    segments: [ValueTable; 4],
+}
+
+/// Above this many probes in all (4 bytes each), [`NearSet`] files each member under its own
+/// segment values only (64 MB).
+pub const PROBES_FILED_UP_TO: usize = 1 << 24;
+
+/// Member indexes filed by 16-bit value: those of value `v` are `members[starts[v]..starts[v + 1]]`.
+struct ValueTable {
+    starts: Vec<u32>,
+    members: Vec<u32>,
+}
+
+impl ValueTable {
+    /// The table of `(value, member)` pairs, which `pairs` yields twice alike (a counting sort);
+    /// `None` when memory runs out.
+    fn new<I: Iterator<Item = (u16, u32)>>(pairs: impl Fn() -> I) -> Option<Self> {
+        let zeros = |n: usize| {
+            let mut v: Vec<u32> = Vec::new();
+            v.try_reserve_exact(n).ok()?;
+            v.resize(n, 0);
+            Some(v)
+        };
+        let mut starts = zeros((1 << 16) + 1)?;
+        for (value, _) in pairs() {
+            starts[usize::from(value) + 1] += 1;
+        }
+        for v in 0..1 << 16 {
+            starts[v + 1] += starts[v];
+        }
+        let mut next = zeros(1 << 16)?;
+        next.copy_from_slice(&starts[..1 << 16]);
+        let mut members = zeros(starts[1 << 16] as usize)?;
+        for (value, member) in pairs() {
+            let slot = &mut next[usize::from(value)];
+            members[*slot as usize] = member;
+            *slot += 1;
+        }
+        Some(ValueTable { starts, members })
+    }
+
+    fn of(&self, value: u16) -> &[u32] {
+        let v = usize::from(value);
+        &self.members[self.starts[v] as usize..self.starts[v + 1] as usize]
+    }
+}
+
+/// Why a [`NearSet`] could not be made.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NearSetError {
+    /// `k` exceeds [`MAX_DEDUP_RADIUS`].
+    RadiusOutOfRange,
+    /// Its tables do not fit in memory (or the members are more than `u32::MAX`).
+    OutOfMemory,
 }
 
 impl NearSet {
-    /// `None` when `k` exceeds [`MAX_DEDUP_RADIUS`].
-    pub fn new(fps: Vec<u64>, k: u32) -> Option<Self> {
-        let radii = segment_radii(k)?;
-        let mut by_segment = vec![HashMap::new(); SEGMENTS as usize];
-        for (i, &fp) in fps.iter().enumerate() {
-            for (n, map) in by_segment.iter_mut().enumerate() {
-                map.entry(segment(fp, n as i32).expect("n < 4")).or_insert_with(Vec::new).push(i as u32);
-            }
+    pub fn new(fps: Vec<u64>, k: u32) -> Result<Self, NearSetError> {
+        Self::filed(fps, k, PROBES_FILED_UP_TO)
+    }
+
+    /// [`NearSet::new`], filing the members under their probes if those are at most `limit`.
+    fn filed(fps: Vec<u64>, k: u32, limit: usize) -> Result<Self, NearSetError> {
+        let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
+        u32::try_from(fps.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        let masks = radii.map(|radius| segment_probes(0, radius));
+        let probes: usize = masks.iter().map(|m| m.len().saturating_mul(fps.len())).sum();
+        let probes_filed = probes <= limit;
+        let value = |fp: u64, n: usize| segment(fp, n as i32).expect("n < 4");
+        let mut segments = Vec::with_capacity(4);
+        for (n, masks) in masks.iter().enumerate() {
+            let members = || fps.iter().enumerate().map(move |(i, &fp)| (value(fp, n), i as u32));
+            let table = if probes_filed {
+                ValueTable::new(|| members().flat_map(|(v, i)| masks.iter().map(move |&m| (v ^ m, i))))
+            } else {
+                ValueTable::new(members)
+            };
+            segments.push(table.ok_or(NearSetError::OutOfMemory)?);
         }
-        Some(NearSet { k, radii, fps, by_segment })
+        let segments = segments.try_into().ok().expect("four segments");
+        Ok(NearSet { k, fps, masks, probes_filed, segments })
     }
 
     pub fn fingerprints(&self) -> &[u64] {
@@ -42,21 +115,19 @@ impl NearSet {
     /// Calls `found(i)` for each member `fps[i]` within `k` of `v` (a member may be reported once
     /// per segment it shares).
     pub fn for_each_near(&self, v: u64, found: &mut dyn FnMut(usize)) {
-        for (n, map) in self.by_segment.iter().enumerate() {
+        for (n, table) in self.segments.iter().enumerate() {
             let value = segment(v, n as i32).expect("n < 4");
             let mut visit = |probe: u16| {
-                if let Some(members) = map.get(&probe) {
-                    for &i in members {
-                        if hamming(self.fps[i as usize], v) <= self.k {
-                            found(i as usize);
-                        }
+                for &i in table.of(probe) {
+                    if hamming(self.fps[i as usize], v) <= self.k {
+                        found(i as usize);
                     }
                 }
             };
-            if self.radii[n] == 0 {
+            if self.probes_filed {
                 visit(value);
             } else {
-                segment_probes(value, self.radii[n]).into_iter().for_each(&mut visit);
+                self.masks[n].iter().for_each(|&mask| visit(value ^ mask));
             }
         }
     }
@@ -79,8 +150,10 @@ mod tests {
     fn near_set_matches_a_linear_scan() {
         let mut state = 7;
         let fps: Vec<u64> = (0..300).map(|_| next(&mut state)).collect();
-        for k in 0..=MAX_DEDUP_RADIUS {
-            let set = NearSet::new(fps.clone(), k).unwrap();
+        for (k, limit) in (0..=MAX_DEDUP_RADIUS).flat_map(|k| [(k, PROBES_FILED_UP_TO), (k, 0)]) {
+            // Both ways of filing the members: under their probes, and (limit 0) under their values.
+            let set = NearSet::filed(fps.clone(), k, limit).unwrap();
+            assert_eq!(set.probes_filed, limit > 0);
             for q in 0..200 {
                 let mut v = fps[q % fps.len()];
                 for _ in 0..(next(&mut state) % 13) {
@@ -91,9 +164,20 @@ mod tests {
                 got.sort_unstable();
                 got.dedup();
                 let want: Vec<usize> = (0..fps.len()).filter(|&i| hamming(fps[i], v) <= k).collect();
-                assert_eq!(got, want, "k = {k}");
+                assert_eq!(got, want, "k = {k}, limit {limit}");
             }
         }
-        assert!(NearSet::new(fps, MAX_DEDUP_RADIUS + 1).is_none());
+        assert_eq!(NearSet::new(fps, MAX_DEDUP_RADIUS + 1).err(), Some(NearSetError::RadiusOutOfRange));
+        // No members, and members twice.
+        let set = NearSet::new(Vec::new(), 11).unwrap();
+        set.for_each_near(5, &mut |_| panic!("no members"));
+        for limit in [PROBES_FILED_UP_TO, 0] {
+            let set = NearSet::filed(vec![9, 9, 0xFFFF_FFFF_FFFF_0000], 3, limit).unwrap();
+            let mut got = Vec::new();
+            set.for_each_near(8, &mut |i| got.push(i));
+            got.sort_unstable();
+            got.dedup();
+            assert_eq!(got, vec![0, 1]);
+        }
     }
 }
