@@ -119,7 +119,7 @@ pub(super) unsafe fn suspects_through_index(
     fingerprints: &[u64],
     k: u32,
 ) -> Vec<u64> {
-    const BATCH: usize = 1000;
+    const BATCH: usize = simhash_core::cost::RECHECK_BATCH;
     unsafe {
         let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
         let mut suspects = Vec::new();

@@ -31,6 +31,7 @@ use std::ops::ControlFlow;
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
+use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::config::Verify;
@@ -58,7 +59,12 @@ pub(super) unsafe fn recheck_all() {
             pending.fingerprints.sort_unstable();
             pending.fingerprints.dedup();
             let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
-            let suspects = if one_pass_is_cheaper(rel, index.is_some(), pending.fingerprints.len(), pending.k) {
+            let route = match index {
+                Some(RecheckIndex::Own(_)) => RecheckRoute::SimhashIndex,
+                Some(RecheckIndex::SegmentBtrees(_)) => RecheckRoute::SegmentBtrees,
+                None => RecheckRoute::NoIndex,
+            };
+            let suspects = if one_pass_is_cheaper(rel, route, pending.fingerprints.len(), pending.k) {
                 suspects_in_one_pass(rel, &pending)
             } else if let Some(RecheckIndex::Own(oid)) = index {
                 suspects_through_index(rel, oid, pending.attnum, &pending.fingerprints, pending.k)
@@ -124,11 +130,11 @@ pub(super) unsafe fn recheck_all() {
 /// Whether one pass over the table costs less than looking up each pending fingerprint
 /// (`simhash_core::cost::one_pass_is_cheaper`), with the table's size as the planner knows it (at
 /// least 60 rows per block).
-unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, indexed: bool, pending: usize, k: u32) -> bool {
+unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, route: RecheckRoute, pending: usize, k: u32) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) as f64;
         let rows = f64::max((*(*rel).rd_rel).reltuples as f64, blocks * 60.0);
-        simhash_core::cost::one_pass_is_cheaper(rows, indexed, pending, k).expect("k was checked")
+        simhash_core::cost::one_pass_is_cheaper(rows, route, pending, k).expect("k was checked")
     }
 }
 

@@ -47,15 +47,64 @@ pub fn expected_matches(table_rows: f64, k: u32, rows: f64) -> f64 {
     (table_rows * uniform_share_within(k)).clamp(1.0, rows.max(1.0))
 }
 
+/// How the commit-time recheck can look a fingerprint up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecheckRoute {
+    /// The simhash index, [`RECHECK_BATCH`] fingerprints at a time (each page read once for them).
+    SimhashIndex,
+    /// The four segment B-trees, one descent per probe value and fingerprint.
+    SegmentBtrees,
+    /// A scan of the whole table per fingerprint.
+    NoIndex,
+}
+
+/// How many fingerprints the recheck looks up together through the simhash index.
+pub const RECHECK_BATCH: usize = 1000;
+
+// The recheck's costs in the time of checking one index entry (about 3.5 ns on the 2-core
+// machine of the README; measured with commits of 100 to 4,000 rows at k = 11 on 1,000,000 rows,
+// one run each): a table row read in the one pass with a dirty snapshot (0.1-0.28 µs: 116 ms
+// for 287 fingerprints on a table just vacuumed, 281 ms for 3,825 on one with dead rows), a
+// simhash index page reached (about 1 µs; 1,000 fingerprints took 33-38 ms), a segment B-tree
+// descent with its few entries (about 2 µs; 97 fingerprints took 111 ms).
+const ROW_READ: f64 = 80.0;
+const INDEX_PAGE: f64 = 285.0;
+const BTREE_DESCENT: f64 = 550.0;
+/// Rows per page of the simhash index (4 entries per row, pages about three quarters full).
+const ROWS_PER_INDEX_PAGE: f64 = 110.0;
+
+/// The pages of the simhash index of a table of `rows` rows that lookups can reach: a page per
+/// [`ROWS_PER_INDEX_PAGE`] rows, and on a small table a page per filled bucket (at least
+/// [`crate::buckets::MIN_BUCKET_BITS`] bits per segment, so up to 1,024 buckets of one row each).
+fn index_pages(rows: f64) -> f64 {
+    let buckets = 4.0 * f64::from(1u32 << crate::buckets::MIN_BUCKET_BITS);
+    f64::max(rows / ROWS_PER_INDEX_PAGE, f64::min(4.0 * rows, buckets)) + 1.0
+}
+
 /// Whether one pass over a table of `rows` rows (comparing each with all `pending` fingerprints in
-/// memory: `crate::dedup`) visits fewer rows than looking each fingerprint up. Both probe the four
-/// segments within their radii (on average 1 to 137 values, [`mean_probes_per_segment`]); a lookup
-/// visits the rows sharing each value (about rows / 65,536), or the whole table without the
-/// indexes. `None` for a radius the probes cannot answer.
-pub fn one_pass_is_cheaper(rows: f64, indexed: bool, pending: usize, k: u32) -> Option<bool> {
-    let probes = mean_probes_per_segment(k)?;
-    let one_pass = rows * (1.0 + probes / 4.0);
-    let lookups = pending as f64 * if indexed { 4.0 * probes * (2.0 + rows * SHARE_PER_SEGMENT_VALUE) } else { rows };
+/// memory: `crate::dedup::NearSet`) costs less than looking each fingerprint up through `route`.
+/// A lookup probes the four segments within their radii (on average 1 to 137 values,
+/// [`mean_probes_per_segment`]) and checks the entries that share each value (about
+/// rows / 65,536), as many as the pass checks; through the simhash index a batch reaches each
+/// page once, at most every page.
+/// `None` for a radius the probes cannot answer.
+pub fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> Option<bool> {
+    let probes = 4.0 * mean_probes_per_segment(k)?;
+    let pending = pending as f64;
+    let filed = pending * probes <= crate::dedup::PROBES_FILED_UP_TO as f64;
+    // Both check the same candidates: each pending fingerprint against the rows that share one of
+    // its probed segment values.
+    let entries = pending * probes * rows * SHARE_PER_SEGMENT_VALUE;
+    let one_pass = rows * (ROW_READ + if filed { 4.0 } else { probes }) + entries;
+    let lookups = match route {
+        RecheckRoute::SimhashIndex => {
+            let batches = (pending / RECHECK_BATCH as f64).ceil();
+            let pages_per_batch = f64::min(pending.min(RECHECK_BATCH as f64) * probes, index_pages(rows));
+            batches * pages_per_batch * INDEX_PAGE + entries
+        }
+        RecheckRoute::SegmentBtrees => pending * probes * BTREE_DESCENT + entries,
+        RecheckRoute::NoIndex => pending * rows * ROW_READ,
+    };
     Some(one_pass < lookups)
 }
 
@@ -90,11 +139,34 @@ mod tests {
 
     #[test]
     fn one_pass_wins_for_many_fingerprints_or_no_index() {
-        assert_eq!(one_pass_is_cheaper(1e6, true, 1, 3), Some(false));
-        assert_eq!(one_pass_is_cheaper(1e6, true, 1_000_000, 3), Some(true));
+        use RecheckRoute::*;
+        // Measured on 1,000,000 rows at k = 11: a commit of 2,848 rows looked up through the
+        // simhash index took 94 ms, one of 3,825 rows in one pass 281 ms, one of 9,507 rows in one
+        // pass 790 ms. The candidates are checked either way, so the pass would win from about
+        // 30,000, where its set no longer files the probes (29,200 at k = 11): a row then reads
+        // 548 values, and the pass wins from about 240,000.
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 3_000, 11), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 20_000, 11), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 50_000, 11), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 300_000, 11), Some(true));
+        // At k = 3 a lookup reaches 4 pages: the pass wins only for many more.
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 1, 3), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 20_000, 3), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 1_000_000, 3), Some(true));
+        // The B-trees take a descent per probe value (the pass wins from about 270 at k = 11).
+        assert_eq!(one_pass_is_cheaper(1e6, SegmentBtrees, 50, 11), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, SegmentBtrees, 1_000, 11), Some(true));
         // Without the indexes each lookup is a pass of its own.
-        assert_eq!(one_pass_is_cheaper(1e6, false, 2, 11), Some(false));
-        assert_eq!(one_pass_is_cheaper(1e6, false, 100, 11), Some(true));
-        assert_eq!(one_pass_is_cheaper(1e6, true, 1, 12), None);
+        assert_eq!(one_pass_is_cheaper(1e6, NoIndex, 1, 11), Some(false));
+        assert_eq!(one_pass_is_cheaper(1e6, NoIndex, 2, 11), Some(true));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 1, 12), None);
+        // A small table (a block, at least 60 rows to the caller): its index has a page per
+        // filled bucket, so a lookup or two at k = 3 (4 pages each), and the pass for more or at
+        // k = 11 (the regress and isolation tests of the recheck rely on it with 40 rows).
+        assert_eq!(one_pass_is_cheaper(60.0, SimhashIndex, 1, 3), Some(false));
+        assert_eq!(one_pass_is_cheaper(60.0, SimhashIndex, 40, 3), Some(true));
+        assert_eq!(one_pass_is_cheaper(60.0, SimhashIndex, 1, 11), Some(true));
+        assert_eq!(one_pass_is_cheaper(1e6, SimhashIndex, 1, 11), Some(false));
+        assert_eq!(one_pass_is_cheaper(0.0, SimhashIndex, 1, 0), Some(true));
     }
 }
