@@ -64,12 +64,14 @@ pub(super) unsafe fn recheck_all() {
                 Some(RecheckIndex::SegmentBtrees(_)) => RecheckRoute::SegmentBtrees,
                 None => RecheckRoute::NoIndex,
             };
-            let suspects = if one_pass_is_cheaper(rel, route, pending.fingerprints.len(), pending.k) {
-                suspects_in_one_pass(rel, &pending)
+            // (taken: not needed after the suspects are chosen, and a big COPY's are large)
+            let fingerprints = std::mem::take(&mut pending.fingerprints);
+            let suspects = if one_pass_is_cheaper(rel, route, fingerprints.len(), pending.k) {
+                suspects_in_one_pass(rel, &pending, fingerprints)
             } else if let Some(RecheckIndex::Own(oid)) = index {
-                suspects_through_index(rel, oid, pending.attnum, &pending.fingerprints, pending.k)
+                suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k)
             } else {
-                pending.fingerprints.clone()
+                fingerprints
             };
             let mut skipped = 0u64;
             // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
@@ -141,16 +143,17 @@ unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, route: RecheckRoute, pendin
 /// The pending fingerprints that have a row of another transaction within k (committed or not),
 /// found in one pass over the table with a dirty snapshot. Rows of others written after the pass
 /// started may be missed: their writers recheck after writing them, and then see ours.
-unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<u64> {
+unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending, fingerprints: Vec<u64>) -> Vec<u64> {
     unsafe {
         use simhash_core::dedup::{NearSet, NearSetError};
-        let set = match NearSet::new(pending.fingerprints.clone(), pending.k) {
+        let count = fingerprints.len();
+        let set = match NearSet::new(fingerprints, pending.k) {
             Ok(set) => set,
             Err(NearSetError::OutOfMemory) => raise(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
                 format!(
                     "out of memory for the near-duplicate recheck of {} rows of relation \"{}\"",
-                    pending.fingerprints.len(),
+                    count,
                     relation_name(rel)
                 ),
                 None,
@@ -158,7 +161,7 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending) -> Vec<
             ),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        let mut suspect = vec![false; pending.fingerprints.len()];
+        let mut suspect = vec![false; count];
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value| {
             if let Some(value) = value.filter(|_| !written_by_this_transaction(tuple)) {

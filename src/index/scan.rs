@@ -473,11 +473,7 @@ impl Ordered {
                 });
             };
             match step {
-                Step::Ring(r) => {
-                    for segment in 0..SEGMENTS {
-                        read(segment, &ring_buckets(query, segment, r, meta.bits));
-                    }
-                }
+                Step::Ring { ring, segment } => read(segment, &ring_buckets(query, segment, ring, meta.bits)),
                 Step::Rest => read(0, &(0..1u32 << meta.bits).collect::<Vec<u32>>()),
             }
         }

@@ -91,7 +91,7 @@ impl NearSet {
         let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
         u32::try_from(fps.len()).map_err(|_| NearSetError::OutOfMemory)?;
         let masks = radii.map(|radius| segment_probes(0, radius));
-        let probes: usize = masks.iter().map(|m| m.len().saturating_mul(fps.len())).sum();
+        let probes = masks.iter().map(|m| m.len().saturating_mul(fps.len())).fold(0, usize::saturating_add);
         let probes_filed = probes <= limit;
         let value = |fp: u64, n: usize| segment(fp, n as i32).expect("n < 4");
         let mut segments = Vec::with_capacity(4);
@@ -178,6 +178,15 @@ mod tests {
             got.sort_unstable();
             got.dedup();
             assert_eq!(got, vec![0, 1]);
+            // Segment values 0 and 0xFFFF at k = 11 (probes that wrap around neither end).
+            let set = NearSet::filed(vec![0, u64::MAX, 0x0000_FFFF_0000_FFFF], 11, limit).unwrap();
+            for (v, want) in [(0x7FFu64, vec![0]), (!0x7FFu64, vec![1]), (0x0000_FFFF_0000_FF00, vec![2])] {
+                let mut got = Vec::new();
+                set.for_each_near(v, &mut |i| got.push(i));
+                got.sort_unstable();
+                got.dedup();
+                assert_eq!(got, want, "v {v:x} limit {limit}");
+            }
         }
     }
 }

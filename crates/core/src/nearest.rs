@@ -6,10 +6,12 @@
 //! the *ring* of a row the fewest bits in which one of its segments' buckets differs from the
 //! query's (0 to `bits`). A row within `d` bits of the query has a segment within `d / 4` bits
 //! (pigeonhole), and a bucket differs in no more bits than its values, so its ring is at most
-//! `d / 4`. Reading rings 0, 1, 2, ... (in each segment, every bucket `r` bits from the query's)
-//! finds after ring `r` every row within `4r + 3` bits: those can be handed out, nearest first,
-//! while the rest wait. Each row is kept only where it is first met: in its ring, in the first
-//! segment that gives it that ring ([`first_ring`]). When the next ring would cost more than half a
+//! `d / 4`. Reading rings 0, 1, 2, ... (in each segment, every bucket `r` bits from the query's),
+//! one segment after the other, finds after ring `r` of segment `n` every row within `4r + n`
+//! bits (a row not met yet differs in more than `r` bits in segments `0..=n` and in more than
+//! `r - 1` in the others): those can be handed out, nearest first, while the rest wait. Each row
+//! is kept only where it is first met: in its ring, in the first segment that gives it that ring
+//! ([`first_ring`]). When the next ring would cost more than half a
 //! pass over a whole segment, one pass over segment 0 ([`Step::Rest`]) collects every row not met
 //! yet, after which the order is complete.
 
@@ -20,8 +22,8 @@ use crate::distance::{SEGMENTS, SEGMENT_BITS};
 /// What an ordered scan reads next.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Step {
-    /// In each segment, the buckets that differ from the query's in this many bits ([`ring_buckets`]).
-    Ring(u32),
+    /// The buckets of `segment` that differ from the query's in `ring` bits ([`ring_buckets`]).
+    Ring { ring: u32, segment: u32 },
     /// Every bucket of segment 0.
     Rest,
 }
@@ -78,8 +80,9 @@ fn binomial(n: u32, k: u32) -> u64 {
 pub struct Nearest<T> {
     query: u64,
     bits: u32,
-    /// Rings read so far (rings `0..rings`).
-    rings: u32,
+    /// Rings of segments read so far: ring `done / 4` of segments `0..done % 4`, and every
+    /// earlier ring of every segment.
+    done: u32,
     /// The step under way.
     step: Option<Step>,
     /// Every row within this distance has been met (`None`: nothing yet; 64: every row).
@@ -117,7 +120,7 @@ impl<T: Ord> Nearest<T> {
         Nearest {
             query,
             bits,
-            rings: 0,
+            done: 0,
             step: None,
             met_through: None,
             cutoff: 64,
@@ -141,10 +144,11 @@ impl<T: Ord> Nearest<T> {
         // A ring reads 4 * C(bits, r) buckets; a pass over segment 0 reads 2^bits. Rings go on
         // until the first pass, and while they can still raise `met_through`: rows dropped beyond
         // `cutoff` are met again only by a pass.
-        let ring_cost = u64::from(SEGMENTS) * binomial(self.bits, self.rings.min(self.bits));
-        let rings_help = self.rings == 0 || 4 * self.rings - 1 < self.cutoff;
-        let step = if !self.passed && rings_help && self.rings <= self.bits && ring_cost * 2 <= 1u64 << self.bits {
-            Step::Ring(self.rings)
+        let (ring, segment) = (self.done / SEGMENTS, self.done % SEGMENTS);
+        let ring_cost = u64::from(SEGMENTS) * binomial(self.bits, ring.min(self.bits));
+        let rings_help = self.done == 0 || self.done - 1 < self.cutoff;
+        let step = if !self.passed && rings_help && ring <= self.bits && ring_cost * 2 <= 1u64 << self.bits {
+            Step::Ring { ring, segment }
         } else {
             self.pass_floor = self.met_through;
             self.pass_cutoff = self.cutoff;
@@ -168,10 +172,10 @@ impl<T: Ord> Nearest<T> {
         }
         let (ring, first) = first_ring(fp, self.query, self.bits);
         let new = match self.step.expect("a step under way") {
-            Step::Ring(r) => ring == r && first == n,
+            Step::Ring { ring: r, .. } => ring == r && first == n,
             Step::Rest => {
                 self.pass_floor.is_none_or(|floor| distance > floor)
-                    && (ring >= self.rings || distance > self.pass_cutoff)
+                    && (SEGMENTS * ring + first >= self.done || distance > self.pass_cutoff)
             }
         };
         if !new {
@@ -203,10 +207,11 @@ impl<T: Ord> Nearest<T> {
     /// Ends the step under way.
     pub fn end(&mut self) {
         match self.step.take().expect("a step under way") {
-            Step::Ring(r) => {
-                debug_assert_eq!(r, self.rings);
-                self.rings += 1;
-                let rings_through = if self.rings > self.bits { 64 } else { 4 * self.rings - 1 };
+            Step::Ring { ring, segment } => {
+                debug_assert_eq!(SEGMENTS * ring + segment, self.done);
+                self.done += 1;
+                // Ring `bits` of segment 0 completes segment 0: every row has been met.
+                let rings_through = if ring >= self.bits { 64 } else { SEGMENTS * ring + segment };
                 self.met_through = Some(rings_through.min(self.cutoff));
             }
             Step::Rest => {
@@ -290,9 +295,9 @@ mod tests {
         while let Some(step) = nearest.begin() {
             steps.push(step);
             let read: Vec<(u32, u32)> = match step {
-                Step::Ring(r) => (0..SEGMENTS)
-                    .flat_map(|n| ring_buckets(query, n, r, bits).into_iter().map(move |b| (n, b)))
-                    .collect(),
+                Step::Ring { ring, segment } => {
+                    ring_buckets(query, segment, ring, bits).into_iter().map(|b| (segment, b)).collect()
+                }
                 Step::Rest => (0..1u32 << bits).map(|b| (0, b)).collect(),
             };
             for (n, b) in read {
@@ -313,6 +318,8 @@ mod tests {
     #[test]
     fn every_row_once_nearest_first() {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        // Passes over segment 0 that start in the middle of a ring (budget shrinks stop the rings).
+        let mut mid_ring_passes = 0;
         for bits in [0, 3, 6, 9, 12] {
             for budget in [1, 100, 1000, usize::MAX] {
                 for _ in 0..10 {
@@ -331,30 +338,48 @@ mod tests {
                         rows.iter().enumerate().map(|(i, &fp)| (hamming(fp, query), i)).collect();
                     expected.sort_unstable();
                     assert_eq!(out, expected, "bits {bits} budget {budget} steps {steps:?}");
+                    mid_ring_passes += steps
+                        .windows(2)
+                        .filter(|w| matches!(w, [Step::Ring { segment, .. }, Step::Rest] if *segment != 3))
+                        .count();
                 }
             }
         }
+        assert!(mid_ring_passes > 0);
     }
 
     #[test]
     fn rings_first_then_passes_over_segment_0() {
         let mut nearest = Nearest::<u32>::new(0, 11, 1000);
-        assert_eq!(nearest.begin(), Some(Step::Ring(0)));
+        let mut ready = Vec::new();
+        // Ring 0 of segment 0 (the fingerprint 0's segment 0 is its top 16 bits: 0b11 << 48 is
+        // in bucket 0 of 11 bits); then the ring 0 of segments 1 to 3.
+        assert_eq!(nearest.begin(), Some(Step::Ring { ring: 0, segment: 0 }));
         nearest.offer(0, 0b11, || 7).unwrap(); // distance 2, ring 0 in segment 0
         nearest.offer(0, 0b11111, || 8).unwrap(); // distance 5
         nearest.end();
-        assert_eq!(nearest.exact_through(), Some(3));
-        let mut ready = Vec::new();
+        assert_eq!(nearest.exact_through(), Some(0));
+        assert_eq!(nearest.pop_ready(&mut ready), None);
+        for segment in 1..4 {
+            assert_eq!(nearest.begin(), Some(Step::Ring { ring: 0, segment }));
+            nearest.end();
+            assert_eq!(nearest.exact_through(), Some(segment));
+        }
         assert_eq!(nearest.pop_ready(&mut ready), Some(2));
         assert_eq!(ready, vec![7]);
         assert_eq!(nearest.pop_ready(&mut ready), None);
         // 11 bits: rings 0..3 (at most 4 * 165 = 660 buckets), then a pass over 2048 buckets.
-        for r in 1..4 {
-            assert_eq!(nearest.begin(), Some(Step::Ring(r)));
-            nearest.end();
+        // Distance 5 is handed out after ring 1 of segment 1 (4 * 1 + 1).
+        for ring in 1..4 {
+            for segment in 0..4 {
+                assert_eq!(nearest.begin(), Some(Step::Ring { ring, segment }));
+                nearest.end();
+                if (ring, segment) == (1, 1) {
+                    assert_eq!(nearest.pop_ready(&mut ready), Some(5));
+                    assert_eq!(ready, vec![8]);
+                }
+            }
         }
-        assert_eq!(nearest.pop_ready(&mut ready), Some(5));
-        assert_eq!(ready, vec![8]);
         assert_eq!(nearest.begin(), Some(Step::Rest));
         nearest.end();
         assert_eq!(nearest.begin(), None);
