@@ -5,8 +5,8 @@
 //!
 //! `ORDER BY fp <~> q` (with `amgettuple`) returns the rows nearest first. With a radius test too,
 //! its matches are sorted by distance. Without one, the buckets are read ring by ring around the
-//! query (`simhash_core::nearest`), a ring at a time as rows are asked for, so that `LIMIT n` reads
-//! only the rings that hold the nearest rows; the rows whose fingerprint is NULL come last (as
+//! query (`simhash_core::nearest`), one segment's ring at a time as rows are asked for, so that
+//! `LIMIT n` reads only the rings that hold the nearest rows; the rows whose fingerprint is NULL come last (as
 //! `NULLS LAST`, the order of the sort the index replaces).
 //!
 //! The answers are computed ahead of the table reads, with no page pinned in between, so only MVCC
@@ -70,7 +70,8 @@ struct ScanState {
     nearest: Option<Box<Ordered>>,
 }
 
-/// An ordered scan over the whole index, a ring of buckets at a time (TIDs as `tid_order` keys).
+/// An ordered scan over the whole index, one segment's ring of buckets at a time (TIDs as
+/// `tid_order` keys).
 struct Ordered {
     meta: page::Meta,
     query: u64,

@@ -306,6 +306,16 @@ mod tests {
                 }
             }
             nearest.end();
+            // The bound: every row within `exact_through` has been met (in a ring read, or by a
+            // pass), so none nearer can come later.
+            if let (Some(through), false) = (nearest.exact_through(), nearest.passed) {
+                for &fp in rows {
+                    let (ring, first) = first_ring(fp, query, bits);
+                    if hamming(fp, query) <= through {
+                        assert!(SEGMENTS * ring + first < nearest.done, "fp {fp:x} within {through} not met");
+                    }
+                }
+            }
             while let Some(distance) = nearest.pop_ready(&mut ready) {
                 assert!(ready.iter().all(|&(d, _)| d == distance));
                 out.append(&mut ready);
@@ -318,14 +328,28 @@ mod tests {
     #[test]
     fn every_row_once_nearest_first() {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        // Passes over segment 0 that start in the middle of a ring (budget shrinks stop the rings).
+        // Passes over segment 0 that start in the middle of a ring (budget shrinks stop the rings;
+        // the cutoff is then below the rings' bound, so such a pass keeps rows by distance alone).
         let mut mid_ring_passes = 0;
         for bits in [0, 3, 6, 9, 12] {
             for budget in [1, 100, 1000, usize::MAX] {
                 for _ in 0..10 {
                     let query = xorshift(&mut state);
-                    // Random rows plus rows near the query.
+                    // Random rows plus rows near the query, and rows just beyond each bound 4r + n:
+                    // r + 1 bits flipped in the top bits of segments 0..=n, r in the others.
                     let mut rows: Vec<u64> = (0..2000).map(|_| xorshift(&mut state)).collect();
+                    for r in 0..3u32 {
+                        for n in 0..SEGMENTS {
+                            let mut fp = query;
+                            for m in 0..SEGMENTS {
+                                let flips = if m <= n { r + 1 } else { r };
+                                for bit in 0..flips.min(bits) {
+                                    fp ^= 1 << ((SEGMENTS - 1 - m) * SEGMENT_BITS + SEGMENT_BITS - 1 - bit);
+                                }
+                            }
+                            rows.push(fp);
+                        }
+                    }
                     for flips in 0..30 {
                         let mut fp = query;
                         for _ in 0..flips {
@@ -352,8 +376,8 @@ mod tests {
     fn rings_first_then_passes_over_segment_0() {
         let mut nearest = Nearest::<u32>::new(0, 11, 1000);
         let mut ready = Vec::new();
-        // Ring 0 of segment 0 (the fingerprint 0's segment 0 is its top 16 bits: 0b11 << 48 is
-        // in bucket 0 of 11 bits); then the ring 0 of segments 1 to 3.
+        // Ring 0 of segment 0 (0b11 and 0b11111 differ from the query 0 only in segment 3, in
+        // bits below the top 11: bucket 0 of every segment); then the ring 0 of segments 1 to 3.
         assert_eq!(nearest.begin(), Some(Step::Ring { ring: 0, segment: 0 }));
         nearest.offer(0, 0b11, || 7).unwrap(); // distance 2, ring 0 in segment 0
         nearest.offer(0, 0b11111, || 8).unwrap(); // distance 5
@@ -374,6 +398,10 @@ mod tests {
             for segment in 0..4 {
                 assert_eq!(nearest.begin(), Some(Step::Ring { ring, segment }));
                 nearest.end();
+                assert_eq!(nearest.exact_through(), Some(4 * ring + segment));
+                if (ring, segment) == (1, 0) {
+                    assert_eq!(nearest.pop_ready(&mut ready), None);
+                }
                 if (ring, segment) == (1, 1) {
                     assert_eq!(nearest.pop_ready(&mut ready), Some(5));
                     assert_eq!(ready, vec![8]);
