@@ -283,6 +283,16 @@ mod tests {
     use super::*;
     use crate::distance::hamming;
 
+    /// A xorshift generator from `seed` (not 0), for the random tests.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// The buckets of segment `n` that a lookup of `query` within `k` reads, ascending and
     /// distinct, computed apart from [`probes_by_bucket`] (which the scan uses) as a reference;
     /// `None` when `k` exceeds [`MAX_PROBED_RADIUS`] (then every bucket of segment 0 is read).
@@ -366,13 +376,7 @@ mod tests {
     /// The runs hold exactly the sorted entries whose value is asked for, then the unsorted rest.
     #[test]
     fn probed_entries_are_the_asked_values_and_the_rest() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
         for _ in 0..500 {
             let len = (next() % 40) as usize;
             // Values from a small range, so that runs of equal values occur.
@@ -456,13 +460,7 @@ mod tests {
 
     #[test]
     fn asked_entries_are_each_entry_with_the_queries_of_its_value() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64);
         let mut askers = Askers::default();
         for round in 0..300 {
             // Queries and entries whose segment 3 falls in a few buckets of 11 bits (32 values
@@ -505,13 +503,7 @@ mod tests {
     fn asked_entries_are_those_each_query_finds_alone() {
         // The batched read (for_each_asked) against one read per query (for_each_probed with the
         // query's probed values, then the match test of the scan: the radius and reported_in).
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
         let (mut askers, mut matched) = (Askers::default(), 0);
         for round in 0..200 {
             // Fingerprints near a few centres (so that matches occur), some with segment values
