@@ -6,8 +6,8 @@
 //! `ORDER BY fp <~> q` (with `amgettuple`) returns the rows nearest first. With a radius test too,
 //! its matches are sorted by distance. Without one, the buckets are read ring by ring around the
 //! query (`simhash_core::nearest`), one segment's ring at a time as rows are asked for, so that
-//! `LIMIT n` reads only the rings that hold the nearest rows; the rows whose fingerprint is NULL come last (as
-//! `NULLS LAST`, the order of the sort the index replaces).
+//! `LIMIT n` reads only the rings that hold the nearest rows; the rows whose fingerprint is NULL
+//! come last (as `NULLS LAST`, the order of the sort the index replaces).
 //!
 //! The answers are computed ahead of the table reads, with no page pinned in between, so only MVCC
 //! snapshots are accepted (as pgvector's scans do): a row VACUUM removed in between cannot be
