@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cost of the near-duplicate constraint per inserted row: INSERTs into a table of BASE fingerprints
 # (default 1,000,000) without the trigger and with simhash_add_dedup(..., k, 'skip') for each k of
-# RADII (default 3 7 11), by 1 loader and by 8 loaders, for each index method of METHODS (default
-# "btree simhash": the four covering segment B-trees, the simhash index); then a COPY of COPY_ROWS
+# RADII (default 3 7 11), checked at each row and (DEFERRED=1, the default) at commit, by 1 loader
+# and by 8 loaders, for each index method of METHODS (default "btree simhash": the four covering
+# segment B-trees, the simhash index); then a COPY of COPY_ROWS
 # rows (default 1,000,000) in one transaction beside 7 loaders, with the trigger at k = 3 (COPY=0
 # leaves it out), for each method.
 #   usage: bench/dedup.sh            (needs scripts/setup.sh; about 20-30 minutes on 2 cores)
@@ -14,6 +15,7 @@ BASE=${BASE:-1000000}
 ROWS=${ROWS:-40000}            # rows per configuration: 40 batches of 1,000 or 8 x 20 batches of 250
 COPY_ROWS=${COPY_ROWS:-1000000}
 COPY=${COPY:-1}
+DEFERRED=${DEFERRED:-1}        # also the deferred check (simhash_add_dedup(..., deferred => true))
 METHODS=${METHODS:-btree simhash}
 RADII=${RADII:-3 7 11}
 db=simhash_bench_dedup
@@ -50,15 +52,16 @@ use_method() {
     q -c "SELECT simhash_create_indexes('docs', 'fp', '$1')" >/dev/null
 }
 
-# run_config METHOD LABEL K LOADERS: inserts ROWS rows, as 1 loader of ROWS/1000 batches of 1,000
-# rows or 8 loaders of ROWS/2000 batches of 250 rows each; prints a table row.
+# run_config METHOD LABEL K LOADERS [DEFERRED]: inserts ROWS rows, as 1 loader of ROWS/1000 batches
+# of 1,000 rows or 8 loaders of ROWS/2000 batches of 250 rows each, with the check at each row or
+# (DEFERRED=true) at commit; prints a table row.
 run_config() {
-    local method=$1 label=$2 k=$3 loaders=$4
+    local method=$1 label=$2 k=$3 loaders=$4 deferred=${5:-false}
     reset_table
     if [ "$k" = - ]; then
         q -c "SET client_min_messages = warning" -c "DROP TRIGGER IF EXISTS docs_fp_dedup ON docs" -c "DROP TRIGGER IF EXISTS docs_fp_dedup_notice ON docs"
     else
-        q -c "SELECT simhash_add_dedup('docs', 'fp', $k, 'skip')" >/dev/null
+        q -c "SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', deferred => $deferred)" >/dev/null
     fi
     rm -f "$work"/*.retries
     local started; started=$(now)
@@ -119,6 +122,10 @@ for method in $METHODS; do
     for k in $RADII; do
         run_config "$method" "trigger k=$k, 1 loader" "$k" 1
         run_config "$method" "trigger k=$k, 8 loaders" "$k" 8
+        if [ "$DEFERRED" = 1 ]; then
+            run_config "$method" "deferred k=$k, 1 loader" "$k" 1 true
+            run_config "$method" "deferred k=$k, 8 loaders" "$k" 8 true
+        fi
     done
     if [ "$COPY" = 1 ]; then
         log "index method $method: a COPY of $COPY_ROWS rows in one transaction beside 7 loaders (k = 3)"

@@ -605,9 +605,12 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
 -- row trigger's name.
 -- With verify (a text column), a row within k is a near-duplicate only if
 -- simhash_similarity(its text, the stored row's text, n) >= min_similarity.
+-- With deferred, the rows are checked when the transaction commits, all together (an AFTER row
+-- trigger remembers them; actions 'error' and 'skip', without verify).
 CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
                                   report_table text DEFAULT NULL, verify name DEFAULT NULL,
-                                  min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3)
+                                  min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3,
+                                  deferred boolean DEFAULT false)
 -- (extra_float_digits: min_similarity goes into the trigger arguments as text, every digit kept)
 RETURNS name LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
 DECLARE
@@ -641,6 +644,14 @@ BEGIN
     END IF;
     IF report_table IS NOT NULL AND action <> 'report' THEN
         RAISE EXCEPTION 'only action "report" takes a report table' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF deferred IS NULL THEN
+        RAISE EXCEPTION 'deferred must be true or false, not NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF deferred AND (action = 'report' OR verify IS NOT NULL) THEN
+        RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'' without verify'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use deferred => false (the check at each row) for action ''report'' or verify.';
     END IF;
     IF verify IS NOT NULL THEN
         -- The text column, checked as the trigger will check it (42703, 42804).
@@ -687,12 +698,14 @@ BEGIN
     -- Fire on every UPDATE, not UPDATE OF col: the fingerprint may be set by another BEFORE trigger
     -- or be a generated column; the trigger skips rows whose fingerprint did not change.
     update_of := '';
+    -- Deferred: AFTER the row is written, which gives the trigger the row's place, to check at commit.
     EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE TRIGGER %I BEFORE INSERT OR UPDATE%s ON %s FOR EACH ROW
+        'CREATE OR REPLACE TRIGGER %I %s INSERT OR UPDATE%s ON %s FOR EACH ROW
          EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s%s)',
-        row_trigger, update_of, tbl, col, k, action,
+        row_trigger, CASE WHEN deferred THEN 'AFTER' ELSE 'BEFORE' END, update_of, tbl, col, k, action,
         CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END, verify_args);
-    IF action = 'skip' THEN
+    -- (The deferred check reports the rows it skips at commit.)
+    IF action = 'skip' AND NOT deferred THEN
         EXECUTE pg_catalog.format(
             'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE%s ON %s FOR EACH STATEMENT
              EXECUTE FUNCTION @extschema@.simhash_dedup_notice()', notice_trigger, update_of, tbl);
@@ -815,7 +828,7 @@ COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups o
 COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
 COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
-COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred)';
 COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';
 COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
 COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';

@@ -181,6 +181,35 @@ unsafe fn for_each_fetched(
     }
 }
 
+/// A copy of the row version `row` of the deferred check if it is still stored (this transaction
+/// wrote it and has not deleted or updated it, nor rolled it back) with the fingerprint it was
+/// written with; `None` if it is gone.
+///
+/// # Safety
+///
+/// Inside a transaction; `rel` is open (with at least RowExclusiveLock).
+pub(super) unsafe fn own_row(
+    rel: pg_sys::Relation,
+    attnum: i32,
+    row: &super::pending::WrittenRow,
+) -> Option<pg_sys::HeapTuple> {
+    unsafe {
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let mut dirty = dirty_snapshot();
+        let mut tid = row.tid;
+        let mut copy = None;
+        if pg_sys::table_tuple_fetch_row_version(rel, &mut tid, &mut dirty, slot) {
+            row_of_slot(slot, attnum, (*rel).rd_att, &mut |tuple, value| {
+                if value == Some(row.fp) && super::pending::written_by_this_transaction(tuple) {
+                    copy = Some(pg_sys::heap_copytuple(tuple));
+                }
+            });
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        copy
+    }
+}
+
 /// A dirty snapshot (InitDirtySnapshot): its visibility routine reports the writers still in
 /// progress of the row it last judged in `xmin` (inserter) and `xmax` (deleter).
 pub(super) fn dirty_snapshot() -> pg_sys::SnapshotData {

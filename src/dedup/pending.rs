@@ -1,5 +1,6 @@
 //! What the row trigger let through in this transaction, per (table, trigger, settings): the
-//! fingerprints the commit-time recheck looks up again. Emptied when the transaction ends.
+//! fingerprints the commit-time recheck looks up again, or with the deferred check every row
+//! written, in order. Emptied when the transaction ends.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -23,6 +24,20 @@ pub(super) struct Pending {
     /// `skip` must not delete such a row at commit (deleting its new version deletes the row), so
     /// a conflict there fails as with `error`.
     pub updated_older_rows: HashSet<u64>,
+    /// The deferred check (`simhash_add_dedup(..., deferred => true)`): every row version written,
+    /// in the order written, all checked at commit (`fingerprints` is then empty).
+    pub deferred: bool,
+    pub rows: Vec<WrittenRow>,
+}
+
+/// A row version written by this transaction under the deferred check.
+#[derive(Clone, Copy)]
+pub(super) struct WrittenRow {
+    pub tid: pg_sys::ItemPointerData,
+    pub fp: u64,
+    /// Written by an UPDATE of a row that may be older than this transaction (see
+    /// `Pending::updated_older_rows`).
+    pub updates_older_row: bool,
 }
 
 thread_local! {
@@ -48,6 +63,21 @@ pub(super) fn remember(
         if updates_older_row {
             entry.updated_older_rows.insert(fp);
         }
+    });
+}
+
+/// Remembers, for the deferred check, the row version `row` written into `relid` under
+/// `trigger_oid` (see [`remember`]).
+pub(super) fn remember_row(
+    relid: Oid,
+    trigger_oid: Oid,
+    config: String,
+    row: WrittenRow,
+    make: impl FnOnce() -> Pending,
+) {
+    PENDING.with(|p| {
+        let mut pending = p.borrow_mut();
+        pending.entry((relid, trigger_oid, config)).or_insert_with(make).rows.push(row);
     });
 }
 

@@ -26,7 +26,7 @@
 //! together (each bucket read once for many of them), and only those with a near-duplicate of
 //! another transaction are rechecked one by one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use pgrx::pg_sys::{self, Oid};
@@ -35,7 +35,7 @@ use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::config::Verify;
-use super::dirty::{dirty_snapshot, for_each_row, for_each_within, suspects_through_index, RecheckIndex};
+use super::dirty::{dirty_snapshot, for_each_row, for_each_within, own_row, suspects_through_index, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
 use super::pending::{written_by_this_transaction, Pending, PENDING};
 use crate::pg::errors::raise;
@@ -56,23 +56,17 @@ pub(super) unsafe fn recheck_all() {
             if rel.is_null() {
                 continue;
             }
+            let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
+            if pending.deferred {
+                check_written_rows(rel, index, &mut pending);
+                pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+                continue;
+            }
             pending.fingerprints.sort_unstable();
             pending.fingerprints.dedup();
-            let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
-            let route = match index {
-                Some(RecheckIndex::Own(_)) => RecheckRoute::SimhashIndex,
-                Some(RecheckIndex::SegmentBtrees(_)) => RecheckRoute::SegmentBtrees,
-                None => RecheckRoute::NoIndex,
-            };
             // (taken: not needed after the suspects are chosen, and a big COPY's are large)
             let fingerprints = std::mem::take(&mut pending.fingerprints);
-            let suspects = if one_pass_is_cheaper(rel, route, fingerprints.len(), pending.k) {
-                suspects_in_one_pass(rel, &pending, fingerprints)
-            } else if let Some(RecheckIndex::Own(oid)) = index {
-                suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k)
-            } else {
-                fingerprints
-            };
+            let suspects = suspects(rel, index, &pending, fingerprints);
             let mut skipped = 0u64;
             // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
             if pending.verify.is_some() {
@@ -108,7 +102,13 @@ pub(super) unsafe fn recheck_all() {
                         pg_sys::simple_heap_delete(rel, &mut tid);
                         skipped += 1;
                     } else {
-                        raise_violation(rel, &pending, fp, &conflict);
+                        raise_violation(
+                            rel,
+                            &pending,
+                            fp,
+                            &conflict,
+                            "A concurrent transaction committed it after this row was checked.",
+                        );
                     }
                 }
             }
@@ -125,6 +125,147 @@ pub(super) unsafe fn recheck_all() {
                 );
             }
             pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+        }
+    }
+}
+
+/// Of `fingerprints` (sorted, without copies), those that may have a row of another transaction
+/// within k (committed or not): found in one pass over the table or through the simhash index,
+/// whichever costs less, else all of them.
+unsafe fn suspects(
+    rel: pg_sys::Relation,
+    index: Option<RecheckIndex>,
+    pending: &Pending,
+    fingerprints: Vec<u64>,
+) -> Vec<u64> {
+    unsafe {
+        let route = match index {
+            Some(RecheckIndex::Own(_)) => RecheckRoute::SimhashIndex,
+            Some(RecheckIndex::SegmentBtrees(_)) => RecheckRoute::SegmentBtrees,
+            None => RecheckRoute::NoIndex,
+        };
+        if one_pass_is_cheaper(rel, route, fingerprints.len(), pending.k) {
+            suspects_in_one_pass(rel, pending, fingerprints)
+        } else if let Some(RecheckIndex::Own(oid)) = index {
+            suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k)
+        } else {
+            fingerprints
+        }
+    }
+}
+
+/// The deferred check, at commit, of the rows a transaction wrote (in the order it wrote them):
+/// each is judged as the row trigger would have judged it then, against the rows of other
+/// transactions (committed, or waited for as in [`recheck`]) and the rows this transaction kept
+/// before it (`simhash_core::dedup::first_come`). A refused row raises 23505 (`error`, and `skip`
+/// for an updated older row) or is deleted (`skip`).
+///
+/// # Safety
+///
+/// At pre-commit (from [`recheck_all`]); `rel` is open with at least RowExclusiveLock and `index`
+/// is an index of its column.
+unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>, pending: &mut Pending) {
+    use simhash_core::dedup::{first_come, NearSetError, Verdict};
+    unsafe {
+        let rows = std::mem::take(&mut pending.rows);
+        let mut fingerprints: Vec<u64> = rows.iter().map(|r| r.fp).collect();
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        // The fingerprints within k of a committed row of another transaction (after waiting for
+        // the writers in progress), with that row.
+        let mut near_others: HashMap<u64, Conflict> = HashMap::new();
+        for fp in suspects(rel, index, pending, fingerprints) {
+            pg_sys::check_for_interrupts!();
+            if let Some(conflict) = recheck(rel, index, pending, fp).into_iter().next() {
+                near_others.insert(fp, conflict);
+            }
+        }
+        // A row version pruned away (written by a rolled-back subtransaction) can leave its TID to
+        // a later row: only the last row remembered at a TID can still be there.
+        let mut reused = vec![false; rows.len()];
+        let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
+        for (i, row) in rows.iter().enumerate().rev() {
+            reused[i] = !seen.insert(pgrx::itemptr::item_pointer_get_both(row.tid));
+        }
+        drop(seen);
+        let fps: Vec<u64> = rows.iter().map(|r| r.fp).collect();
+        let alive = &mut |i: usize| -> bool {
+            !reused[i] && own_row(rel, pending.attnum, &rows[i]).map(|t| pg_sys::heap_freetuple(t)).is_some()
+        };
+        let verdicts = match first_come(&fps, pending.k, &mut |i| near_others.contains_key(&fps[i]), alive) {
+            Ok(verdicts) => verdicts,
+            Err(NearSetError::OutOfMemory) => raise(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!(
+                    "out of memory for the deferred near-duplicate check of {} rows of relation \"{}\"",
+                    rows.len(),
+                    relation_name(rel)
+                ),
+                None,
+                None,
+            ),
+            Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
+        };
+        drop(fps);
+        let mut skipped = 0u64;
+        for (row, verdict) in rows.iter().zip(verdicts) {
+            let earlier = match verdict {
+                Verdict::Kept | Verdict::Gone => continue,
+                Verdict::NearOther => None,
+                Verdict::NearEarlier(j) => Some(&rows[j]),
+            };
+            if pending.skip && !row.updates_older_row {
+                if !quiet_delete_allowed(rel) {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        format!(
+                            "cannot skip a near-duplicate row of relation \"{}\" at commit (trigger \"{}\")",
+                            relation_name(rel),
+                            pending.trigger_name
+                        ),
+                        Some(
+                            "The deferred check deletes skipped rows at commit, after the table's DELETE triggers \
+                             (among them those of foreign keys that reference it) and rules could run."
+                                .into(),
+                        ),
+                        Some("Use the check at each row (simhash_add_dedup(..., deferred => false)).".into()),
+                    );
+                }
+                if skipped == 0 {
+                    // The rows were stored by earlier commands: make them visible to the delete.
+                    pg_sys::CommandCounterIncrement();
+                }
+                let mut tid = row.tid;
+                pg_sys::simple_heap_delete(rel, &mut tid);
+                skipped += 1;
+                continue;
+            }
+            const NOTE: &str = "The check ran at commit (deferred).";
+            match earlier {
+                None => raise_violation(rel, pending, row.fp, &near_others[&row.fp], NOTE),
+                Some(earlier) => {
+                    let existing = own_row(rel, pending.attnum, earlier).expect("a kept row is alive");
+                    raise_near_duplicate(
+                        rel,
+                        &pending.trigger_name,
+                        &pending.column,
+                        pending.k,
+                        row.fp,
+                        simhash_core::hamming(row.fp, earlier.fp),
+                        key_if_visible(rel, existing).as_deref(),
+                        None,
+                        "Both rows were written by this transaction; the check ran at commit (deferred).",
+                    )
+                }
+            }
+        }
+        if skipped > 0 {
+            let rows = if skipped == 1 { "row" } else { "rows" };
+            notice!(
+                "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\")",
+                relation_name(rel),
+                pending.trigger_name
+            );
         }
     }
 }
@@ -368,7 +509,7 @@ unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
 }
 
 /// The commit-time violation of `error`: like the row trigger's, naming the concurrent row.
-unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict) -> ! {
+unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict, note: &str) -> ! {
     unsafe {
         let existing_key = key_if_visible(rel, conflict.existing);
         raise_near_duplicate(
@@ -380,7 +521,7 @@ unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, con
             conflict.distance,
             existing_key.as_deref(),
             pending.verify.as_ref().zip(conflict.similarity),
-            "A concurrent transaction committed it after this row was checked.",
+            note,
         )
     }
 }

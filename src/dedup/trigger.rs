@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::config::{read_config, Action, Config};
 use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
-use super::pending::{remember, updates_older_row, Pending};
+use super::pending::{remember, remember_row, updates_older_row, Pending, WrittenRow};
 use super::report::report;
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_name};
@@ -65,9 +65,11 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         if event & pg_sys::TRIGGER_EVENT_ROW == 0 {
             protocol_violation("simhash_dedup_trigger: must be fired for each row");
         }
-        if event & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_BEFORE {
-            protocol_violation("simhash_dedup_trigger: must be fired BEFORE the row is written");
-        }
+        let deferred = match event & pg_sys::TRIGGER_EVENT_TIMINGMASK {
+            pg_sys::TRIGGER_EVENT_BEFORE => false,
+            pg_sys::TRIGGER_EVENT_AFTER => true,
+            _ => protocol_violation("simhash_dedup_trigger: must be fired BEFORE or AFTER the row is written"),
+        };
         let op = event & pg_sys::TRIGGER_EVENT_OPMASK;
         let (row, old_row) = match op {
             pg_sys::TRIGGER_EVENT_INSERT => ((*data).tg_trigtuple, None),
@@ -78,6 +80,10 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         let trigger = (*data).tg_trigger;
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
         let config = read_config(rel, trigger, schema);
+        if deferred {
+            remember_written_row(rel, trigger, schema, &config, row, old_row);
+            return Datum::from(0usize); // (an AFTER trigger's result is ignored)
+        }
         let tupdesc = (*rel).rd_att;
 
         let Some(fp) = new_value(rel, row, config.attnum) else {
@@ -125,6 +131,8 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     verify: config.verify.clone(),
                     fingerprints: Vec::new(),
                     updated_older_rows: Default::default(),
+                    deferred: false,
+                    rows: Vec::new(),
                 });
             }
             return Datum::from(row);
@@ -162,6 +170,71 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 "",
             ),
         }
+    }
+}
+
+/// The deferred check's row trigger (fired AFTER the row is written): remembers the row version
+/// and its fingerprint, checked with all the transaction's others at commit
+/// (`super::recheck::check_written_rows`).
+///
+/// # Safety
+///
+/// In a trigger call: `rel`, `trigger`, `row` and `old_row` are the call's.
+unsafe fn remember_written_row(
+    rel: pg_sys::Relation,
+    trigger: *const pg_sys::Trigger,
+    schema: Oid,
+    config: &Config,
+    row: pg_sys::HeapTuple,
+    old_row: Option<pg_sys::HeapTuple>,
+) {
+    unsafe {
+        if config.action == Action::Report || config.verify.is_some() {
+            raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!(
+                    "the deferred near-duplicate check of trigger \"{}\" supports actions 'error' and 'skip' without verify",
+                    trigger_name(trigger)
+                ),
+                None,
+                Some("Use simhash_add_dedup(..., deferred => false) for action 'report' or verify.".into()),
+            );
+        }
+        let tupdesc = (*rel).rd_att;
+        // (Stored generated columns are computed by now.)
+        let Some(fp) = column_value(row, tupdesc, config.attnum) else { return };
+        let updates_older_row = match old_row {
+            None => false,
+            Some(old_row) => {
+                // A row this transaction did not write, whose fingerprint did not change: nothing
+                // to check. A new version of a row this transaction wrote replaces that one (which
+                // is then gone at commit), so it is taken even then.
+                if !super::pending::written_by_this_transaction(old_row)
+                    && column_value(old_row, tupdesc, config.attnum) == Some(fp)
+                {
+                    return;
+                }
+                updates_older_row(old_row)
+            }
+        };
+        let relid = (*rel).rd_id;
+        let trigger_oid = (*trigger).tgoid;
+        warn_once_without_indexes(trigger_oid, rel, config, schema);
+        let key = format!("{}/{}/{:?}/deferred", config.attnum, config.k, config.action);
+        let written = WrittenRow { tid: (*row).t_self, fp, updates_older_row };
+        remember_row(relid, trigger_oid, key, written, || Pending {
+            schema,
+            attnum: config.attnum,
+            column: config.column.clone(),
+            k: config.k,
+            skip: config.action == Action::Skip,
+            trigger_name: trigger_name(trigger),
+            verify: None,
+            fingerprints: Vec::new(),
+            updated_older_rows: Default::default(),
+            deferred: true,
+            rows: Vec::new(),
+        });
     }
 }
 

@@ -14,8 +14,10 @@
 # rows are decoys, within k of a seed but with an unrelated text, which must be stored. "Within k"
 # above then means within k and simhash_similarity >= 0.7 (the default threshold).
 # A radius written K:simhash (or K:verify:simhash) runs the same with a simhash index instead of the
-# four segment B-trees (the row trigger's lookup and the commit-time recheck read it).
-# Usage: tests/concurrency/dedup.sh [k[:verify][:simhash] ...]   (against the cluster of scripts/common.sh)
+# four segment B-trees (the row trigger's lookup and the commit-time recheck read it). A radius
+# written K:deferred (or K:simhash:deferred) runs the same with the deferred check
+# (simhash_add_dedup(..., deferred => true)): every row is checked at commit.
+# Usage: tests/concurrency/dedup.sh [k[:verify][:simhash][:deferred] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
 
@@ -33,8 +35,9 @@ q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 for radius in "${radii[@]}"; do
     k=${radius%%:*}
     verify=false; case "$radius" in *:verify*) verify=true ;; esac
-    method=btree; case "$radius" in *:simhash) method=simhash ;; esac
-    log "concurrency: 8 loaders, k = $k$($verify && echo ', verified by text similarity'), $method index (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
+    method=btree; case "$radius" in *:simhash*) method=simhash ;; esac
+    deferred=false; case "$radius" in *:deferred) deferred=true ;; esac
+    log "concurrency: 8 loaders, k = $k$($verify && echo ', verified by text similarity')$($deferred && echo ', checked at commit'), $method index (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
     fresh_database "$db"
     q -v verify="$verify" <<SQL
 CREATE TABLE attempts (id bigint PRIMARY KEY, loader int, batch int, fp simhash64, body text);
@@ -68,7 +71,7 @@ SELECT simhash_create_indexes('docs', 'fp', '$method') \g /dev/null
 \if :verify
 SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body') \g /dev/null
 \else
-SELECT simhash_add_dedup('docs', 'fp', $k, 'skip') \g /dev/null
+SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', deferred => $deferred) \g /dev/null
 \endif
 \copy (SELECT id, fp, body FROM attempts WHERE loader = 1 ORDER BY id) TO '$work/copy.tsv'
 SQL
@@ -123,5 +126,5 @@ SELECT :'result' = 'ok' AS passed \gset
 \quit 3
 \endif
 SQL
-    echo "k = $k, $method index: passed in ${elapsed} s ($retries batches retried after a deadlock or serialization failure)"
+    echo "k = $k$($deferred && echo ' (deferred)'), $method index: passed in ${elapsed} s ($retries batches retried after a deadlock or serialization failure)"
 done

@@ -133,6 +133,84 @@ impl NearSet {
     }
 }
 
+/// What the deferred check decides for one row of a transaction ([`first_come`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Stored: no kept earlier row of the transaction and no row of another is within k.
+    Kept,
+    /// No longer stored (deleted, updated, rolled back): neither kept nor refused.
+    Gone,
+    /// Within k of a row of another transaction.
+    NearOther,
+    /// Within k of the earlier row `j` of the transaction, which is kept.
+    NearEarlier(usize),
+}
+
+/// Up to this many rows, [`first_come`] compares each row with the kept ones directly; above, it
+/// asks a [`NearSet`] of all of them.
+pub const FIRST_COME_DIRECT_UP_TO: usize = 256;
+
+/// The rows `fps` one transaction wrote, in the order it wrote them, judged as the row trigger
+/// would have judged them one by one: a row is refused if it is within `k` of a row of another
+/// transaction (`near_other(i)`) or of an earlier row that was kept; else it is kept.
+///
+/// `alive(i)` says whether row `i` is still stored; it is asked only of rows that would be refused
+/// and of the kept rows that would refuse them (so most rows are never asked), and a row that is
+/// gone is neither kept nor refused.
+pub fn first_come(
+    fps: &[u64],
+    k: u32,
+    near_other: &mut dyn FnMut(usize) -> bool,
+    alive: &mut dyn FnMut(usize) -> bool,
+) -> Result<Vec<Verdict>, NearSetError> {
+    let set = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(NearSet::new(fps.to_vec(), k)?) } else { None };
+    if set.is_none() && k > MAX_DEDUP_RADIUS {
+        return Err(NearSetError::RadiusOutOfRange);
+    }
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    verdicts.try_reserve_exact(fps.len()).map_err(|_| NearSetError::OutOfMemory)?;
+    let mut kept: Vec<usize> = Vec::new();
+    let mut candidates: Vec<usize> = Vec::new();
+    for (i, &fp) in fps.iter().enumerate() {
+        if near_other(i) {
+            verdicts.push(if alive(i) { Verdict::NearOther } else { Verdict::Gone });
+            continue;
+        }
+        candidates.clear();
+        match &set {
+            Some(set) => set.for_each_near(fp, &mut |j| {
+                if j < i && verdicts[j] == Verdict::Kept {
+                    candidates.push(j)
+                }
+            }),
+            None => candidates.extend(kept.iter().copied().filter(|&j| hamming(fps[j], fp) <= k)),
+        }
+        let mut verdict = Verdict::Kept;
+        if !candidates.is_empty() {
+            candidates.sort_unstable();
+            candidates.dedup();
+            if !alive(i) {
+                verdict = Verdict::Gone;
+            } else {
+                for &j in &candidates {
+                    if alive(j) {
+                        verdict = Verdict::NearEarlier(j);
+                        break;
+                    }
+                    // Gone after all: no longer kept.
+                    verdicts[j] = Verdict::Gone;
+                    kept.retain(|&x| x != j);
+                }
+            }
+        }
+        if verdict == Verdict::Kept && set.is_none() {
+            kept.push(i);
+        }
+        verdicts.push(verdict);
+    }
+    Ok(verdicts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +266,71 @@ mod tests {
                 assert_eq!(got, want, "v {v:x} limit {limit}");
             }
         }
+    }
+
+    /// The rows judged one by one with every row's state known up front.
+    fn first_come_eagerly(fps: &[u64], k: u32, near_other: &[bool], alive: &[bool]) -> Vec<Verdict> {
+        let mut verdicts = Vec::new();
+        for (i, &fp) in fps.iter().enumerate() {
+            let earlier = (0..i).find(|&j| verdicts[j] == Verdict::Kept && hamming(fps[j], fp) <= k);
+            verdicts.push(match (alive[i], near_other[i], earlier) {
+                (false, _, _) => Verdict::Gone,
+                (true, true, _) => Verdict::NearOther,
+                (true, false, Some(j)) => Verdict::NearEarlier(j),
+                (true, false, None) => Verdict::Kept,
+            });
+        }
+        verdicts
+    }
+
+    /// Equal to judging every row eagerly, for rows that are still stored; a gone row is never
+    /// refused; only rows that would be refused, or would refuse, are asked whether they are alive.
+    #[test]
+    fn first_come_judges_rows_in_order() {
+        let mut state = 11;
+        for (n, k) in [(0, 3), (1, 0), (40, 3), (200, 11), (256, 7), (257, 7), (1500, 11), (3000, 3)] {
+            // Clusters of near fingerprints: a few bases, each row a base with a few bits flipped.
+            let bases: Vec<u64> = (0..n / 8 + 1).map(|_| next(&mut state)).collect();
+            let fps: Vec<u64> = (0..n)
+                .map(|_| {
+                    let mut fp = bases[next(&mut state) as usize % bases.len()];
+                    for _ in 0..next(&mut state) % (k as u64 + 3) {
+                        fp ^= 1 << (next(&mut state) % 64);
+                    }
+                    fp
+                })
+                .collect();
+            let near_other: Vec<bool> = (0..n).map(|_| next(&mut state).is_multiple_of(10)).collect();
+            let alive: Vec<bool> = (0..n).map(|_| !next(&mut state).is_multiple_of(7)).collect();
+            let mut asked = vec![false; n];
+            let got = first_come(&fps, k, &mut |i| near_other[i], &mut |i| {
+                asked[i] = true;
+                alive[i]
+            })
+            .unwrap();
+            let want = first_come_eagerly(&fps, k, &near_other, &alive);
+            for i in 0..n {
+                if alive[i] {
+                    assert_eq!(got[i], want[i], "row {i} of {n}, k = {k}");
+                } else {
+                    assert!(matches!(got[i], Verdict::Gone | Verdict::Kept), "row {i} of {n}: {:?}", got[i]);
+                }
+                if !near_other[i] && !(0..n).any(|j| j != i && hamming(fps[j], fps[i]) <= k) {
+                    assert!(!asked[i], "row {i} of {n} was asked without a reason");
+                }
+            }
+            if n > 0 {
+                assert!(got.iter().any(|v| matches!(v, Verdict::NearEarlier(_))) || n < 40, "n {n}");
+            }
+        }
+        assert_eq!(
+            first_come(&[1], MAX_DEDUP_RADIUS + 1, &mut |_| false, &mut |_| true),
+            Err(NearSetError::RadiusOutOfRange)
+        );
+        // Copies: the first is kept, each later one refused by it; once it is gone, the second is kept.
+        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |_| true).unwrap();
+        assert_eq!(verdicts, vec![Verdict::Kept, Verdict::NearEarlier(0), Verdict::NearEarlier(0)]);
+        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |i| i != 0).unwrap();
+        assert_eq!(verdicts, vec![Verdict::Gone, Verdict::Kept, Verdict::NearEarlier(1)]);
     }
 }

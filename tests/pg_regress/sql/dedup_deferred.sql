@@ -1,0 +1,125 @@
+-- The deferred near-duplicate check: simhash_add_dedup(..., deferred => true). The rows a
+-- transaction writes are stored at once and checked together when it commits, in the order
+-- written: a row within k of a committed row, or of an earlier row of the transaction that was
+-- kept, is refused (error) or deleted (skip).
+CREATE TABLE ddocs (id integer PRIMARY KEY, fp simhash64, body text);
+SELECT simhash_create_indexes('ddocs', 'fp');
+SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', deferred => true);
+SELECT tgname, tgtype & 2 = 2 AS before, pg_get_triggerdef(oid) LIKE '%AFTER INSERT OR UPDATE%' AS after
+FROM pg_trigger WHERE tgrelid = 'ddocs'::regclass AND NOT tgisinternal ORDER BY tgname;
+
+-- action 'error': near-duplicates within one transaction are seen only at commit.
+INSERT INTO ddocs VALUES (1, '0000000000000000'), (2, 'ffffffffffffffff');
+BEGIN;
+INSERT INTO ddocs VALUES (3, '0000000000000007');          -- distance 3 from row 1
+SELECT count(*) FROM ddocs;                                -- stored until commit
+COMMIT;
+BEGIN;
+INSERT INTO ddocs VALUES (3, 'f0f0f0f0f0f0f0f0');
+INSERT INTO ddocs VALUES (4, 'f0f0f0f0f0f0f0f1');          -- within the transaction
+COMMIT;
+-- The SQLSTATE, as an ETL job would check it (raised by COMMIT, here by the implicit one).
+\set VERBOSITY sqlstate
+INSERT INTO ddocs VALUES (5, 'fffffffffffffffe');
+\set VERBOSITY default
+SELECT id, fp FROM ddocs ORDER BY id;
+-- A near-duplicate deleted, updated away or rolled back before the commit does not count.
+BEGIN;
+INSERT INTO ddocs VALUES (6, '1111111111111111');
+INSERT INTO ddocs VALUES (7, '1111111111111110');
+DELETE FROM ddocs WHERE id = 6;
+INSERT INTO ddocs VALUES (8, '2222222222222222');
+UPDATE ddocs SET fp = '3333333333333333' WHERE id = 8;
+INSERT INTO ddocs VALUES (9, '2222222222222223');
+SAVEPOINT s;
+INSERT INTO ddocs VALUES (10, '4444444444444444');
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO ddocs VALUES (11, '4444444444444445');
+COMMIT;
+SELECT id, fp FROM ddocs ORDER BY id;
+-- A row updated onto a near-duplicate, and a row of this transaction updated (its new version is
+-- checked, even with the fingerprint unchanged).
+UPDATE ddocs SET fp = '0000000000000001' WHERE id = 11;
+BEGIN;
+INSERT INTO ddocs VALUES (12, '5555555555555555');
+UPDATE ddocs SET body = 'changed' WHERE id = 12;
+INSERT INTO ddocs VALUES (13, '5555555555555554');
+COMMIT;
+-- An older row updated without changing its fingerprint is not checked.
+UPDATE ddocs SET body = 'unchanged fingerprint' WHERE id = 1;
+SELECT id, fp, body FROM ddocs ORDER BY id;
+
+-- action 'skip': the later of two near-duplicates is deleted at commit, one NOTICE per table.
+SELECT simhash_add_dedup('ddocs', 'fp', 3, 'skip', deferred => true);
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'ddocs'::regclass AND NOT tgisinternal ORDER BY tgname;
+BEGIN;
+INSERT INTO ddocs VALUES (20, '0000000000000003'),        -- near row 1 (committed): skipped
+                         (21, 'c0c0c0c0c0c0c0c0'),        -- kept
+                         (22, 'c0c0c0c0c0c0c0c1'),        -- near row 21: skipped
+                         (23, 'c0c0c0c0c0c0c0c3');        -- near row 21 (and 22, skipped): skipped
+COPY ddocs (id, fp) FROM stdin;
+24	1234123412341236
+25	1234123412341237
+\.
+INSERT INTO ddocs VALUES (26, 'c0c0c0c0c0c0c0c0');        -- a copy of row 21: skipped
+SELECT count(*) FROM ddocs WHERE id >= 20;                 -- all stored until commit
+COMMIT;
+SELECT id, fp FROM ddocs WHERE id >= 20 ORDER BY id;
+-- Skipped rows never reach a later statement of another transaction; the count of each commit.
+BEGIN;
+INSERT INTO ddocs SELECT 100 + g, ('x' || md5('far' || g % 5))::bit(64)::bigint::simhash64
+FROM generate_series(1, 300) g;                            -- 300 rows, 5 fingerprints far from the rest
+COMMIT;
+SELECT count(*), count(DISTINCT fp), min(id), max(id) FROM ddocs WHERE id > 100;
+-- An update of an older row onto a near-duplicate cannot be skipped (deleting it would lose the
+-- row): it fails as with 'error'.
+UPDATE ddocs SET fp = '8000000000000002' WHERE id = 2;
+SELECT id, fp FROM ddocs WHERE id = 2;
+-- A skip that would delete a row of a table with DELETE triggers fails (55000): the triggers
+-- could not run.
+CREATE FUNCTION pg_temp.nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN OLD; END $$;
+CREATE TRIGGER ddocs_on_delete BEFORE DELETE ON ddocs FOR EACH ROW EXECUTE FUNCTION pg_temp.nothing();
+INSERT INTO ddocs VALUES (30, '0000000000000003');
+INSERT INTO ddocs VALUES (31, '7777777777777777');         -- nothing to skip: fine
+DROP TRIGGER ddocs_on_delete ON ddocs;
+
+-- Many rows at k = 11, checked through the simhash index: the same rows kept as by the check at
+-- each row.
+CREATE TABLE dbig (id integer PRIMARY KEY, fp simhash64);
+CREATE TABLE dbig_row (id integer PRIMARY KEY, fp simhash64);
+SELECT simhash_create_indexes('dbig', 'fp', 'simhash');
+SELECT simhash_create_indexes('dbig_row', 'fp', 'simhash');
+INSERT INTO dbig SELECT g, ('x' || md5(g::text))::bit(64)::bigint::simhash64 FROM generate_series(1, 2000) g;
+INSERT INTO dbig_row SELECT * FROM dbig;
+SELECT simhash_add_dedup('dbig', 'fp', 11, 'skip', deferred => true);
+SELECT simhash_add_dedup('dbig_row', 'fp', 11, 'skip');
+-- New rows: 400 variants of stored rows, 200 variants of 40 new seeds (within 8 bits of each
+-- other: the first of a seed is kept), 400 random (a few bits flipped).
+CREATE TEMP TABLE dnew AS
+SELECT 10000 + g AS id,
+       (CASE WHEN g % 5 < 2 THEN ('x' || md5((1 + g % 700)::text))::bit(64)::bigint
+             WHEN g % 5 = 2 THEN ('x' || md5('seed' || g % 40))::bit(64)::bigint
+             ELSE ('x' || md5('new' || g))::bit(64)::bigint END
+        # (1::bigint << (g % 61)) # (7::bigint << (g % 13)))::simhash64 AS fp
+FROM generate_series(1, 1000) g;
+SET client_min_messages = warning;
+INSERT INTO dbig SELECT * FROM dnew ORDER BY id;
+INSERT INTO dbig_row SELECT * FROM dnew ORDER BY id;
+RESET client_min_messages;
+SELECT (SELECT count(*) FROM dbig) AS deferred_rows, (SELECT count(*) FROM dbig_row) AS row_rows,
+       (SELECT count(*) FROM (TABLE dbig EXCEPT TABLE dbig_row) d) AS differ;
+SELECT count(*) AS near_pairs FROM dbig a JOIN dbig b ON a.id < b.id AND a.fp <~> b.fp <= 11;
+
+-- Refused: action 'report', verify and NULL.
+SELECT simhash_add_dedup('ddocs', 'fp', 3, 'report', deferred => true);
+SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', verify => 'body', deferred => true);
+SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', deferred => NULL);
+-- The trigger function fired AFTER with action 'report' (made by hand): 0A000 too.
+CREATE TABLE dhand (id integer, fp simhash64);
+CREATE TRIGGER dhand_dedup AFTER INSERT ON dhand FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'report', 'ddocs');
+INSERT INTO dhand VALUES (1, '0000000000000000');
+-- Back to the check at each row: the BEFORE trigger replaces the AFTER one.
+SELECT simhash_add_dedup('ddocs', 'fp', 3, 'skip');
+SELECT tgname, tgtype & 2 = 2 AS before FROM pg_trigger WHERE tgrelid = 'ddocs'::regclass AND NOT tgisinternal ORDER BY tgname;
+DROP TABLE ddocs, dbig, dbig_row, dhand;
