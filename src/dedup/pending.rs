@@ -28,6 +28,9 @@ pub(super) struct Pending {
     /// in the order written, all checked at commit (`fingerprints` is then empty).
     pub deferred: bool,
     pub rows: Vec<WrittenRow>,
+    /// The table's file when the first row was remembered: a rewrite since (ALTER TABLE, CLUSTER,
+    /// TRUNCATE) moved the rows, so their TIDs no longer say where they are.
+    pub relfilenode: Oid,
 }
 
 /// A row version written by this transaction under the deferred check.

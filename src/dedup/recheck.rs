@@ -167,6 +167,24 @@ unsafe fn suspects(
 unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>, pending: &mut Pending) {
     use simhash_core::dedup::{first_come, NearSetError, Verdict};
     unsafe {
+        if (*(*rel).rd_rel).relfilenode != pending.relfilenode {
+            // The rows were moved (and a rewrite by ALTER TABLE marks every row of the table as
+            // written by this transaction): their TIDs no longer say where they are.
+            raise(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "relation \"{}\" was rewritten or truncated after this transaction wrote rows that trigger \"{}\" \
+                     checks at commit",
+                    relation_name(rel),
+                    pending.trigger_name
+                ),
+                None,
+                Some(
+                    "Run ALTER TABLE, CLUSTER or TRUNCATE of the table before writing its rows, or in another transaction."
+                        .into(),
+                ),
+            );
+        }
         let rows = std::mem::take(&mut pending.rows);
         let mut fingerprints: Vec<u64> = rows.iter().map(|r| r.fp).collect();
         fingerprints.sort_unstable();

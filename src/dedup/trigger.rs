@@ -133,6 +133,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     updated_older_rows: Default::default(),
                     deferred: false,
                     rows: Vec::new(),
+                    relfilenode: (*(*rel).rd_rel).relfilenode,
                 });
             }
             return Datum::from(row);
@@ -234,6 +235,7 @@ unsafe fn remember_written_row(
             updated_older_rows: Default::default(),
             deferred: true,
             rows: Vec::new(),
+            relfilenode: (*(*rel).rd_rel).relfilenode,
         });
     }
 }
