@@ -3,9 +3,9 @@
 # (default 1,000,000) without the trigger and with simhash_add_dedup(..., k, 'skip') for each k of
 # RADII (default 3 7 11), checked at each row and (DEFERRED=1, the default) at commit, by 1 loader
 # and by 8 loaders, for each index method of METHODS (default "btree simhash": the four covering
-# segment B-trees, the simhash index); then a COPY of COPY_ROWS
-# rows (default 1,000,000) in one transaction beside 7 loaders, with the trigger at k = 3 (COPY=0
-# leaves it out), for each method.
+# segment B-trees, the simhash index); then a COPY of COPY_ROWS rows (default 1,000,000) in one
+# transaction beside 7 loaders, with the trigger at k = 3 (COPY=0 leaves it out; checked at each
+# row and, with DEFERRED=1, at commit), for each method.
 #   usage: bench/dedup.sh            (needs scripts/setup.sh; about 20-30 minutes on 2 cores)
 # Rows are uniform random fingerprints (md5), so almost none is skipped: this measures the check
 # itself. Loaders retry a batch after a deadlock or serialization failure; retries are counted.
@@ -84,10 +84,12 @@ run_config() {
     printf '%s\t%s\t%s\t%s\n' "$label" "$method" "$seconds" "$retries" >>"$work/results"
 }
 
-# copy_beside_loaders METHOD: a COPY of COPY_ROWS rows in one transaction beside 7 loaders (k = 3).
+# copy_beside_loaders METHOD [DEFERRED]: a COPY of COPY_ROWS rows in one transaction beside 7
+# loaders (k = 3), checked at each row or (DEFERRED=true) at commit.
 copy_beside_loaders() {
+    local deferred=${2:-false}
     reset_table
-    q -c "SELECT simhash_add_dedup('docs', 'fp', 3, 'skip')" >/dev/null
+    q -c "SELECT simhash_add_dedup('docs', 'fp', 3, 'skip', deferred => $deferred)" >/dev/null
     q -c "\\copy (SELECT id, fp FROM incoming ORDER BY id LIMIT $COPY_ROWS) TO '$work/copy.tsv'"
     rm -f "$work"/*.retries
     started=$(now)
@@ -107,9 +109,10 @@ copy_beside_loaders() {
     copy_retries=$( (cat "$work/copy.retries" 2>/dev/null || true) | wc -l)
     loader_retries=$( (cat "$work"/l?.retries 2>/dev/null || true) | wc -l)
     python3 -c "import sys; c, n, l = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]); print(
-        f'{sys.argv[6]}: COPY of {n:,} rows in one transaction with the trigger at k=3: {c:.0f} s ({n/c:,.0f} rows/s, '
+        f'{sys.argv[6]}: COPY of {n:,} rows in one transaction with the trigger at k=3{sys.argv[7]}: {c:.0f} s ({n/c:,.0f} rows/s, '
         f'{sys.argv[4]} retries); beside it 7 loaders of 20 x 250 rows finished after {l:.0f} s ({sys.argv[5]} batches retried).')" \
-        "$copy_seconds" "$COPY_ROWS" "$loaders_seconds" "$copy_retries" "$loader_retries" "$1" >>"$work/copies"
+        "$copy_seconds" "$COPY_ROWS" "$loaders_seconds" "$copy_retries" "$loader_retries" "$1" \
+        "$([ "$deferred" = true ] && echo ', checked at commit (deferred)')" >>"$work/copies"
 }
 
 : >"$work/results"
@@ -130,6 +133,9 @@ for method in $METHODS; do
     if [ "$COPY" = 1 ]; then
         log "index method $method: a COPY of $COPY_ROWS rows in one transaction beside 7 loaders (k = 3)"
         copy_beside_loaders "$method"
+        if [ "$DEFERRED" = 1 ]; then
+            copy_beside_loaders "$method" true
+        fi
     fi
 done
 
