@@ -126,3 +126,4 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred)';
+COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row; fired AFTER ROW, checks the rows at commit (deferred)';

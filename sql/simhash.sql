@@ -825,7 +825,7 @@ COMMENT ON FUNCTION simhash_internal.simhash_distance_support(internal) IS 'plan
 COMMENT ON FUNCTION simhash_internal.simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
 COMMENT ON FUNCTION simhash_internal.simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
 COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups on a simhash64 column can use an index (segment B-trees or bands GIN)';
-COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row';
+COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row; fired AFTER ROW, checks the rows at commit (deferred)';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
 COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
 COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred)';

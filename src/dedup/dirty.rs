@@ -118,6 +118,7 @@ pub(super) unsafe fn suspects_through_index(
     attnum: i32,
     fingerprints: &[u64],
     k: u32,
+    ours: &super::pending::Ours,
 ) -> Vec<u64> {
     const BATCH: usize = simhash_core::cost::RECHECK_BATCH;
     unsafe {
@@ -134,7 +135,7 @@ pub(super) unsafe fn suspects_through_index(
             for_each_fetched(rel, attnum, &mut dirty, &tids, &mut |i, tuple, value| {
                 let q = candidates[i].0;
                 let near = value.is_some_and(|value| simhash_core::hamming(value, batch[q]) <= k);
-                if near && !super::pending::written_by_this_transaction(tuple) {
+                if near && !ours.contains(tuple) {
                     suspect[q] = true;
                 }
                 ControlFlow::Continue(())
@@ -198,9 +199,14 @@ pub(super) unsafe fn own_row(
         let mut dirty = dirty_snapshot();
         let mut tid = row.tid;
         let mut copy = None;
-        if pg_sys::table_tuple_fetch_row_version(rel, &mut tid, &mut dirty, slot) {
+        // (A table created in this transaction is truncated in place: its TIDs may lie past its end.)
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        if pgrx::itemptr::item_pointer_get_both(tid).0 < blocks
+            && pg_sys::table_tuple_fetch_row_version(rel, &mut tid, &mut dirty, slot)
+        {
             row_of_slot(slot, attnum, (*rel).rd_att, &mut |tuple, value| {
-                if value == Some(row.fp) && super::pending::written_by_this_transaction(tuple) {
+                let xmin = (*(*tuple).t_data).t_choice.t_heap.t_xmin;
+                if value == Some(row.fp) && xmin == row.xmin && super::pending::written_by_this_transaction(tuple) {
                     copy = Some(pg_sys::heap_copytuple(tuple));
                 }
             });

@@ -41,6 +41,47 @@ pub(super) struct WrittenRow {
     /// Written by an UPDATE of a row that may be older than this transaction (see
     /// `Pending::updated_older_rows`).
     pub updates_older_row: bool,
+    /// The (sub)transaction that wrote it: with the TID, which row version it is (a TID freed by a
+    /// rolled-back subtransaction can be reused, by another one).
+    pub xmin: pg_sys::TransactionId,
+}
+
+/// Which stored rows the recheck counts as the transaction's own: those it wrote, or (the deferred
+/// check) only the row versions the trigger remembered; any other row is checked against like a
+/// row of another transaction.
+pub(super) enum Ours {
+    Written,
+    Remembered(HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber, pg_sys::TransactionId)>),
+}
+
+impl Ours {
+    /// The row versions of `rows`.
+    pub(super) fn remembered(rows: &[WrittenRow]) -> Ours {
+        Ours::Remembered(rows.iter().map(|r| identity(r.tid, r.xmin)).collect())
+    }
+
+    /// # Safety
+    ///
+    /// `tuple` is a valid heap tuple.
+    pub(super) unsafe fn contains(&self, tuple: pg_sys::HeapTuple) -> bool {
+        unsafe {
+            written_by_this_transaction(tuple)
+                && match self {
+                    Ours::Written => true,
+                    Ours::Remembered(rows) => {
+                        rows.contains(&identity((*tuple).t_self, (*(*tuple).t_data).t_choice.t_heap.t_xmin))
+                    }
+                }
+        }
+    }
+}
+
+fn identity(
+    tid: pg_sys::ItemPointerData,
+    xmin: pg_sys::TransactionId,
+) -> (pg_sys::BlockNumber, pg_sys::OffsetNumber, pg_sys::TransactionId) {
+    let (block, offset) = pgrx::itemptr::item_pointer_get_both(tid);
+    (block, offset, xmin)
 }
 
 thread_local! {

@@ -37,7 +37,7 @@ use simhash_core::shingles::{Overlap, ShingleSet};
 use super::config::Verify;
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within, own_row, suspects_through_index, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
-use super::pending::{written_by_this_transaction, Pending, PENDING};
+use super::pending::{Ours, Pending, PENDING};
 use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
 
@@ -48,7 +48,9 @@ use crate::pg::names::relation_name;
 /// At pre-commit or pre-prepare of the current transaction (the transaction callback), where errors
 /// are still allowed.
 pub(super) unsafe fn recheck_all() {
-    let pending: Vec<((Oid, Oid, String), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
+    let mut pending: Vec<((Oid, Oid, String), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
+    // In a fixed order (by table, then trigger): the same rows are refused from run to run.
+    pending.sort_unstable_by_key(|((relid, trigger, _), _)| (relid.to_u32(), trigger.to_u32()));
     for ((relid, _, _), mut pending) in pending {
         unsafe {
             // The transaction may have dropped the table since; then there is nothing to check.
@@ -66,7 +68,7 @@ pub(super) unsafe fn recheck_all() {
             pending.fingerprints.dedup();
             // (taken: not needed after the suspects are chosen, and a big COPY's are large)
             let fingerprints = std::mem::take(&mut pending.fingerprints);
-            let suspects = suspects(rel, index, &pending, fingerprints);
+            let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
             let mut skipped = 0u64;
             // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
             if pending.verify.is_some() {
@@ -74,7 +76,7 @@ pub(super) unsafe fn recheck_all() {
             }
             for &fp in &suspects {
                 pg_sys::check_for_interrupts!();
-                for conflict in recheck(rel, index, &pending, fp) {
+                for conflict in recheck(rel, index, &pending, fp, &Ours::Written) {
                     // `skip` drops an inserted row; an updated older one would be lost (deleting
                     // its new version deletes the row), so it fails instead.
                     let skip = pending.skip && !pending.updated_older_rows.contains(&fp);
@@ -129,14 +131,15 @@ pub(super) unsafe fn recheck_all() {
     }
 }
 
-/// Of `fingerprints` (sorted, without copies), those that may have a row of another transaction
-/// within k (committed or not): found in one pass over the table or through the simhash index,
+/// Of `fingerprints` (sorted, without copies), those that may have a row within k (committed or
+/// not) that is not one of `ours`: found in one pass over the table or through the simhash index,
 /// whichever costs less, else all of them.
 unsafe fn suspects(
     rel: pg_sys::Relation,
     index: Option<RecheckIndex>,
     pending: &Pending,
     fingerprints: Vec<u64>,
+    ours: &Ours,
 ) -> Vec<u64> {
     unsafe {
         let route = match index {
@@ -145,9 +148,9 @@ unsafe fn suspects(
             None => RecheckRoute::NoIndex,
         };
         if one_pass_is_cheaper(rel, route, fingerprints.len(), pending.k) {
-            suspects_in_one_pass(rel, pending, fingerprints)
+            suspects_in_one_pass(rel, pending, fingerprints, ours)
         } else if let Some(RecheckIndex::Own(oid)) = index {
-            suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k)
+            suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k, ours)
         } else {
             fingerprints
         }
@@ -190,11 +193,14 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
         fingerprints.sort_unstable();
         fingerprints.dedup();
         // The fingerprints within k of a committed row of another transaction (after waiting for
-        // the writers in progress), with that row.
+        // the writers in progress), with that row. Rows of this transaction that the trigger did
+        // not remember (an UPDATE of an older row that kept its fingerprint, rows written before
+        // the trigger was) count as such rows too, as they would have in the row trigger.
+        let ours = Ours::remembered(&rows);
         let mut near_others: HashMap<u64, Conflict> = HashMap::new();
-        for fp in suspects(rel, index, pending, fingerprints) {
+        for fp in suspects(rel, index, pending, fingerprints, &ours) {
             pg_sys::check_for_interrupts!();
-            if let Some(conflict) = recheck(rel, index, pending, fp).into_iter().next() {
+            if let Some(conflict) = recheck(rel, index, pending, fp, &ours).into_iter().next() {
                 near_others.insert(fp, conflict);
             }
         }
@@ -262,7 +268,8 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
             match earlier {
                 None => raise_violation(rel, pending, row.fp, &near_others[&row.fp], NOTE),
                 Some(earlier) => {
-                    let existing = own_row(rel, pending.attnum, earlier).expect("a kept row is alive");
+                    // (`first_come` found the earlier row alive just now.)
+                    let existing_key = own_row(rel, pending.attnum, earlier).and_then(|t| key_if_visible(rel, t));
                     raise_near_duplicate(
                         rel,
                         &pending.trigger_name,
@@ -270,7 +277,7 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                         pending.k,
                         row.fp,
                         simhash_core::hamming(row.fp, earlier.fp),
-                        key_if_visible(rel, existing).as_deref(),
+                        existing_key.as_deref(),
                         None,
                         "Both rows were written by this transaction; the check ran at commit (deferred).",
                     )
@@ -302,7 +309,12 @@ unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, route: RecheckRoute, pendin
 /// The pending fingerprints that have a row of another transaction within k (committed or not),
 /// found in one pass over the table with a dirty snapshot. Rows of others written after the pass
 /// started may be missed: their writers recheck after writing them, and then see ours.
-unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending, fingerprints: Vec<u64>) -> Vec<u64> {
+unsafe fn suspects_in_one_pass(
+    rel: pg_sys::Relation,
+    pending: &Pending,
+    fingerprints: Vec<u64>,
+    ours: &Ours,
+) -> Vec<u64> {
     unsafe {
         use simhash_core::dedup::{NearSet, NearSetError};
         let count = fingerprints.len();
@@ -323,7 +335,7 @@ unsafe fn suspects_in_one_pass(rel: pg_sys::Relation, pending: &Pending, fingerp
         let mut suspect = vec![false; count];
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value| {
-            if let Some(value) = value.filter(|_| !written_by_this_transaction(tuple)) {
+            if let Some(value) = value.filter(|_| !ours.contains(tuple)) {
                 set.for_each_near(value, &mut |i| suspect[i] = true);
             }
             ControlFlow::Continue(())
@@ -366,6 +378,7 @@ pub(super) unsafe fn recheck(
     index: Option<RecheckIndex>,
     pending: &Pending,
     fp: u64,
+    ours: &Ours,
 ) -> Vec<Conflict> {
     unsafe {
         let verify = pending.verify.as_ref();
@@ -406,8 +419,9 @@ pub(super) unsafe fn recheck(
                     } else if writers.is_empty() {
                         writers.push((xwait, tid, None));
                     }
-                } else if written_by_this_transaction(tuple) {
-                    // Our own rows were checked against each other by the row trigger.
+                } else if ours.contains(tuple) {
+                    // Our own rows were checked against each other by the row trigger (deferred: by
+                    // `first_come`).
                     if value == fp && (verify.is_some() || own.is_empty()) {
                         own.push(OwnRow { tid, text: text() });
                     }

@@ -204,6 +204,20 @@ unsafe fn remember_written_row(
         let tupdesc = (*rel).rd_att;
         // (Stored generated columns are computed by now.)
         let Some(fp) = column_value(row, tupdesc, config.attnum) else { return };
+        let header = (*row).t_data;
+        let frozen = pg_sys::HEAP_XMIN_FROZEN as u16;
+        if (*header).t_infomask & frozen == frozen {
+            // (COPY ... FREEZE: the row looks committed long ago, not written by this transaction.)
+            raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!(
+                    "the deferred near-duplicate check of trigger \"{}\" cannot check rows written frozen (COPY FREEZE)",
+                    trigger_name(trigger)
+                ),
+                None,
+                Some("Load without FREEZE, or use simhash_add_dedup(..., deferred => false).".into()),
+            );
+        }
         let updates_older_row = match old_row {
             None => false,
             Some(old_row) => {
@@ -222,7 +236,7 @@ unsafe fn remember_written_row(
         let trigger_oid = (*trigger).tgoid;
         warn_once_without_indexes(trigger_oid, rel, config, schema);
         let key = format!("{}/{}/{:?}/deferred", config.attnum, config.k, config.action);
-        let written = WrittenRow { tid: (*row).t_self, fp, updates_older_row };
+        let written = WrittenRow { tid: (*row).t_self, fp, updates_older_row, xmin: (*header).t_choice.t_heap.t_xmin };
         remember_row(relid, trigger_oid, key, written, || Pending {
             schema,
             attnum: config.attnum,

@@ -146,8 +146,8 @@ pub enum Verdict {
     NearEarlier(usize),
 }
 
-/// Up to this many rows, [`first_come`] compares each row with the kept ones directly; above, it
-/// asks a [`NearSet`] of all of them.
+/// Up to this many rows, [`first_come`] compares each row with every kept one; above, it files
+/// the kept rows by segment value ([`KeptRows`]).
 pub const FIRST_COME_DIRECT_UP_TO: usize = 256;
 
 /// The rows `fps` one transaction wrote, in the order it wrote them, judged as the row trigger
@@ -156,17 +156,18 @@ pub const FIRST_COME_DIRECT_UP_TO: usize = 256;
 ///
 /// `alive(i)` says whether row `i` is still stored; it is asked only of rows that would be refused
 /// and of the kept rows that would refuse them (so most rows are never asked), and a row that is
-/// gone is neither kept nor refused.
+/// gone is neither kept nor refused. `near_other` is asked once per row, in order.
+///
+/// The kept rows are pairwise more than `k` apart, so a row meets few of them however many copies
+/// of one text the transaction wrote.
 pub fn first_come(
     fps: &[u64],
     k: u32,
     near_other: &mut dyn FnMut(usize) -> bool,
     alive: &mut dyn FnMut(usize) -> bool,
 ) -> Result<Vec<Verdict>, NearSetError> {
-    let set = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(NearSet::new(fps.to_vec(), k)?) } else { None };
-    if set.is_none() && k > MAX_DEDUP_RADIUS {
-        return Err(NearSetError::RadiusOutOfRange);
-    }
+    let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
+    let mut filed = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(KeptRows::new(fps.len(), radii)?) } else { None };
     let mut verdicts: Vec<Verdict> = Vec::new();
     verdicts.try_reserve_exact(fps.len()).map_err(|_| NearSetError::OutOfMemory)?;
     let mut kept: Vec<usize> = Vec::new();
@@ -177,13 +178,14 @@ pub fn first_come(
             continue;
         }
         candidates.clear();
-        match &set {
-            Some(set) => set.for_each_near(fp, &mut |j| {
-                if j < i && verdicts[j] == Verdict::Kept {
+        let within = |j: usize| verdicts[j] == Verdict::Kept && hamming(fps[j], fp) <= k;
+        match &filed {
+            Some(filed) => filed.for_each_candidate(fp, &mut |j| {
+                if within(j) {
                     candidates.push(j)
                 }
             }),
-            None => candidates.extend(kept.iter().copied().filter(|&j| hamming(fps[j], fp) <= k)),
+            None => candidates.extend(kept.iter().copied().filter(|&j| within(j))),
         }
         let mut verdict = Verdict::Kept;
         if !candidates.is_empty() {
@@ -197,18 +199,75 @@ pub fn first_come(
                         verdict = Verdict::NearEarlier(j);
                         break;
                     }
-                    // Gone after all: no longer kept.
+                    // Gone after all: no longer kept (and skipped where it is filed).
                     verdicts[j] = Verdict::Gone;
-                    kept.retain(|&x| x != j);
                 }
             }
         }
-        if verdict == Verdict::Kept && set.is_none() {
-            kept.push(i);
+        if verdict == Verdict::Kept {
+            match &mut filed {
+                Some(filed) => filed.insert(i, fp),
+                None => kept.push(i),
+            }
         }
         verdicts.push(verdict);
     }
     Ok(verdicts)
+}
+
+/// The kept rows of [`first_come`], each filed under its own value of each segment (a list per
+/// value, linked through `next`); a row asks for the values within its segments' radii.
+struct KeptRows {
+    masks: [Vec<u16>; 4],
+    /// The last row filed under each value of each segment (`NONE` if none).
+    heads: Vec<u32>,
+    /// The row filed before row `i` under its value of segment `n`: `next[4 * i + n]`.
+    next: Vec<u32>,
+}
+
+impl KeptRows {
+    const NONE: u32 = u32::MAX;
+
+    fn new(rows: usize, radii: [u32; 4]) -> Result<Self, NearSetError> {
+        let filled = |n: usize| {
+            let mut v: Vec<u32> = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| NearSetError::OutOfMemory)?;
+            v.resize(n, Self::NONE);
+            Ok(v)
+        };
+        if rows >= Self::NONE as usize {
+            return Err(NearSetError::OutOfMemory);
+        }
+        let rows4 = rows.checked_mul(4).ok_or(NearSetError::OutOfMemory)?;
+        Ok(KeptRows {
+            masks: radii.map(|radius| segment_probes(0, radius)),
+            heads: filled(4 << 16)?,
+            next: filled(rows4)?,
+        })
+    }
+
+    fn insert(&mut self, i: usize, fp: u64) {
+        for n in 0..4 {
+            let head = &mut self.heads[(n << 16) | usize::from(segment(fp, n as i32).expect("n < 4"))];
+            self.next[4 * i + n] = *head;
+            *head = i as u32;
+        }
+    }
+
+    /// Calls `found(j)` for each filed row that shares a segment within its radius with `fp`
+    /// (possibly more than once).
+    fn for_each_candidate(&self, fp: u64, found: &mut dyn FnMut(usize)) {
+        for (n, masks) in self.masks.iter().enumerate() {
+            let value = segment(fp, n as i32).expect("n < 4");
+            for &mask in masks {
+                let mut j = self.heads[(n << 16) | usize::from(value ^ mask)];
+                while j != Self::NONE {
+                    found(j as usize);
+                    j = self.next[4 * j as usize + n];
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -327,6 +386,22 @@ mod tests {
             first_come(&[1], MAX_DEDUP_RADIUS + 1, &mut |_| false, &mut |_| true),
             Err(NearSetError::RadiusOutOfRange)
         );
+        // 100,000 copies of one fingerprint and of a near one (a dedup feed): the first is kept and
+        // refuses the rest, each checked against the one kept row (not against every copy before
+        // it); with the first gone, the second is kept.
+        let copies: Vec<u64> = (0..100_000u64).map(|i| if i % 2 == 0 { 0xABCD } else { 0xABCF }).collect();
+        for first_alive in [true, false] {
+            let mut asked = 0usize;
+            let verdicts = first_come(&copies, 11, &mut |_| false, &mut |i| {
+                asked += 1;
+                i != 0 || first_alive
+            })
+            .unwrap();
+            let first = if first_alive { 0 } else { 1 };
+            assert_eq!(verdicts[first], Verdict::Kept);
+            assert!(verdicts[first + 1..].iter().all(|v| *v == Verdict::NearEarlier(first)));
+            assert!(asked <= 2 * copies.len() + 1, "{asked}");
+        }
         // Copies: the first is kept, each later one refused by it; once it is gone, the second is kept.
         let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |_| true).unwrap();
         assert_eq!(verdicts, vec![Verdict::Kept, Verdict::NearEarlier(0), Verdict::NearEarlier(0)]);

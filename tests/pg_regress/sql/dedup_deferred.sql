@@ -130,6 +130,91 @@ INSERT INTO drw VALUES (1, '0000000000000000', 1), (2, '0000000000000001', 2);
 COMMIT;
 SELECT id, fp FROM drw;
 
+-- Rows of the transaction that the trigger did not remember count like stored rows: an UPDATE of
+-- an older row that keeps its fingerprint (its new version is the transaction's), rows written
+-- under the check at each row before the switch to the deferred one.
+CREATE TABLE dmix (id integer PRIMARY KEY, fp simhash64, body text);
+SELECT count(*) FROM simhash_create_indexes('dmix', 'fp', 'simhash');
+SELECT simhash_add_dedup('dmix', 'fp', 3, 'error', deferred => true);
+INSERT INTO dmix VALUES (1, '0000000000000000', 'p');
+BEGIN;
+INSERT INTO dmix VALUES (2, '0000000000000001');
+UPDATE dmix SET body = 'p, edited' WHERE id = 1;
+COMMIT;
+BEGIN;
+SELECT simhash_add_dedup('dmix', 'fp', 3, 'error');
+INSERT INTO dmix VALUES (3, '3333333333333333');
+SELECT simhash_add_dedup('dmix', 'fp', 3, 'error', deferred => true);
+INSERT INTO dmix VALUES (4, '3333333333333330');
+COMMIT;
+-- A row updated three times is checked in its last version; a row near that version is refused.
+BEGIN;
+INSERT INTO dmix VALUES (5, '5555555555555555');
+UPDATE dmix SET fp = '6666666666666666' WHERE id = 5;
+UPDATE dmix SET fp = '7777777777777777' WHERE id = 5;
+UPDATE dmix SET body = 'last' WHERE id = 5;
+INSERT INTO dmix VALUES (6, '5555555555555555');        -- near the first version only: kept
+INSERT INTO dmix VALUES (7, '7777777777777776');        -- near the last version: refused
+COMMIT;
+BEGIN;
+INSERT INTO dmix VALUES (5, '5555555555555555');
+UPDATE dmix SET fp = '6666666666666666' WHERE id = 5;
+UPDATE dmix SET fp = '7777777777777777' WHERE id = 5;
+UPDATE dmix SET body = 'last' WHERE id = 5;
+INSERT INTO dmix VALUES (6, '5555555555555555');
+COMMIT;
+-- INSERT ... ON CONFLICT DO UPDATE of an older row onto a near-duplicate.
+INSERT INTO dmix VALUES (1, '7777777777777775') ON CONFLICT (id) DO UPDATE SET fp = excluded.fp;
+SELECT id, fp, body FROM dmix ORDER BY id;
+-- COPY FREEZE writes rows that look committed long ago: refused (0A000).
+BEGIN;
+TRUNCATE dmix;
+COPY dmix (id, fp) FROM stdin WITH (FREEZE);
+1	0000000000000000
+\.
+ROLLBACK;
+-- A table created in the transaction is truncated in place: the rows written before are gone, and
+-- their places reused.
+BEGIN;
+CREATE TABLE dnewtbl (id integer PRIMARY KEY, fp simhash64);
+SELECT count(*) FROM simhash_create_indexes('dnewtbl', 'fp');
+SELECT simhash_add_dedup('dnewtbl', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dnewtbl VALUES (1, '0000000000000000'), (2, 'ffffffffffffffff');
+TRUNCATE dnewtbl;
+INSERT INTO dnewtbl VALUES (3, '0000000000000000');
+INSERT INTO dnewtbl SELECT 3 + g, '0000000000000001' FROM generate_series(1, 3) g;
+COMMIT;
+SELECT id, fp FROM dnewtbl ORDER BY id;
+-- (Places past the table's end after such a TRUNCATE are not read.)
+BEGIN;
+CREATE TABLE dnewtbl2 (id integer PRIMARY KEY, fp simhash64);
+SELECT count(*) FROM simhash_create_indexes('dnewtbl2', 'fp');
+SELECT simhash_add_dedup('dnewtbl2', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dnewtbl2 SELECT g, ('x' || md5(g::text))::bit(64)::bigint::simhash64 FROM generate_series(1, 2000) g;
+TRUNCATE dnewtbl2;
+INSERT INTO dnewtbl2 VALUES (1, '0000000000000000'), (2, '0000000000000001');
+COMMIT;
+SELECT id, fp FROM dnewtbl2 ORDER BY id;
+-- A table that existed before: TRUNCATE after rows were written is 55000 (see above).
+BEGIN;
+INSERT INTO dnewtbl SELECT g, ('x' || md5(g::text))::bit(64)::bigint::simhash64 FROM generate_series(10, 900) g;
+TRUNCATE dnewtbl;
+COMMIT;
+-- A stored generated fingerprint, and a partitioned table (each partition checked on its own).
+CREATE TABLE dgen (id integer PRIMARY KEY, body text, fp simhash64 GENERATED ALWAYS AS (simhash(body)) STORED);
+SELECT count(*) FROM simhash_create_indexes('dgen', 'fp');
+SELECT simhash_add_dedup('dgen', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dgen VALUES (1, 'the quick brown fox jumps over the lazy dog'), (2, 'the quick brown fox jumps over the lazy dog'),
+                        (3, 'an entirely different sentence about databases');
+SELECT id FROM dgen ORDER BY id;
+CREATE TABLE dpart (id integer, region integer, fp simhash64, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE dpart_1 PARTITION OF dpart FOR VALUES IN (1);
+CREATE TABLE dpart_2 PARTITION OF dpart FOR VALUES IN (2);
+SELECT count(*) FROM simhash_create_indexes('dpart', 'fp');
+SELECT simhash_add_dedup('dpart', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dpart VALUES (1, 1, '0000000000000000'), (2, 1, '0000000000000001'), (3, 2, '0000000000000003');
+SELECT id, region FROM dpart ORDER BY id;
+
 -- Refused: action 'report', verify and NULL.
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'report', deferred => true);
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', verify => 'body', deferred => true);
@@ -142,4 +227,4 @@ INSERT INTO dhand VALUES (1, '0000000000000000');
 -- Back to the check at each row: the BEFORE trigger replaces the AFTER one.
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'skip');
 SELECT tgname, tgtype & 2 = 2 AS before FROM pg_trigger WHERE tgrelid = 'ddocs'::regclass AND NOT tgisinternal ORDER BY tgname;
-DROP TABLE ddocs, dbig, dbig_row, dhand, drw;
+DROP TABLE ddocs, dbig, dbig_row, dhand, drw, dmix, dnewtbl, dnewtbl2, dgen, dpart;
