@@ -184,7 +184,7 @@ unsafe fn for_each_fetched(
 
 /// A copy of the row version `row` of the deferred check if it is still stored (this transaction
 /// wrote it and has not deleted or updated it, nor rolled it back) with the fingerprint it was
-/// written with; `None` if it is gone.
+/// written with; `None` if it is gone. `blocks`: the table's size in blocks.
 ///
 /// # Safety
 ///
@@ -193,14 +193,15 @@ pub(super) unsafe fn own_row(
     rel: pg_sys::Relation,
     attnum: i32,
     row: &super::pending::WrittenRow,
+    blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let mut dirty = dirty_snapshot();
         let mut tid = row.tid;
         let mut copy = None;
-        // (A table created in this transaction is truncated in place: its TIDs may lie past its end.)
-        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        // (A table created in this transaction is truncated in place: its TIDs may lie past its
+        // end, `blocks`.)
         if pgrx::itemptr::item_pointer_get_both(tid).0 < blocks
             && pg_sys::table_tuple_fetch_row_version(rel, &mut tid, &mut dirty, slot)
         {

@@ -28,9 +28,6 @@ pub(super) struct Pending {
     /// in the order written, all checked at commit (`fingerprints` is then empty).
     pub deferred: bool,
     pub rows: Vec<WrittenRow>,
-    /// The table's file when the first row was remembered: a rewrite since (ALTER TABLE, CLUSTER,
-    /// TRUNCATE) moved the rows, so their TIDs no longer say where they are.
-    pub relfilenode: Oid,
 }
 
 /// A row version written by this transaction under the deferred check.
@@ -44,20 +41,31 @@ pub(super) struct WrittenRow {
     /// The (sub)transaction that wrote it: with the TID, which row version it is (a TID freed by a
     /// rolled-back subtransaction can be reused, by another one).
     pub xmin: pg_sys::TransactionId,
+    /// The table's file it was written to: a rewrite since (ALTER TABLE, CLUSTER, TRUNCATE) moved
+    /// the rows, so their TIDs no longer say where they are.
+    pub relfilenode: Oid,
 }
+
+/// A row version: its TID and the (sub)transaction that wrote it.
+pub(super) type Identity = (pg_sys::BlockNumber, pg_sys::OffsetNumber, pg_sys::TransactionId);
 
 /// Which stored rows the recheck counts as the transaction's own: those it wrote, or (the deferred
 /// check) only the row versions the trigger remembered; any other row is checked against like a
 /// row of another transaction.
 pub(super) enum Ours {
     Written,
-    Remembered(HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber, pg_sys::TransactionId)>),
+    /// Sorted.
+    Remembered(Vec<Identity>),
 }
 
 impl Ours {
-    /// The row versions of `rows`.
-    pub(super) fn remembered(rows: &[WrittenRow]) -> Ours {
-        Ours::Remembered(rows.iter().map(|r| identity(r.tid, r.xmin)).collect())
+    /// The row versions of `rows`; `None` when memory runs out.
+    pub(super) fn remembered(rows: &[WrittenRow]) -> Option<Ours> {
+        let mut identities = Vec::new();
+        identities.try_reserve_exact(rows.len()).ok()?;
+        identities.extend(rows.iter().map(|r| identity(r.tid, r.xmin)));
+        identities.sort_unstable();
+        Some(Ours::Remembered(identities))
     }
 
     /// # Safety
@@ -68,18 +76,15 @@ impl Ours {
             written_by_this_transaction(tuple)
                 && match self {
                     Ours::Written => true,
-                    Ours::Remembered(rows) => {
-                        rows.contains(&identity((*tuple).t_self, (*(*tuple).t_data).t_choice.t_heap.t_xmin))
-                    }
+                    Ours::Remembered(rows) => rows
+                        .binary_search(&identity((*tuple).t_self, (*(*tuple).t_data).t_choice.t_heap.t_xmin))
+                        .is_ok(),
                 }
         }
     }
 }
 
-fn identity(
-    tid: pg_sys::ItemPointerData,
-    xmin: pg_sys::TransactionId,
-) -> (pg_sys::BlockNumber, pg_sys::OffsetNumber, pg_sys::TransactionId) {
+pub(super) fn identity(tid: pg_sys::ItemPointerData, xmin: pg_sys::TransactionId) -> Identity {
     let (block, offset) = pgrx::itemptr::item_pointer_get_both(tid);
     (block, offset, xmin)
 }
@@ -100,6 +105,7 @@ pub(super) fn remember(
     updates_older_row: bool,
     make: impl FnOnce() -> Pending,
 ) {
+    refuse_mixed_checks(relid, trigger_oid, &config, false);
     PENDING.with(|p| {
         let mut pending = p.borrow_mut();
         let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(make);
@@ -119,10 +125,52 @@ pub(super) fn remember_row(
     row: WrittenRow,
     make: impl FnOnce() -> Pending,
 ) {
-    PENDING.with(|p| {
+    refuse_mixed_checks(relid, trigger_oid, &config, true);
+    let grown = PENDING.with(|p| {
         let mut pending = p.borrow_mut();
-        pending.entry((relid, trigger_oid, config)).or_insert_with(make).rows.push(row);
+        let rows = &mut pending.entry((relid, trigger_oid, config)).or_insert_with(make).rows;
+        let grown = rows.try_reserve(1).is_ok();
+        if grown {
+            rows.push(row);
+        }
+        grown
     });
+    if !grown {
+        crate::pg::errors::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            "out of memory for the rows the deferred near-duplicate check remembers".into(),
+            None,
+            None,
+        );
+    }
+}
+
+/// An ERROR (55000) when this transaction already wrote rows into `relid` under `trigger_oid`
+/// with other settings, where one of them is the deferred check (`deferred`: the new settings
+/// are): the two would judge each other's rows in no defined order. (Settings of the check at each
+/// row may change: each row is rechecked under those that let it through.)
+fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: bool) {
+    let mixed = PENDING.with(|p| {
+        let pending = p.borrow();
+        if pending.contains_key(&(relid, trigger_oid, config.to_string())) {
+            return None;
+        }
+        pending
+            .iter()
+            .find(|((r, t, c), entry)| *r == relid && *t == trigger_oid && c != config && (deferred || entry.deferred))
+            .map(|(_, entry)| entry.trigger_name.clone())
+    });
+    if let Some(trigger) = mixed {
+        crate::pg::errors::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "the near-duplicate check of trigger \"{trigger}\" changed in this transaction after it checked rows \
+                 under other settings, one of them deferred"
+            ),
+            None,
+            Some("Change the check (simhash_add_dedup) in a transaction of its own.".into()),
+        );
+    }
 }
 
 /// Whether this transaction wrote `tuple`. A frozen tuple keeps its (old) raw xmin, which after

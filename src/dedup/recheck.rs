@@ -170,7 +170,12 @@ unsafe fn suspects(
 unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>, pending: &mut Pending) {
     use simhash_core::dedup::{first_come, NearSetError, Verdict};
     unsafe {
-        if (*(*rel).rd_rel).relfilenode != pending.relfilenode {
+        let mut rows = std::mem::take(&mut pending.rows);
+        // Rows of rolled-back subtransactions are gone (and were perhaps written to a file
+        // a rollback discarded).
+        rows.retain(|r| pg_sys::TransactionIdIsCurrentTransactionId(r.xmin));
+        let file = (*(*rel).rd_rel).relfilenode;
+        if rows.iter().any(|r| r.relfilenode != file) {
             // The rows were moved (and a rewrite by ALTER TABLE marks every row of the table as
             // written by this transaction): their TIDs no longer say where they are.
             raise(
@@ -188,15 +193,29 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 ),
             );
         }
-        let rows = std::mem::take(&mut pending.rows);
-        let mut fingerprints: Vec<u64> = rows.iter().map(|r| r.fp).collect();
+        let n = rows.len();
+        let out_of_memory = || -> ! {
+            raise(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!(
+                    "out of memory for the deferred near-duplicate check of {n} rows of relation \"{}\"",
+                    relation_name(rel)
+                ),
+                None,
+                None,
+            )
+        };
+        let mut fps = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        fps.extend(rows.iter().map(|r| r.fp));
+        let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        fingerprints.extend_from_slice(&fps);
         fingerprints.sort_unstable();
         fingerprints.dedup();
         // The fingerprints within k of a committed row of another transaction (after waiting for
         // the writers in progress), with that row. Rows of this transaction that the trigger did
-        // not remember (an UPDATE of an older row that kept its fingerprint, rows written before
-        // the trigger was) count as such rows too, as they would have in the row trigger.
-        let ours = Ours::remembered(&rows);
+        // not remember (an UPDATE of an older row that kept its fingerprint, rows written while
+        // the trigger was disabled) count as such rows too.
+        let ours = Ours::remembered(&rows).unwrap_or_else(|| out_of_memory());
         let mut near_others: HashMap<u64, Conflict> = HashMap::new();
         for fp in suspects(rel, index, pending, fingerprints, &ours) {
             pg_sys::check_for_interrupts!();
@@ -204,30 +223,34 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 near_others.insert(fp, conflict);
             }
         }
+        drop(ours);
         // A row version pruned away (written by a rolled-back subtransaction) can leave its TID to
-        // a later row: only the last row remembered at a TID can still be there.
-        let mut reused = vec![false; rows.len()];
-        let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
-        for (i, row) in rows.iter().enumerate().rev() {
-            reused[i] = !seen.insert(pgrx::itemptr::item_pointer_get_both(row.tid));
+        // a later row, and a TRUNCATE of a table created in this transaction empties it in place:
+        // only the last row remembered at a TID can still be there.
+        let mut reused = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        reused.resize(n, false);
+        {
+            let mut order: Vec<usize> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            order.extend(0..n);
+            order.sort_unstable_by_key(|&i| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i));
+            for pair in order.windows(2) {
+                let tid = |i: usize| pgrx::itemptr::item_pointer_get_both(rows[i].tid);
+                reused[pair[0]] = tid(pair[0]) == tid(pair[1]);
+            }
         }
-        drop(seen);
-        let fps: Vec<u64> = rows.iter().map(|r| r.fp).collect();
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
         let alive = &mut |i: usize| -> bool {
-            !reused[i] && own_row(rel, pending.attnum, &rows[i]).map(|t| pg_sys::heap_freetuple(t)).is_some()
+            !reused[i] && own_row(rel, pending.attnum, &rows[i], blocks).map(|t| pg_sys::heap_freetuple(t)).is_some()
         };
-        let verdicts = match first_come(&fps, pending.k, &mut |i| near_others.contains_key(&fps[i]), alive) {
+        let near_other = &mut |i: usize| {
+            if i % 4096 == 4095 {
+                pg_sys::check_for_interrupts!();
+            }
+            near_others.contains_key(&fps[i])
+        };
+        let verdicts = match first_come(&fps, pending.k, near_other, alive) {
             Ok(verdicts) => verdicts,
-            Err(NearSetError::OutOfMemory) => raise(
-                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-                format!(
-                    "out of memory for the deferred near-duplicate check of {} rows of relation \"{}\"",
-                    rows.len(),
-                    relation_name(rel)
-                ),
-                None,
-                None,
-            ),
+            Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
         drop(fps);
@@ -269,7 +292,8 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 None => raise_violation(rel, pending, row.fp, &near_others[&row.fp], NOTE),
                 Some(earlier) => {
                     // (`first_come` found the earlier row alive just now.)
-                    let existing_key = own_row(rel, pending.attnum, earlier).and_then(|t| key_if_visible(rel, t));
+                    let existing_key =
+                        own_row(rel, pending.attnum, earlier, blocks).and_then(|t| key_if_visible(rel, t));
                     raise_near_duplicate(
                         rel,
                         &pending.trigger_name,
@@ -293,6 +317,13 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
             );
         }
     }
+}
+
+/// An empty vector with room for `n` items, or `None` when memory runs out.
+fn fallible_vec<T>(n: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    Some(v)
 }
 
 /// Whether one pass over the table costs less than looking up each pending fingerprint

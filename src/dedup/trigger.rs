@@ -133,7 +133,6 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     updated_older_rows: Default::default(),
                     deferred: false,
                     rows: Vec::new(),
-                    relfilenode: (*(*rel).rd_rel).relfilenode,
                 });
             }
             return Datum::from(row);
@@ -236,7 +235,13 @@ unsafe fn remember_written_row(
         let trigger_oid = (*trigger).tgoid;
         warn_once_without_indexes(trigger_oid, rel, config, schema);
         let key = format!("{}/{}/{:?}/deferred", config.attnum, config.k, config.action);
-        let written = WrittenRow { tid: (*row).t_self, fp, updates_older_row, xmin: (*header).t_choice.t_heap.t_xmin };
+        let written = WrittenRow {
+            tid: (*row).t_self,
+            fp,
+            updates_older_row,
+            xmin: (*header).t_choice.t_heap.t_xmin,
+            relfilenode: (*(*rel).rd_rel).relfilenode,
+        };
         remember_row(relid, trigger_oid, key, written, || Pending {
             schema,
             attnum: config.attnum,
@@ -249,7 +254,6 @@ unsafe fn remember_written_row(
             updated_older_rows: Default::default(),
             deferred: true,
             rows: Vec::new(),
-            relfilenode: (*(*rel).rd_rel).relfilenode,
         });
     }
 }

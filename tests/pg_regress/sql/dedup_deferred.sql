@@ -132,7 +132,8 @@ SELECT id, fp FROM drw;
 
 -- Rows of the transaction that the trigger did not remember count like stored rows: an UPDATE of
 -- an older row that keeps its fingerprint (its new version is the transaction's), rows written
--- under the check at each row before the switch to the deferred one.
+-- while the trigger was disabled. Switching between the check at each row and the deferred one
+-- after writing rows in the transaction is refused (55000).
 CREATE TABLE dmix (id integer PRIMARY KEY, fp simhash64, body text);
 SELECT count(*) FROM simhash_create_indexes('dmix', 'fp', 'simhash');
 SELECT simhash_add_dedup('dmix', 'fp', 3, 'error', deferred => true);
@@ -142,11 +143,23 @@ INSERT INTO dmix VALUES (2, '0000000000000001');
 UPDATE dmix SET body = 'p, edited' WHERE id = 1;
 COMMIT;
 BEGIN;
+ALTER TABLE dmix DISABLE TRIGGER dmix_fp_dedup;
+INSERT INTO dmix VALUES (3, '3333333333333333');
+ALTER TABLE dmix ENABLE TRIGGER dmix_fp_dedup;
+INSERT INTO dmix VALUES (4, '3333333333333330');
+COMMIT;
+BEGIN;
 SELECT simhash_add_dedup('dmix', 'fp', 3, 'error');
 INSERT INTO dmix VALUES (3, '3333333333333333');
 SELECT simhash_add_dedup('dmix', 'fp', 3, 'error', deferred => true);
 INSERT INTO dmix VALUES (4, '3333333333333330');
-COMMIT;
+ROLLBACK;
+BEGIN;
+INSERT INTO dmix VALUES (3, '3333333333333333');
+SELECT simhash_add_dedup('dmix', 'fp', 5, 'error', deferred => true);
+INSERT INTO dmix VALUES (4, '3333333333333330');
+ROLLBACK;
+SELECT simhash_add_dedup('dmix', 'fp', 3, 'error', deferred => true);
 -- A row updated three times is checked in its last version; a row near that version is refused.
 BEGIN;
 INSERT INTO dmix VALUES (5, '5555555555555555');
@@ -183,6 +196,16 @@ INSERT INTO dnewtbl VALUES (1, '0000000000000000'), (2, 'ffffffffffffffff');
 TRUNCATE dnewtbl;
 INSERT INTO dnewtbl VALUES (3, '0000000000000000');
 INSERT INTO dnewtbl SELECT 3 + g, '0000000000000001' FROM generate_series(1, 3) g;
+COMMIT;
+SELECT id, fp FROM dnewtbl ORDER BY id;
+-- A TRUNCATE rolled back to a savepoint, with the rows written after it: nothing was moved.
+BEGIN;
+INSERT INTO dnewtbl VALUES (1020, '2222222222222222');
+SAVEPOINT s;
+TRUNCATE dnewtbl;
+INSERT INTO dnewtbl VALUES (1021, '2222222222222223');
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO dnewtbl VALUES (1022, '2222222222222220');
 COMMIT;
 SELECT id, fp FROM dnewtbl ORDER BY id;
 -- (Places past the table's end after such a TRUNCATE are not read.)
