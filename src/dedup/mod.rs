@@ -47,6 +47,12 @@
 //! together (each bucket read once for many of them), and only those with a near-duplicate of
 //! another transaction are rechecked one by one.
 //!
+//! The deferred check (`simhash_add_dedup(..., deferred => true)`): the trigger is fired AFTER
+//! the row is written and only remembers the row version (`pending::WrittenRow`); at commit
+//! `recheck::check_written_rows` looks all of the transaction's rows up together against the rows
+//! of others (the batched lookups above, with the same waits), then judges them in the order
+//! written against the rows the transaction kept before each (`simhash_core::dedup::first_come`).
+//!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.
 
