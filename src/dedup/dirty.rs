@@ -196,9 +196,40 @@ pub(super) unsafe fn own_row(
     blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
+        fetch_row(rel, attnum, row.tid, blocks, &mut |tuple, value| {
+            let xmin = (*(*tuple).t_data).t_choice.t_heap.t_xmin;
+            value == Some(row.fp) && xmin == row.xmin && super::pending::written_by_this_transaction(tuple)
+        })
+    }
+}
+
+/// A copy of the row at `tid` if a dirty snapshot sees it there (committed or in progress, not
+/// deleted); `None` if it is gone. `blocks`: the table's size in blocks.
+///
+/// # Safety
+///
+/// As [`own_row`].
+pub(super) unsafe fn stored_row(
+    rel: pg_sys::Relation,
+    attnum: i32,
+    tid: pg_sys::ItemPointerData,
+    blocks: pg_sys::BlockNumber,
+) -> Option<pg_sys::HeapTuple> {
+    unsafe { fetch_row(rel, attnum, tid, blocks, &mut |_, _| true) }
+}
+
+/// A copy of the row version at `tid` that a dirty snapshot sees, if `wanted(tuple, value of
+/// column attnum)` takes it.
+unsafe fn fetch_row(
+    rel: pg_sys::Relation,
+    attnum: i32,
+    mut tid: pg_sys::ItemPointerData,
+    blocks: pg_sys::BlockNumber,
+    wanted: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> bool,
+) -> Option<pg_sys::HeapTuple> {
+    unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let mut dirty = dirty_snapshot();
-        let mut tid = row.tid;
         let mut copy = None;
         // (A table created in this transaction is truncated in place: its TIDs may lie past its
         // end, `blocks`.)
@@ -206,8 +237,7 @@ pub(super) unsafe fn own_row(
             && pg_sys::table_tuple_fetch_row_version(rel, &mut tid, &mut dirty, slot)
         {
             row_of_slot(slot, attnum, (*rel).rd_att, &mut |tuple, value| {
-                let xmin = (*(*tuple).t_data).t_choice.t_heap.t_xmin;
-                if value == Some(row.fp) && xmin == row.xmin && super::pending::written_by_this_transaction(tuple) {
+                if wanted(tuple, value) {
                     copy = Some(pg_sys::heap_copytuple(tuple));
                 }
             });

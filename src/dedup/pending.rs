@@ -25,9 +25,21 @@ pub(super) struct Pending {
     /// a conflict there fails as with `error`.
     pub updated_older_rows: HashSet<u64>,
     /// The deferred check (`simhash_add_dedup(..., deferred => true)`): every row version written,
-    /// in the order written, all checked at commit (`fingerprints` is then empty).
+    /// all checked at commit (`fingerprints` is then empty).
     pub deferred: bool,
-    pub rows: Vec<WrittenRow>,
+    pub rows: WrittenRows,
+}
+
+/// The row versions the deferred check remembered, in the order written.
+#[derive(Default)]
+pub(super) struct WrittenRows {
+    pub list: Vec<WrittenRow>,
+    /// Where each remembered version is in `list`: made at the first UPDATE of a remembered row
+    /// (a load that only inserts never needs it), then kept up to date.
+    positions: Option<HashMap<Identity, usize>>,
+    /// Whether some version took the place of the one it updated ([`WrittenRow::seq`]), so that
+    /// `list` is no longer in order of `seq`.
+    pub reordered: bool,
 }
 
 /// A row version written by this transaction under the deferred check.
@@ -44,6 +56,11 @@ pub(super) struct WrittenRow {
     /// The table's file it was written to: a rewrite since (ALTER TABLE, CLUSTER, TRUNCATE) moved
     /// the rows, so their TIDs no longer say where they are.
     pub relfilenode: Oid,
+    /// Where the row comes in the order the check at each row would have judged it: the place
+    /// of the version it updated when the UPDATE kept the fingerprint (that check would not have
+    /// looked at it again), else the next place (set by [`remember_row`]). The old and the new
+    /// version then share a place; at most one of them is stored at commit.
+    pub seq: usize,
 }
 
 /// A row version: its TID and the (sub)transaction that wrote it.
@@ -105,7 +122,7 @@ pub(super) fn remember(
     updates_older_row: bool,
     make: impl FnOnce() -> Pending,
 ) {
-    refuse_mixed_checks(relid, trigger_oid, &config, false);
+    refuse_mixed_checks(relid, trigger_oid, &config, None);
     PENDING.with(|p| {
         let mut pending = p.borrow_mut();
         let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(make);
@@ -117,23 +134,23 @@ pub(super) fn remember(
 }
 
 /// Remembers, for the deferred check, the row version `row` written into `relid` under
-/// `trigger_oid` (see [`remember`]).
+/// `trigger_oid` (see [`remember`]), for a check that skips rows (`skip`) or not. `replaces`: the version this transaction wrote that an UPDATE
+/// replaced with `row`; if it was remembered, `row` is judged in its place when the UPDATE kept the
+/// fingerprint, and updates a row older than the transaction if that one did.
 pub(super) fn remember_row(
     relid: Oid,
     trigger_oid: Oid,
     config: String,
-    row: WrittenRow,
+    skip: bool,
+    mut row: WrittenRow,
+    replaces: Option<Identity>,
     make: impl FnOnce() -> Pending,
 ) {
-    refuse_mixed_checks(relid, trigger_oid, &config, true);
+    refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
     let grown = PENDING.with(|p| {
         let mut pending = p.borrow_mut();
         let rows = &mut pending.entry((relid, trigger_oid, config)).or_insert_with(make).rows;
-        let grown = rows.try_reserve(1).is_ok();
-        if grown {
-            rows.push(row);
-        }
-        grown
+        rows.push(&mut row, replaces).is_some()
     });
     if !grown {
         crate::pg::errors::raise(
@@ -145,31 +162,99 @@ pub(super) fn remember_row(
     }
 }
 
-/// An ERROR (55000) when this transaction already wrote rows into `relid` under `trigger_oid`
-/// with other settings, where one of them is the deferred check (`deferred`: the new settings
-/// are): the two would judge each other's rows in no defined order. (Settings of the check at each
-/// row may change: each row is rechecked under those that let it through.)
-fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: bool) {
-    let mixed = PENDING.with(|p| {
-        let pending = p.borrow();
+impl WrittenRows {
+    /// Appends `row`, placed as [`remember_row`] says; `None` when memory runs out.
+    fn push(&mut self, row: &mut WrittenRow, replaces: Option<Identity>) -> Option<()> {
+        row.seq = self.list.len();
+        if let Some(old) = replaces {
+            if self.positions.is_none() {
+                let mut positions = HashMap::new();
+                positions.try_reserve(self.list.len() + 1).ok()?;
+                positions.extend(self.list.iter().enumerate().map(|(i, r)| (identity(r.tid, r.xmin), i)));
+                self.positions = Some(positions);
+            }
+            if let Some(&i) = self.positions.as_ref().and_then(|p| p.get(&old)) {
+                let previous = self.list[i];
+                row.updates_older_row = previous.updates_older_row;
+                if previous.fp == row.fp {
+                    row.seq = previous.seq;
+                    self.reordered = true;
+                }
+            }
+        }
+        self.list.try_reserve(1).ok()?;
+        if let Some(positions) = &mut self.positions {
+            positions.try_reserve(1).ok()?;
+            positions.insert(identity(row.tid, row.xmin), self.list.len());
+        }
+        self.list.push(*row);
+        Some(())
+    }
+
+    /// Whether a version written by a (sub)transaction that is still part of this one is here.
+    fn any_current(&self) -> bool {
+        self.list.iter().any(|r| unsafe { pg_sys::TransactionIdIsCurrentTransactionId(r.xmin) })
+    }
+}
+
+/// Refuses a row that the check of trigger `trigger_oid` with settings `config` would take in an
+/// order it cannot keep (`deferred`: `Some(skip)` for the deferred check, `None` for the check at
+/// each row):
+/// - 55000 when this transaction already wrote rows into `relid` under that trigger with other
+///   settings, where one of them is the deferred check: the two would judge each other's rows in
+///   no defined order. (Settings of the check at each row may change: each row is rechecked under
+///   those that let it through.)
+/// - 0A000 when another trigger's deferred check already took rows of `relid` in this transaction
+///   and one of the two skips rows: each deferred check judges its rows on its own at commit, so
+///   one would count rows that the other deletes.
+///
+/// Deferred rows all written by rolled-back subtransactions are forgotten first.
+fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: Option<bool>) {
+    let refusal = PENDING.with(|p| {
+        let mut pending = p.borrow_mut();
         if pending.contains_key(&(relid, trigger_oid, config.to_string())) {
             return None;
         }
-        pending
-            .iter()
-            .find(|((r, t, c), entry)| *r == relid && *t == trigger_oid && c != config && (deferred || entry.deferred))
-            .map(|(_, entry)| entry.trigger_name.clone())
+        // (Only when a trigger takes its first row under new settings: not for every row.)
+        pending.retain(|(r, _, _), entry| *r != relid || !entry.deferred || entry.rows.any_current());
+        pending.iter().find_map(|((r, t, c), entry)| {
+            if *r != relid {
+                None
+            } else if *t == trigger_oid && c != config && (deferred.is_some() || entry.deferred) {
+                Some((pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, entry.trigger_name.clone()))
+            } else if *t != trigger_oid && entry.deferred && deferred.is_some_and(|skip| skip || entry.skip) {
+                Some((pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, entry.trigger_name.clone()))
+            } else {
+                None
+            }
+        })
     });
-    if let Some(trigger) = mixed {
-        crate::pg::errors::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+    match refusal {
+        None => {}
+        Some((code @ pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, trigger)) => {
+            crate::pg::errors::raise(
+                code,
+                format!(
+                    "the near-duplicate check of trigger \"{trigger}\" changed in this transaction after it checked \
+                     rows under other settings, one of them deferred"
+                ),
+                None,
+                Some("Change the check (simhash_add_dedup) in a transaction of its own.".into()),
+            );
+        }
+        Some((code, trigger)) => crate::pg::errors::raise(
+            code,
             format!(
-                "the near-duplicate check of trigger \"{trigger}\" changed in this transaction after it checked rows \
-                 under other settings, one of them deferred"
+                "a table can have only one deferred near-duplicate check that skips rows: trigger \"{trigger}\" \
+                 already checks rows of this table at commit"
             ),
-            None,
-            Some("Change the check (simhash_add_dedup) in a transaction of its own.".into()),
-        );
+            Some(
+                "Each deferred check judges its rows on its own at commit, so one would count rows that the other \
+                 deletes."
+                    .into(),
+            ),
+            Some("Check the other columns at each row (simhash_add_dedup(..., deferred => false)), or use action 'error'.".into()),
+        ),
     }
 }
 

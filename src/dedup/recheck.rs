@@ -35,7 +35,9 @@ use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::config::Verify;
-use super::dirty::{dirty_snapshot, for_each_row, for_each_within, own_row, suspects_through_index, RecheckIndex};
+use super::dirty::{
+    dirty_snapshot, for_each_row, for_each_within, own_row, stored_row, suspects_through_index, RecheckIndex,
+};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
 use super::pending::{Ours, Pending, PENDING};
 use crate::pg::errors::raise;
@@ -100,8 +102,8 @@ pub(super) unsafe fn recheck_all() {
                     if skip {
                         // The row was stored by an earlier command: make it visible to the delete.
                         pg_sys::CommandCounterIncrement();
-                        let mut tid = conflict.own_row;
-                        pg_sys::simple_heap_delete(rel, &mut tid);
+                        delete_at_commit(rel, conflict.own_row);
+                        pg_sys::heap_freetuple(conflict.existing);
                         skipped += 1;
                     } else {
                         raise_violation(
@@ -170,7 +172,8 @@ unsafe fn suspects(
 unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>, pending: &mut Pending) {
     use simhash_core::dedup::{first_come, NearSetError, Verdict};
     unsafe {
-        let mut rows = std::mem::take(&mut pending.rows);
+        let written = std::mem::take(&mut pending.rows);
+        let mut rows = written.list;
         // Rows of rolled-back subtransactions are gone (and were perhaps written to a file
         // a rollback discarded).
         rows.retain(|r| pg_sys::TransactionIdIsCurrentTransactionId(r.xmin));
@@ -205,28 +208,9 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 None,
             )
         };
-        let mut fps = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        fps.extend(rows.iter().map(|r| r.fp));
-        let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        fingerprints.extend_from_slice(&fps);
-        fingerprints.sort_unstable();
-        fingerprints.dedup();
-        // The fingerprints within k of a committed row of another transaction (after waiting for
-        // the writers in progress), with that row. Rows of this transaction that the trigger did
-        // not remember (an UPDATE of an older row that kept its fingerprint, rows written while
-        // the trigger was disabled) count as such rows too.
-        let ours = Ours::remembered(&rows).unwrap_or_else(|| out_of_memory());
-        let mut near_others: HashMap<u64, Conflict> = HashMap::new();
-        for fp in suspects(rel, index, pending, fingerprints, &ours) {
-            pg_sys::check_for_interrupts!();
-            if let Some(conflict) = recheck(rel, index, pending, fp, &ours).into_iter().next() {
-                near_others.insert(fp, conflict);
-            }
-        }
-        drop(ours);
         // A row version pruned away (written by a rolled-back subtransaction) can leave its TID to
         // a later row, and a TRUNCATE of a table created in this transaction empties it in place:
-        // only the last row remembered at a TID can still be there.
+        // only the last row remembered at a TID (in the order remembered) can still be there.
         let mut reused = fallible_vec(n).unwrap_or_else(|| out_of_memory());
         reused.resize(n, false);
         {
@@ -238,6 +222,39 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 reused[pair[0]] = tid(pair[0]) == tid(pair[1]);
             }
         }
+        if written.reordered {
+            // Into the order the check at each row would have judged the rows in (a version that
+            // an UPDATE keeping the fingerprint wrote takes the place of the one it replaced).
+            let mut order: Vec<usize> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            order.extend(0..n);
+            order.sort_by_key(|&i| rows[i].seq);
+            let mut sorted = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            sorted.extend(order.iter().map(|&i| rows[i]));
+            let mut sorted_reused = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            sorted_reused.extend(order.iter().map(|&i| reused[i]));
+            (rows, reused) = (sorted, sorted_reused);
+        }
+        let mut fps = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        fps.extend(rows.iter().map(|r| r.fp));
+        let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        fingerprints.extend_from_slice(&fps);
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        // The fingerprints within k of a committed row of another transaction (after waiting for
+        // the writers in progress), with that row. Rows of this transaction that the trigger did
+        // not remember (an UPDATE of an older row that kept its fingerprint, rows written while
+        // the trigger was disabled) count as such rows too.
+        let ours = Ours::remembered(&rows).unwrap_or_else(|| out_of_memory());
+        // (The other row's TID and distance only, not a copy of it: a big load may meet many.)
+        let mut near_others: HashMap<u64, (pg_sys::ItemPointerData, u32)> = HashMap::new();
+        for fp in suspects(rel, index, pending, fingerprints, &ours) {
+            pg_sys::check_for_interrupts!();
+            for conflict in recheck(rel, index, pending, fp, &ours) {
+                near_others.entry(fp).or_insert(((*conflict.existing).t_self, conflict.distance));
+                pg_sys::heap_freetuple(conflict.existing);
+            }
+        }
+        drop(ours);
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
         let alive = &mut |i: usize| -> bool {
             !reused[i] && own_row(rel, pending.attnum, &rows[i], blocks).map(|t| pg_sys::heap_freetuple(t)).is_some()
@@ -282,14 +299,29 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                     // The rows were stored by earlier commands: make them visible to the delete.
                     pg_sys::CommandCounterIncrement();
                 }
-                let mut tid = row.tid;
-                pg_sys::simple_heap_delete(rel, &mut tid);
+                delete_at_commit(rel, row.tid);
                 skipped += 1;
                 continue;
             }
             const NOTE: &str = "The check ran at commit (deferred).";
             match earlier {
-                None => raise_violation(rel, pending, row.fp, &near_others[&row.fp], NOTE),
+                None => {
+                    let (tid, distance) = near_others[&row.fp];
+                    // (The committed row may have been deleted since: then it goes unnamed.)
+                    let existing_key =
+                        stored_row(rel, pending.attnum, tid, blocks).and_then(|t| key_if_visible(rel, t));
+                    raise_near_duplicate(
+                        rel,
+                        &pending.trigger_name,
+                        &pending.column,
+                        pending.k,
+                        row.fp,
+                        distance,
+                        existing_key.as_deref(),
+                        None,
+                        NOTE,
+                    )
+                }
                 Some(earlier) => {
                     // (`first_come` found the earlier row alive just now.)
                     let existing_key =
@@ -568,6 +600,16 @@ unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
                 || (*triggers).trig_delete_before_statement
                 || (*triggers).trig_delete_after_statement);
         !delete_triggers && (*rel).rd_rules.is_null()
+    }
+}
+
+/// Deletes the row at `tid`, which `skip` refused at commit (stored by an earlier command, made
+/// visible with `CommandCounterIncrement`). As a DELETE would, it fails (55000) on a table that
+/// publishes deletes without a replica identity, whose subscribers could not apply it.
+unsafe fn delete_at_commit(rel: pg_sys::Relation, mut tid: pg_sys::ItemPointerData) {
+    unsafe {
+        pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_DELETE);
+        pg_sys::simple_heap_delete(rel, &mut tid);
     }
 }
 

@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::config::{read_config, Action, Config};
 use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
-use super::pending::{remember, remember_row, updates_older_row, Pending, WrittenRow};
+use super::pending::{identity, remember, remember_row, updates_older_row, Pending, WrittenRow};
 use super::report::report;
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_name};
@@ -81,6 +81,19 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
         let config = read_config(rel, trigger, schema);
         if deferred {
+            if (*trigger).tgnattr > 0 {
+                // (`UPDATE OF fp` would miss the UPDATEs that move a remembered row to a new version.)
+                raise(
+                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    format!(
+                        "the deferred near-duplicate check of trigger \"{}\" must fire on every UPDATE, not UPDATE OF \
+                         columns",
+                        trigger_name(trigger)
+                    ),
+                    None,
+                    Some("Create it AFTER INSERT OR UPDATE, or use simhash_add_dedup(..., deferred => true).".into()),
+                );
+            }
             remember_written_row(rel, trigger, schema, &config, row, old_row);
             return Datum::from(0usize); // (an AFTER trigger's result is ignored)
         }
@@ -132,7 +145,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     fingerprints: Vec::new(),
                     updated_older_rows: Default::default(),
                     deferred: false,
-                    rows: Vec::new(),
+                    rows: Default::default(),
                 });
             }
             return Datum::from(row);
@@ -200,6 +213,18 @@ unsafe fn remember_written_row(
                 Some("Use simhash_add_dedup(..., deferred => false) for action 'report' or verify.".into()),
             );
         }
+        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID {
+            // (It reads and deletes the rows at commit by their TIDs: heap tables only.)
+            raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!(
+                    "the deferred near-duplicate check of trigger \"{}\" works only on tables of the heap access method",
+                    trigger_name(trigger)
+                ),
+                None,
+                Some("Use simhash_add_dedup(..., deferred => false).".into()),
+            );
+        }
         let tupdesc = (*rel).rd_att;
         // (Stored generated columns are computed by now.)
         let Some(fp) = column_value(row, tupdesc, config.attnum) else { return };
@@ -217,18 +242,19 @@ unsafe fn remember_written_row(
                 Some("Load without FREEZE, or use simhash_add_dedup(..., deferred => false).".into()),
             );
         }
-        let updates_older_row = match old_row {
-            None => false,
+        let (updates_older_row, replaces) = match old_row {
+            None => (false, None),
             Some(old_row) => {
                 // A row this transaction did not write, whose fingerprint did not change: nothing
                 // to check. A new version of a row this transaction wrote replaces that one (which
-                // is then gone at commit), so it is taken even then.
-                if !super::pending::written_by_this_transaction(old_row)
-                    && column_value(old_row, tupdesc, config.attnum) == Some(fp)
-                {
+                // is then gone at commit), so it is taken even then, in that one's place.
+                let ours = super::pending::written_by_this_transaction(old_row);
+                if !ours && column_value(old_row, tupdesc, config.attnum) == Some(fp) {
                     return;
                 }
-                updates_older_row(old_row)
+                let old_header = (*old_row).t_data;
+                let replaces = ours.then(|| identity((*old_row).t_self, (*old_header).t_choice.t_heap.t_xmin));
+                (updates_older_row(old_row), replaces)
             }
         };
         let relid = (*rel).rd_id;
@@ -241,19 +267,21 @@ unsafe fn remember_written_row(
             updates_older_row,
             xmin: (*header).t_choice.t_heap.t_xmin,
             relfilenode: (*(*rel).rd_rel).relfilenode,
+            seq: 0,
         };
-        remember_row(relid, trigger_oid, key, written, || Pending {
+        let skip = config.action == Action::Skip;
+        remember_row(relid, trigger_oid, key, skip, written, replaces, || Pending {
             schema,
             attnum: config.attnum,
             column: config.column.clone(),
             k: config.k,
-            skip: config.action == Action::Skip,
+            skip,
             trigger_name: trigger_name(trigger),
             verify: None,
             fingerprints: Vec::new(),
             updated_older_rows: Default::default(),
             deferred: true,
-            rows: Vec::new(),
+            rows: Default::default(),
         });
     }
 }

@@ -238,6 +238,71 @@ SELECT simhash_add_dedup('dpart', 'fp', 3, 'skip', deferred => true);
 INSERT INTO dpart VALUES (1, 1, '0000000000000000'), (2, 1, '0000000000000001'), (3, 2, '0000000000000003');
 SELECT id, region FROM dpart ORDER BY id;
 
+-- An UPDATE that keeps the fingerprint of a row the transaction wrote leaves the row in its place
+-- in the order: the later near-duplicate is the one skipped, as by the check at each row. A row
+-- inserted and then updated (twice) is still a new row: skipped at commit, not refused as an
+-- older one. An UPDATE rolled back to a savepoint leaves the row as it was.
+CREATE TABLE dord (id integer PRIMARY KEY, fp simhash64, body text);
+SELECT count(*) FROM simhash_create_indexes('dord', 'fp');
+SELECT simhash_add_dedup('dord', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dord VALUES (1, '0f0f0f0f0f0f0f0f', 'committed');
+BEGIN;
+INSERT INTO dord VALUES (2, '5555555555555555');
+INSERT INTO dord VALUES (3, '5555555555555554');          -- near row 2: skipped
+UPDATE dord SET body = 'enriched' WHERE id = 2;
+UPDATE dord SET body = 'enriched twice' WHERE id = 2;
+INSERT INTO dord VALUES (4, '0f0f0f0f0f0f0f0e');          -- near row 1: skipped
+UPDATE dord SET body = 'updated' WHERE id = 4;
+UPDATE dord SET body = 'updated twice' WHERE id = 4;
+INSERT INTO dord VALUES (5, 'cccccccccccccccc');
+SAVEPOINT s;
+UPDATE dord SET body = 'rolled back' WHERE id = 5;
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO dord VALUES (6, 'cccccccccccccccd');          -- near row 5: skipped
+COMMIT;
+SELECT id, fp, body FROM dord ORDER BY id;
+-- A deferred check that was rolled back to a savepoint does not stand in the way of switching.
+BEGIN;
+SAVEPOINT s;
+INSERT INTO dord VALUES (7, '9999999999999999');
+ROLLBACK TO SAVEPOINT s;
+SELECT simhash_add_dedup('dord', 'fp', 3, 'error');
+INSERT INTO dord VALUES (7, '9999999999999999');
+COMMIT;
+SELECT simhash_add_dedup('dord', 'fp', 3, 'skip', deferred => true);
+-- Two deferred checks of one table where one skips rows: refused (0A000) when the second takes a
+-- row (each judges its rows on its own at commit). Both with 'error' is fine.
+ALTER TABLE dord ADD COLUMN fp2 simhash64;
+CREATE TRIGGER dord_fp2_dedup AFTER INSERT OR UPDATE ON dord FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp2', '3', 'error');
+INSERT INTO dord VALUES (8, '1234567812345678', NULL, '1234567812345678');
+SELECT simhash_add_dedup('dord', 'fp', 3, 'error', deferred => true);
+INSERT INTO dord VALUES (8, '1234567812345678', NULL, '1234567812345678');
+INSERT INTO dord VALUES (9, '8765432187654321', NULL, '1234567812345679');
+DROP TRIGGER dord_fp2_dedup ON dord;
+-- Fired AFTER UPDATE OF a column list, the deferred check would miss UPDATEs of remembered rows:
+-- refused (0A000).
+CREATE TRIGGER dord_fp3_dedup AFTER INSERT OR UPDATE OF fp ON dord FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
+INSERT INTO dord VALUES (10, 'abababababababab');
+DROP TRIGGER dord_fp3_dedup ON dord;
+SELECT id, fp, fp2 FROM dord ORDER BY id;
+-- A row skipped at commit from a table that publishes deletes needs a replica identity, as a
+-- DELETE does (55000).
+CREATE TABLE dpub (fp simhash64);
+SELECT count(*) FROM simhash_create_indexes('dpub', 'fp');
+SELECT simhash_add_dedup('dpub', 'fp', 3, 'skip', deferred => true);
+SET client_min_messages = error;
+CREATE PUBLICATION dpub_deletes FOR TABLE dpub;
+RESET client_min_messages;
+\set VERBOSITY sqlstate
+INSERT INTO dpub VALUES ('0000000000000000'), ('0000000000000001');
+\set VERBOSITY default
+INSERT INTO dpub VALUES ('0000000000000000'), ('ffffffffffffffff');   -- nothing to skip: fine
+DROP PUBLICATION dpub_deletes;
+INSERT INTO dpub VALUES ('0000000000000001');
+SELECT fp FROM dpub ORDER BY fp;
+
 -- Refused: action 'report', verify and NULL.
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'report', deferred => true);
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', verify => 'body', deferred => true);
@@ -250,4 +315,4 @@ INSERT INTO dhand VALUES (1, '0000000000000000');
 -- Back to the check at each row: the BEFORE trigger replaces the AFTER one.
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'skip');
 SELECT tgname, tgtype & 2 = 2 AS before FROM pg_trigger WHERE tgrelid = 'ddocs'::regclass AND NOT tgisinternal ORDER BY tgname;
-DROP TABLE ddocs, dbig, dbig_row, dhand, drw, dmix, dnewtbl, dnewtbl2, dgen, dpart;
+DROP TABLE ddocs, dbig, dbig_row, dhand, drw, dmix, dnewtbl, dnewtbl2, dgen, dpart, dord, dpub;
