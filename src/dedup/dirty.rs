@@ -204,7 +204,8 @@ pub(super) unsafe fn own_row(
 }
 
 /// A copy of the row at `tid` if a dirty snapshot sees it there (committed or in progress, not
-/// deleted); `None` if it is gone. `blocks`: the table's size in blocks.
+/// deleted) with a fingerprint at `distance` from `fp` (not a row that took the place of one
+/// deleted since); `None` if it is gone. `blocks`: the table's size in blocks.
 ///
 /// # Safety
 ///
@@ -213,9 +214,14 @@ pub(super) unsafe fn stored_row(
     rel: pg_sys::Relation,
     attnum: i32,
     tid: pg_sys::ItemPointerData,
+    (fp, distance): (u64, u32),
     blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
-    unsafe { fetch_row(rel, attnum, tid, blocks, &mut |_, _| true) }
+    unsafe {
+        fetch_row(rel, attnum, tid, blocks, &mut |_, value| {
+            value.is_some_and(|v| simhash_core::hamming(v, fp) == distance)
+        })
+    }
 }
 
 /// A copy of the row version at `tid` that a dirty snapshot sees, if `wanted(tuple, value of

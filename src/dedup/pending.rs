@@ -60,7 +60,7 @@ pub(super) struct WrittenRow {
     /// of the version it updated when the UPDATE kept the fingerprint (that check would not have
     /// looked at it again), else the next place (set by [`remember_row`]). The old and the new
     /// version then share a place; at most one of them is stored at commit.
-    pub seq: usize,
+    pub seq: u32,
 }
 
 /// A row version: its TID and the (sub)transaction that wrote it.
@@ -165,7 +165,8 @@ pub(super) fn remember_row(
 impl WrittenRows {
     /// Appends `row`, placed as [`remember_row`] says; `None` when memory runs out.
     fn push(&mut self, row: &mut WrittenRow, replaces: Option<Identity>) -> Option<()> {
-        row.seq = self.list.len();
+        // (Past u32::MAX rows, ties: the stable sort then keeps them in the order written.)
+        row.seq = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
         if let Some(old) = replaces {
             if self.positions.is_none() {
                 let mut positions = HashMap::new();
@@ -245,8 +246,8 @@ fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: Opt
         Some((code, trigger)) => crate::pg::errors::raise(
             code,
             format!(
-                "a table can have only one deferred near-duplicate check that skips rows: trigger \"{trigger}\" \
-                 already checks rows of this table at commit"
+                "a table can have no second deferred near-duplicate check where one of them skips rows: trigger \
+                 \"{trigger}\" already checks rows of this table at commit"
             ),
             Some(
                 "Each deferred check judges its rows on its own at commit, so one would count rows that the other \

@@ -308,8 +308,8 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 None => {
                     let (tid, distance) = near_others[&row.fp];
                     // (The committed row may have been deleted since: then it goes unnamed.)
-                    let existing_key =
-                        stored_row(rel, pending.attnum, tid, blocks).and_then(|t| key_if_visible(rel, t));
+                    let existing_key = stored_row(rel, pending.attnum, tid, (row.fp, distance), blocks)
+                        .and_then(|t| key_if_visible(rel, t));
                     raise_near_duplicate(
                         rel,
                         &pending.trigger_name,

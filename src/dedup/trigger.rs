@@ -81,13 +81,17 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
         let config = read_config(rel, trigger, schema);
         if deferred {
-            if (*trigger).tgnattr > 0 {
-                // (`UPDATE OF fp` would miss the UPDATEs that move a remembered row to a new version.)
+            // It must see every UPDATE of the rows it remembers, or it would take a row's old
+            // version for a row of its own and the new one for a stored row.
+            let every_update = (*trigger).tgtype as u32 & pg_sys::TRIGGER_TYPE_UPDATE != 0
+                && (*trigger).tgnattr == 0
+                && (*trigger).tgqual.is_null();
+            if !every_update {
                 raise(
                     PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                     format!(
-                        "the deferred near-duplicate check of trigger \"{}\" must fire on every UPDATE, not UPDATE OF \
-                         columns",
+                        "the deferred near-duplicate check of trigger \"{}\" must fire on every UPDATE (no column \
+                         list, no WHEN condition)",
                         trigger_name(trigger)
                     ),
                     None,

@@ -286,6 +286,15 @@ CREATE TRIGGER dord_fp3_dedup AFTER INSERT OR UPDATE OF fp ON dord FOR EACH ROW
     EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
 INSERT INTO dord VALUES (10, 'abababababababab');
 DROP TRIGGER dord_fp3_dedup ON dord;
+-- So are a WHEN condition and a trigger fired AFTER INSERT only.
+CREATE TRIGGER dord_fp3_dedup AFTER INSERT OR UPDATE ON dord FOR EACH ROW
+    WHEN (NEW.fp IS DISTINCT FROM OLD.fp) EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
+UPDATE dord SET fp = 'abababababababab' WHERE id = 1;
+DROP TRIGGER dord_fp3_dedup ON dord;
+CREATE TRIGGER dord_fp3_dedup AFTER INSERT ON dord FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
+INSERT INTO dord VALUES (10, 'abababababababab');
+DROP TRIGGER dord_fp3_dedup ON dord;
 SELECT id, fp, fp2 FROM dord ORDER BY id;
 -- A row skipped at commit from a table that publishes deletes needs a replica identity, as a
 -- DELETE does (55000).
