@@ -90,8 +90,8 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 raise(
                     PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                     format!(
-                        "the deferred near-duplicate check of trigger \"{}\" must fire on every UPDATE (no column \
-                         list, no WHEN condition)",
+                        "the deferred near-duplicate check of trigger \"{}\" must fire on every UPDATE (AFTER INSERT \
+                         OR UPDATE, with no column list and no WHEN condition)",
                         trigger_name(trigger)
                     ),
                     None,

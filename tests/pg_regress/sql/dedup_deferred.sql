@@ -288,8 +288,8 @@ INSERT INTO dord VALUES (10, 'abababababababab');
 DROP TRIGGER dord_fp3_dedup ON dord;
 -- So are a WHEN condition and a trigger fired AFTER INSERT only.
 CREATE TRIGGER dord_fp3_dedup AFTER INSERT OR UPDATE ON dord FOR EACH ROW
-    WHEN (NEW.fp IS DISTINCT FROM OLD.fp) EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
-UPDATE dord SET fp = 'abababababababab' WHERE id = 1;
+    WHEN (NEW.body IS NULL) EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
+INSERT INTO dord VALUES (10, 'abababababababab');
 DROP TRIGGER dord_fp3_dedup ON dord;
 CREATE TRIGGER dord_fp3_dedup AFTER INSERT ON dord FOR EACH ROW
     EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
@@ -318,7 +318,7 @@ SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', verify => 'body', deferred =
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'error', deferred => NULL);
 -- The trigger function fired AFTER with action 'report' (made by hand): 0A000 too.
 CREATE TABLE dhand (id integer, fp simhash64);
-CREATE TRIGGER dhand_dedup AFTER INSERT ON dhand FOR EACH ROW
+CREATE TRIGGER dhand_dedup AFTER INSERT OR UPDATE ON dhand FOR EACH ROW
     EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'report', 'ddocs');
 INSERT INTO dhand VALUES (1, '0000000000000000');
 -- Back to the check at each row: the BEFORE trigger replaces the AFTER one.
