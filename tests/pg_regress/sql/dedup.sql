@@ -109,7 +109,7 @@ CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_d
 INSERT INTO misuse VALUES (1, '0000000000000000');
 DROP TRIGGER t ON misuse;
 -- (Fired AFTER the row is written, it is the deferred check, dedup_deferred.sql: no error here.)
-CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp');
+CREATE TRIGGER t AFTER INSERT OR UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('fp');
 BEGIN;
 INSERT INTO misuse VALUES (1, '0000000000000000');
 ROLLBACK;
