@@ -303,42 +303,32 @@ unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>,
                 skipped += 1;
                 continue;
             }
-            const NOTE: &str = "The check ran at commit (deferred).";
-            match earlier {
+            let (existing, distance, note) = match earlier {
                 None => {
                     let (tid, distance) = near_others[&row.fp];
                     // (The committed row may have been deleted since: then it goes unnamed.)
-                    let existing_key = stored_row(rel, pending.attnum, tid, (row.fp, distance), blocks)
-                        .and_then(|t| key_if_visible(rel, t));
-                    raise_near_duplicate(
-                        rel,
-                        &pending.trigger_name,
-                        &pending.column,
-                        pending.k,
-                        row.fp,
-                        distance,
-                        existing_key.as_deref(),
-                        None,
-                        NOTE,
-                    )
+                    let existing = stored_row(rel, pending.attnum, tid, (row.fp, distance), blocks);
+                    (existing, distance, "The check ran at commit (deferred).")
                 }
-                Some(earlier) => {
+                Some(earlier) => (
                     // (`first_come` found the earlier row alive just now.)
-                    let existing_key =
-                        own_row(rel, pending.attnum, earlier, blocks).and_then(|t| key_if_visible(rel, t));
-                    raise_near_duplicate(
-                        rel,
-                        &pending.trigger_name,
-                        &pending.column,
-                        pending.k,
-                        row.fp,
-                        simhash_core::hamming(row.fp, earlier.fp),
-                        existing_key.as_deref(),
-                        None,
-                        "Both rows were written by this transaction; the check ran at commit (deferred).",
-                    )
-                }
-            }
+                    own_row(rel, pending.attnum, earlier, blocks),
+                    simhash_core::hamming(row.fp, earlier.fp),
+                    "Both rows were written by this transaction; the check ran at commit (deferred).",
+                ),
+            };
+            let existing_key = existing.and_then(|t| key_if_visible(rel, t));
+            raise_near_duplicate(
+                rel,
+                &pending.trigger_name,
+                &pending.column,
+                pending.k,
+                row.fp,
+                distance,
+                existing_key.as_deref(),
+                None,
+                note,
+            );
         }
         if skipped > 0 {
             let rows = if skipped == 1 { "row" } else { "rows" };
