@@ -134,9 +134,10 @@ pub(super) fn remember(
 }
 
 /// Remembers, for the deferred check, the row version `row` written into `relid` under
-/// `trigger_oid` (see [`remember`]), for a check that skips rows (`skip`) or not. `replaces`: the version this transaction wrote that an UPDATE
-/// replaced with `row`; if it was remembered, `row` is judged in its place when the UPDATE kept the
-/// fingerprint, and updates a row older than the transaction if that one did.
+/// `trigger_oid` (see [`remember`]), for a check that skips rows (`skip`) or not. `replaces`: the
+/// version this transaction wrote that an UPDATE replaced with `row`; if it was remembered, `row`
+/// is judged in its place when the UPDATE kept the fingerprint, and updates a row older than the
+/// transaction if that one did.
 pub(super) fn remember_row(
     relid: Oid,
     trigger_oid: Oid,
@@ -254,7 +255,11 @@ fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: Opt
                  deletes."
                     .into(),
             ),
-            Some("Check the other columns at each row (simhash_add_dedup(..., deferred => false)), or use action 'error'.".into()),
+            Some(
+                "Check the other columns at each row (simhash_add_dedup(..., deferred => false)), or use action \
+                 'error'."
+                    .into(),
+            ),
         ),
     }
 }
