@@ -22,6 +22,7 @@ mod check;
 mod insert;
 mod page;
 mod pairs;
+mod recent;
 mod scan;
 mod selectivity;
 mod vacuum;

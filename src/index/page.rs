@@ -364,10 +364,12 @@ pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut ea
 /// each chain.
 ///
 /// The first pages of the chains are pinned [`PINNED_AHEAD`] at a time and their first and last
-/// bytes (header and special space) requested from memory before any is read, then the entries
-/// where the runs of `values[i]` (the probed segment values, if given) should start
-/// (`simhash_core::buckets::run_guess`): a lookup reads hundreds of pages that are mostly not in
-/// the CPU's caches, and the requests then overlap instead of waiting one after the other.
+/// bytes (header and special space) requested from memory before any is read; then, while one
+/// page is read, the entries of the next that will be checked ([`prefetch_entries`]: the runs of
+/// `values[i]`, the probed segment values, if given; else all). A lookup reads hundreds of pages
+/// that are mostly not in the CPU's caches, and the requests then overlap instead of waiting one
+/// after the other (k = 11 among ten million rows: 0.61 to 0.54 ms per lookup in a loop on the
+/// server).
 ///
 /// # Safety
 ///
@@ -397,17 +399,23 @@ pub(super) unsafe fn read_buckets(
                 pinned.clear();
                 for (j, &head) in chunk.iter().enumerate() {
                     if head != INVALID_BLOCK {
-                        let buffer = pg_sys::ReadBuffer(index, head);
+                        let buffer = super::recent::read_buffer(index, head);
                         prefetch_ends(pg_sys::BufferGetPage(buffer));
                         pinned.push((first + n * PINNED_AHEAD + j, head, buffer));
                     }
                 }
-                if let Some(values) = values.filter(|_| meta.sorts_pages()) {
-                    for &(i, _, buffer) in &pinned {
-                        prefetch_runs(pg_sys::BufferGetPage(buffer), &values[i], meta.bits);
-                    }
+                // The entries of the next page come into the CPU's caches while this one is read.
+                let runs = values.filter(|_| meta.sorts_pages());
+                let prefetch = |(i, _, buffer): (usize, BlockNumber, Buffer)| {
+                    prefetch_entries(pg_sys::BufferGetPage(buffer), runs.map(|v| v[i].as_slice()), meta.bits)
+                };
+                if let Some(&first) = pinned.first() {
+                    prefetch(first);
                 }
-                for &(i, head, buffer) in &pinned {
+                for (p, &(i, head, buffer)) in pinned.iter().enumerate() {
+                    if let Some(&next) = pinned.get(p + 1) {
+                        prefetch(next);
+                    }
                     pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
                     let chain_page = pg_sys::BufferGetPage(buffer);
                     expect_kind(chain_page, Kind::Bucket, index, head);
@@ -425,12 +433,21 @@ pub(super) unsafe fn read_buckets(
     }
 }
 
-/// Asks the CPU for the entries of a bucket page where the runs of `values` should start, as the
-/// page's header says now (read without a lock: only a hint).
-unsafe fn prefetch_runs(page: Page, values: &[u16], bits: u32) {
+/// Asks the CPU for the entries of a bucket page that a read will check, as the page's header says
+/// now (read without a lock: only a hint): with `values` (a page counted as sorted), the runs of
+/// those values, each from where it should start (`simhash_core::buckets::run_guess`) for as many
+/// entries as a value holds on average, and the unsorted entries after them; without, every entry.
+unsafe fn prefetch_entries(page: Page, values: Option<&[u16]>, bits: u32) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let lines = |from: *const u8, to: *const u8| {
+            let mut line = from;
+            while line < to {
+                _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
+                line = line.add(64);
+            }
+        };
         let header = page as *const pg_sys::PageHeaderData;
         let lower = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_lower)) as usize;
         let special_offset = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_special)) as usize;
@@ -439,12 +456,20 @@ unsafe fn prefetch_runs(page: Page, values: &[u16], bits: u32) {
             return;
         }
         let special = std::ptr::read_volatile((page as *const u8).add(special_offset).cast::<Special>());
-        let n = lower.saturating_sub(header_contents_offset()) / size_of::<Entry>();
-        let sorted = special.sorted().min(n).min(entries_per_page());
+        let n = (lower.saturating_sub(header_contents_offset()) / size_of::<Entry>()).min(entries_per_page());
+        let entry = |i: usize| contents(page).add(i * size_of::<Entry>()) as *const u8;
+        let Some(values) = values else {
+            lines(entry(0), entry(n));
+            return;
+        };
+        let sorted = special.sorted().min(n);
+        let low_bits = simhash_core::SEGMENT_BITS - bits.min(simhash_core::SEGMENT_BITS);
+        let run = (sorted >> low_bits) + 1;
         for &value in values {
             let guess = simhash_core::buckets::run_guess(value, sorted, bits).min(sorted.saturating_sub(1));
-            _mm_prefetch::<_MM_HINT_T0>(contents(page).add(guess * size_of::<Entry>()) as *const i8);
+            lines(entry(guess), entry((guess + run).min(sorted)));
         }
+        lines(entry(sorted), entry(n));
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (page, values, bits);
@@ -614,7 +639,7 @@ pub(super) unsafe fn new_buffer(index: pg_sys::Relation, fork: pg_sys::ForkNumbe
 /// `index` is an open index relation with that block.
 pub(super) unsafe fn read_locked(index: pg_sys::Relation, block: BlockNumber, mode: u32) -> Buffer {
     unsafe {
-        let buffer = pg_sys::ReadBuffer(index, block);
+        let buffer = super::recent::read_buffer(index, block);
         pg_sys::LockBuffer(buffer, mode as i32);
         buffer
     }

@@ -156,3 +156,41 @@ pub(crate) unsafe fn heap_tuple_xmin(tuple: *const pg_sys::HeapTupleHeaderData) 
         }
     }
 }
+
+/// The relation's file (tablespace, database, file number): what a buffer's tag names.
+///
+/// # Safety
+///
+/// `rel` is an open relation.
+pub(crate) unsafe fn relation_file(rel: pg_sys::Relation) -> [u32; 3] {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let file = (*rel).rd_node;
+        #[cfg(feature = "pg15")]
+        return [file.spcNode.to_u32(), file.dbNode.to_u32(), file.relNode.to_u32()];
+        #[cfg(feature = "pg18")]
+        let file = (*rel).rd_locator;
+        #[cfg(feature = "pg18")]
+        return [file.spcOid.to_u32(), file.dbOid.to_u32(), file.relNumber.to_u32()];
+    }
+}
+
+/// Pins `recent` if it still holds block `block` of the main fork of `rel` (PostgreSQL's
+/// `ReadRecentBuffer`, which skips the lookup in the shared buffer mapping table); `false` if not.
+///
+/// # Safety
+///
+/// `rel` is an open relation, `recent` a shared buffer number (1..=NBuffers).
+pub(crate) unsafe fn read_recent_buffer(
+    rel: pg_sys::Relation,
+    block: pg_sys::BlockNumber,
+    recent: pg_sys::Buffer,
+) -> bool {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let file = (*rel).rd_node;
+        #[cfg(feature = "pg18")]
+        let file = (*rel).rd_locator;
+        pg_sys::ReadRecentBuffer(file, pg_sys::ForkNumber::MAIN_FORKNUM, block, recent)
+    }
+}

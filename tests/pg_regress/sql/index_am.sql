@@ -139,6 +139,29 @@ RESET enable_seqscan;
 -- simhash_create_indexes makes it too.
 SELECT simhash_create_indexes('am_empty', 'fp', 'simhash');
 
+-- A page read again through the buffer that held it the last time (skipping the shared buffer
+-- mapping table) counts as a block read and hit of the index, as a page read through ReadBuffer
+-- does: in a new session (nothing remembered), one lookup reads its pages through ReadBuffer;
+-- the next twenty mostly through the remembered buffers (the lookups above raised the pages'
+-- usage counts to the maximum); each reads the same pages.
+DROP TABLE am_temp;
+\c
+CREATE FUNCTION am_fetched() RETURNS bigint LANGUAGE sql AS $$
+    SELECT idx_blks_read + idx_blks_hit FROM pg_statio_all_indexes WHERE indexrelid = 'am_docs_fp'::regclass $$;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT pg_stat_force_next_flush();
+SELECT am_fetched() AS before \gset
+SELECT count(*) FROM am_docs WHERE fp <~> '0123456789abcdef' <= 11;
+SELECT pg_stat_force_next_flush();
+SELECT am_fetched() AS once \gset
+DO $$ BEGIN FOR i IN 1..20 LOOP PERFORM count(*) FROM am_docs WHERE fp <~> '0123456789abcdef' <= 11; END LOOP; END $$;
+SELECT pg_stat_force_next_flush();
+SELECT :once - :before > 0 AS read, am_fetched() - :once = 20 * (:once - :before) AS counted;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP FUNCTION am_fetched();
+
 -- Errors: storage parameters; a column of another type; more than one column.
 \set VERBOSITY terse
 CREATE INDEX ON am_docs USING simhash (fp) WITH (fillfactor = 50);
@@ -152,5 +175,5 @@ SELECT simhash_index_check('am_docs_fp');
 RESET ROLE;
 DROP ROLE regress_am_reader;
 \set VERBOSITY default
-DROP TABLE am_docs, am_queries, am_empty, am_unlogged, am_temp;
+DROP TABLE am_docs, am_queries, am_empty, am_unlogged;
 DROP FUNCTION am_check(text), am_estimate(int);
