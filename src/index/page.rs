@@ -445,7 +445,7 @@ unsafe fn prefetch_entries(page: Page, values: Option<&[u16]>, bits: u32) {
             let mut line = from;
             while line < to {
                 _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
-                line = line.add(64);
+                line = line.wrapping_add(64);
             }
         };
         let header = page as *const pg_sys::PageHeaderData;
@@ -639,7 +639,7 @@ pub(super) unsafe fn new_buffer(index: pg_sys::Relation, fork: pg_sys::ForkNumbe
 /// `index` is an open index relation with that block.
 pub(super) unsafe fn read_locked(index: pg_sys::Relation, block: BlockNumber, mode: u32) -> Buffer {
     unsafe {
-        let buffer = super::recent::read_buffer(index, block);
+        let buffer = pg_sys::ReadBuffer(index, block);
         pg_sys::LockBuffer(buffer, mode as i32);
         buffer
     }

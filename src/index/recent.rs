@@ -1,13 +1,20 @@
 //! The buffers that last held the pages of the simhash indexes this backend read, so that reading
 //! a page again can skip PostgreSQL's shared buffer mapping table.
 //!
-//! A lookup at k = 11 reads about 550 index pages. With gigabytes of shared buffers each
+//! A lookup at k = 11 reads about 550 bucket pages. With gigabytes of shared buffers each
 //! `ReadBuffer` first finds the page in the buffer mapping table, a hash table as large as the
 //! buffer pool's descriptors, which costs a few misses of the CPU's caches: a fifth of a lookup's
 //! time at ten million rows. `ReadRecentBuffer` (PostgreSQL 14 and later) instead checks that a
 //! given buffer still holds the page, under the buffer header's lock, and pins it; it is exact,
 //! so a stale guess only costs the usual lookup. This module keeps those guesses: for each of the
-//! last few index files read, the buffer of each block (0: none yet).
+//! last few index files read, the buffer of each block (0: none yet). Only the bucket pages of
+//! scans read through it (`page::read_buckets`); the metapage, the directory and the pages that
+//! INSERT and VACUUM change are read through `ReadBuffer` (`ReadRecentBuffer` pins under the
+//! buffer header's spinlock, which many backends pinning one hot page would contend for more than
+//! for `ReadBuffer`'s compare-and-swap; the directory gave no measurable gain).
+//!
+//! A backend gains only once it has read a page before and the page's usage count has reached the
+//! maximum: after a few thousand lookups into an index of ten million rows, not in its first ones.
 //!
 //! Two things `ReadBuffer` does that `ReadRecentBuffer` does not, and how they are kept:
 //! - **The page's usage count**, which protects it from eviction by the clock sweep, is raised by
@@ -17,9 +24,9 @@
 //!   protection as before.
 //! - **The statistics**: a page found through a guess is counted as a block read and hit of the
 //!   index (`pg_statio_all_indexes`), and as a page hit of VACUUM on PostgreSQL 15 or a hit in
-//!   `pg_stat_io` on 18.
-//!   `ReadRecentBuffer` itself counts it in the buffer usage of `EXPLAIN (BUFFERS)`. A VACUUM with
-//!   cost-based delay reads through `ReadBuffer` only, which charges each page to its cost.
+//!   `pg_stat_io` on 18; `ReadRecentBuffer` itself counts it in the buffer usage of
+//!   `EXPLAIN (BUFFERS)`. A VACUUM with cost-based delay reads through `ReadBuffer` only, which
+//!   charges each page to its cost. (Not the buffer read trace points of DTrace builds.)
 //!
 //! Only permanent and unlogged indexes: the pages of temporary ones live in local buffers.
 
@@ -28,11 +35,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use pgrx::pg_sys::{self, BlockNumber, Buffer};
 
-/// The index files remembered (the least recently added is forgotten).
-const FILES: usize = 4;
-/// The blocks remembered of each: 4 bytes each, so at most 4 MB for the first 8 GB of an index (8 kB
-/// blocks); the blocks beyond are read through `ReadBuffer`.
+/// The index files remembered at most (the least recently used is forgotten first).
+const FILES: usize = 8;
+/// The blocks remembered of one file: its first 8 GB (8 kB blocks); the blocks beyond are read
+/// through `ReadBuffer`.
 const BLOCKS: BlockNumber = 1 << 20;
+/// The blocks remembered of all files together, 4 bytes each: 8 MB per backend at most (the least
+/// recently used files are forgotten to stay below). A file's memory grows with the highest block
+/// read (to the next power of two).
+const TOTAL_BLOCKS: usize = 1 << 21;
 
 struct File {
     file: [u32; 3],
@@ -40,6 +51,7 @@ struct File {
 }
 
 thread_local! {
+    /// Least recently used first.
     static RECENT: RefCell<Vec<File>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -52,13 +64,20 @@ thread_local! {
 pub(super) unsafe fn read_buffer(index: pg_sys::Relation, block: BlockNumber) -> Buffer {
     unsafe {
         let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
-        if temporary || block >= BLOCKS || pg_sys::VacuumCostActive {
+        // (Never the metapage, which every scan reads: see the module's comment.)
+        if temporary || block == 0 || block >= BLOCKS || pg_sys::VacuumCostActive {
             return pg_sys::ReadBuffer(index, block);
         }
         let file = crate::pg::compat::relation_file(index);
-        let recent = RECENT.with_borrow(|files| {
-            files.iter().find(|f| f.file == file).and_then(|f| f.buffers.get(block as usize).copied()).unwrap_or(0)
+        let recent = RECENT.with_borrow_mut(|files| {
+            let at = files.iter().rposition(|f| f.file == file)?;
+            if at + 1 < files.len() {
+                let used = files.remove(at);
+                files.push(used);
+            }
+            files.last()?.buffers.get(block as usize).copied()
         });
+        let recent = recent.unwrap_or(0);
         if recent > 0
             && recent <= pg_sys::NBuffers
             && at_max_usage(recent)
@@ -83,8 +102,9 @@ pub(super) unsafe fn read_buffer(index: pg_sys::Relation, block: BlockNumber) ->
 /// `buffer` is a shared buffer number (1..=NBuffers).
 unsafe fn at_max_usage(buffer: Buffer) -> bool {
     unsafe {
-        let descriptor = &(*pg_sys::BufferDescriptors.add(buffer as usize - 1)).bufferdesc;
-        let state = &*(std::ptr::addr_of!(descriptor.state.value) as *const AtomicU32);
+        // (Raw pointers up to the atomic: other backends write the descriptor.)
+        let descriptor = pg_sys::BufferDescriptors.add(buffer as usize - 1);
+        let state = AtomicU32::from_ptr(std::ptr::addr_of_mut!((*descriptor).bufferdesc.state.value));
         let usage = (state.load(Ordering::Relaxed) & pg_sys::BUF_USAGECOUNT_MASK) >> pg_sys::BUF_USAGECOUNT_SHIFT;
         usage >= pg_sys::BM_MAX_USAGE_COUNT
     }
@@ -133,26 +153,37 @@ unsafe fn count_hit(index: pg_sys::Relation) {
 
 fn remember(file: [u32; 3], block: BlockNumber, buffer: Buffer) {
     RECENT.with_borrow_mut(|files| {
-        let at = match files.iter().position(|f| f.file == file) {
-            Some(at) => at,
+        // The file goes last (most recently used); a new one pushes out the least recently used.
+        match files.iter().rposition(|f| f.file == file) {
+            Some(at) => {
+                let used = files.remove(at);
+                files.push(used);
+            }
             None => {
                 if files.len() == FILES {
                     files.remove(0);
                 }
                 files.push(File { file, buffers: Vec::new() });
-                files.len() - 1
             }
-        };
-        let buffers = &mut files[at].buffers;
+        }
         let block = block as usize;
-        // (Out of memory only forgets.)
-        if buffers.len() <= block {
+        let have = files.last().map_or(0, |f| f.buffers.len());
+        if have <= block {
             let grown = (block + 1).next_power_of_two().min(BLOCKS as usize);
-            if buffers.try_reserve_exact(grown - buffers.len()).is_err() {
+            // Forget the least recently used other files until the total fits.
+            while files.len() > 1 && files.iter().map(|f| f.buffers.len()).sum::<usize>() - have + grown > TOTAL_BLOCKS
+            {
+                files.remove(0);
+            }
+            let Some(last) = files.last_mut() else { return };
+            // (Out of memory only forgets.)
+            if last.buffers.try_reserve_exact(grown - last.buffers.len()).is_err() {
                 return;
             }
-            buffers.resize(grown, 0);
+            last.buffers.resize(grown, 0);
         }
-        buffers[block] = buffer;
+        if let Some(last) = files.last_mut() {
+            last.buffers[block] = buffer;
+        }
     });
 }

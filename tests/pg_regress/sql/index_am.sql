@@ -139,12 +139,15 @@ RESET enable_seqscan;
 -- simhash_create_indexes makes it too.
 SELECT simhash_create_indexes('am_empty', 'fp', 'simhash');
 
--- A page read again through the buffer that held it the last time (skipping the shared buffer
--- mapping table) counts as a block read and hit of the index, as a page read through ReadBuffer
--- does: in a new session (nothing remembered), one lookup reads its pages through ReadBuffer;
--- the next twenty mostly through the remembered buffers (the lookups above raised the pages'
--- usage counts to the maximum); each reads the same pages.
+-- A bucket page read again through the buffer that held it the last time (skipping the shared
+-- buffer mapping table) counts as a block read and hit of the index, as a page read through
+-- ReadBuffer does: in a new session (nothing remembered), one lookup reads its pages through
+-- ReadBuffer; the next twenty read their bucket pages through the remembered buffers (the lookups
+-- above raised the pages' usage counts to the maximum); each reads the same pages. (This
+-- session's counts are flushed first: a backend flushes what is pending as it exits, which would
+-- land in the middle.)
 DROP TABLE am_temp;
+SELECT pg_stat_force_next_flush();
 \c
 CREATE FUNCTION am_fetched() RETURNS bigint LANGUAGE sql AS $$
     SELECT idx_blks_read + idx_blks_hit FROM pg_statio_all_indexes WHERE indexrelid = 'am_docs_fp'::regclass $$;
