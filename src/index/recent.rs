@@ -64,8 +64,7 @@ thread_local! {
 pub(super) unsafe fn read_buffer(index: pg_sys::Relation, block: BlockNumber) -> Buffer {
     unsafe {
         let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
-        // (Never the metapage, which every scan reads: see the module's comment.)
-        if temporary || block == 0 || block >= BLOCKS || pg_sys::VacuumCostActive {
+        if temporary || block >= BLOCKS || pg_sys::VacuumCostActive {
             return pg_sys::ReadBuffer(index, block);
         }
         let file = crate::pg::compat::relation_file(index);
