@@ -360,16 +360,16 @@ pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut ea
 
 /// Calls `each(i, entries, sorted)` with the entries of every page of the chain of `buckets[i]`
 /// (`buckets` ascending) of `segment`, the first `sorted` of them in ascending order of their
-/// segment value: the heads of the buckets on one directory page read under one share lock, then
+/// segment value: the heads of the chains, from the directory pages under a share lock each, then
 /// each chain.
 ///
-/// The first pages of the chains are pinned [`PINNED_AHEAD`] at a time and their first and last
-/// bytes (header and special space) requested from memory before any is read; then, while one
-/// page is read, the entries of the next that will be checked ([`prefetch_entries`]: the runs of
-/// `values[i]`, the probed segment values, if given; else all). A lookup reads hundreds of pages
-/// that are mostly not in the CPU's caches, and the requests then overlap instead of waiting one
-/// after the other (k = 11 among ten million rows: 0.61 to 0.54 ms per lookup in a loop on the
-/// server).
+/// A lookup reads hundreds of pages that are mostly not in the CPU's caches, so the reads are
+/// pipelined, with the requests to memory made ahead of the reads that need them, to overlap
+/// instead of waiting one after the other: the descriptors of the buffers that held the first
+/// pages of the chains ([`DESCRIPTORS_AHEAD`] pages ahead), the pins and the pages' first and
+/// last bytes (header and special space; [`PINNED_AHEAD`] pages ahead), and the entries that
+/// will be checked ([`ENTRIES_AHEAD`] pages ahead; [`prefetch_entries`]: the runs of `values[i]`,
+/// the probed segment values, if given; else all).
 ///
 /// # Safety
 ///
@@ -384,51 +384,66 @@ pub(super) unsafe fn read_buckets(
 ) {
     unsafe {
         let per_page = directory_entries_per_page() as u32;
-        let mut heads = Vec::with_capacity(buckets.len().min(per_page as usize));
-        let mut pinned = Vec::with_capacity(PINNED_AHEAD);
+        // (position in `buckets`, first page) of each bucket that has one.
+        let mut heads: Vec<(usize, BlockNumber)> = Vec::with_capacity(buckets.len());
         let mut first = 0;
         for run in buckets.chunk_by(|a, b| a / per_page == b / per_page) {
             let (block, _) = directory_position(meta, segment, run[0]);
             let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
             let directory = pg_sys::BufferGetPage(buffer);
             expect_kind(directory, Kind::Directory, index, block);
-            heads.clear();
-            heads.extend(run.iter().map(|&bucket| (*directory_entry(directory, (bucket % per_page) as usize)).head));
-            pg_sys::UnlockReleaseBuffer(buffer);
-            for (n, chunk) in heads.chunks(PINNED_AHEAD).enumerate() {
-                pinned.clear();
-                for (j, &head) in chunk.iter().enumerate() {
-                    if head != INVALID_BLOCK {
-                        let buffer = super::recent::read_buffer(index, head);
-                        prefetch_ends(pg_sys::BufferGetPage(buffer));
-                        pinned.push((first + n * PINNED_AHEAD + j, head, buffer));
-                    }
-                }
-                // The entries of the next page come into the CPU's caches while this one is read.
-                let runs = values.filter(|_| meta.sorts_pages());
-                let prefetch = |(i, _, buffer): (usize, BlockNumber, Buffer)| {
-                    prefetch_entries(pg_sys::BufferGetPage(buffer), runs.map(|v| v[i].as_slice()), meta.bits)
-                };
-                if let Some(&first) = pinned.first() {
-                    prefetch(first);
-                }
-                for (p, &(i, head, buffer)) in pinned.iter().enumerate() {
-                    if let Some(&next) = pinned.get(p + 1) {
-                        prefetch(next);
-                    }
-                    pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
-                    let chain_page = pg_sys::BufferGetPage(buffer);
-                    expect_kind(chain_page, Kind::Bucket, index, head);
-                    let sorted = if meta.sorts_pages() { (*special(chain_page)).sorted() } else { 0 };
-                    each(i, entries(chain_page), sorted);
-                    let next = (*special(chain_page)).next;
-                    pg_sys::UnlockReleaseBuffer(buffer);
-                    walk_chain(index, next, Kind::Bucket, |entries, sorted| {
-                        each(i, entries, if meta.sorts_pages() { sorted } else { 0 })
-                    });
+            for (j, &bucket) in run.iter().enumerate() {
+                let head = (*directory_entry(directory, (bucket % per_page) as usize)).head;
+                if head != INVALID_BLOCK {
+                    heads.push((first + j, head));
                 }
             }
+            pg_sys::UnlockReleaseBuffer(buffer);
             first += run.len();
+        }
+        let guesses = super::recent::guesses(index, heads.iter().map(|&(_, head)| head));
+        let runs = values.filter(|_| meta.sorts_pages());
+        let prefetch = |(i, _, buffer): (usize, BlockNumber, Buffer)| {
+            prefetch_entries(pg_sys::BufferGetPage(buffer), runs.map(|v| v[i].as_slice()), meta.bits)
+        };
+        let mut pinned: std::collections::VecDeque<(usize, BlockNumber, Buffer)> =
+            std::collections::VecDeque::with_capacity(PINNED_AHEAD + 1);
+        let mut next = 0; // the next of `heads` to pin
+        let mut pin = |pinned: &mut std::collections::VecDeque<(usize, BlockNumber, Buffer)>| {
+            if let Some(&guess) = guesses.get(next + DESCRIPTORS_AHEAD) {
+                super::recent::prefetch_descriptor(guess);
+            }
+            if let Some(&(i, head)) = heads.get(next) {
+                let buffer = super::recent::read_buffer(index, head, guesses[next]);
+                prefetch_ends(pg_sys::BufferGetPage(buffer));
+                pinned.push_back((i, head, buffer));
+                next += 1;
+            }
+        };
+        for &guess in guesses.iter().take(DESCRIPTORS_AHEAD) {
+            super::recent::prefetch_descriptor(guess);
+        }
+        for _ in 0..PINNED_AHEAD.min(heads.len()) {
+            pin(&mut pinned);
+        }
+        for &ahead in pinned.iter().take(ENTRIES_AHEAD) {
+            prefetch(ahead);
+        }
+        while let Some((i, head, buffer)) = pinned.pop_front() {
+            pin(&mut pinned);
+            if let Some(&ahead) = pinned.get(ENTRIES_AHEAD - 1) {
+                prefetch(ahead);
+            }
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+            let chain_page = pg_sys::BufferGetPage(buffer);
+            expect_kind(chain_page, Kind::Bucket, index, head);
+            let sorted = if meta.sorts_pages() { (*special(chain_page)).sorted() } else { 0 };
+            each(i, entries(chain_page), sorted);
+            let next_page = (*special(chain_page)).next;
+            pg_sys::UnlockReleaseBuffer(buffer);
+            walk_chain(index, next_page, Kind::Bucket, |entries, sorted| {
+                each(i, entries, if meta.sorts_pages() { sorted } else { 0 })
+            });
         }
     }
 }
@@ -475,8 +490,12 @@ unsafe fn prefetch_entries(page: Page, values: Option<&[u16]>, bits: u32) {
     let _ = (page, values, bits);
 }
 
-/// How many first pages of chains [`read_buckets`] pins before reading them.
+/// How many pages ahead of the one it reads [`read_buckets`] keeps pinned.
 const PINNED_AHEAD: usize = 16;
+/// How many pages ahead of the one it reads [`read_buckets`] requests the entries of.
+const ENTRIES_AHEAD: usize = 2;
+/// How many pages ahead of the one it pins [`read_buckets`] requests the buffer descriptor of.
+const DESCRIPTORS_AHEAD: usize = 8;
 
 /// Asks the CPU to bring a page's header and special space into its caches (x86-64; elsewhere
 /// nothing), ahead of reading them.

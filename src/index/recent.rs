@@ -55,39 +55,73 @@ thread_local! {
     static RECENT: RefCell<Vec<File>> = const { RefCell::new(Vec::new()) };
 }
 
-/// `ReadBuffer(index, block)`, skipping the buffer mapping table when the buffer that held the
-/// block the last time still holds it and its usage count is at its maximum.
+/// The buffers that last held `blocks` of `index` as far as this backend knows (0: none), for
+/// [`read_buffer`]; all 0 where guesses are not used (a temporary index, a VACUUM with cost-based
+/// delay).
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn guesses(index: pg_sys::Relation, blocks: impl Iterator<Item = BlockNumber>) -> Vec<Buffer> {
+    unsafe {
+        let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
+        if temporary || pg_sys::VacuumCostActive {
+            return blocks.map(|_| 0).collect();
+        }
+        let file = crate::pg::compat::relation_file(index);
+        RECENT.with_borrow_mut(|files| {
+            let Some(at) = files.iter().rposition(|f| f.file == file) else {
+                return blocks.map(|_| 0).collect();
+            };
+            if at + 1 < files.len() {
+                let used = files.remove(at);
+                files.push(used);
+            }
+            let buffers = files.last().map_or(&[][..], |f| &f.buffers[..]);
+            blocks.map(|block| buffers.get(block as usize).copied().unwrap_or(0)).collect()
+        })
+    }
+}
+
+/// Asks the CPU for the descriptor of shared buffer `guess` (a guess of [`guesses`]; 0: none),
+/// which [`read_buffer`] reads first, so that the misses of pages read one after the other overlap.
+pub(super) fn prefetch_descriptor(guess: Buffer) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the address is within the buffer descriptors (checked), and a prefetch reads nothing.
+    unsafe {
+        if guess > 0 && guess <= pg_sys::NBuffers {
+            let descriptor = pg_sys::BufferDescriptors.add(guess as usize - 1);
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(descriptor as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = guess;
+}
+
+/// `ReadBuffer(index, block)`, skipping the buffer mapping table when `guess` (of [`guesses`]),
+/// the buffer that held the block the last time, still holds it and its usage count is at its
+/// maximum.
 ///
 /// # Safety
 ///
 /// `index` is an open index relation with that block.
-pub(super) unsafe fn read_buffer(index: pg_sys::Relation, block: BlockNumber) -> Buffer {
+pub(super) unsafe fn read_buffer(index: pg_sys::Relation, block: BlockNumber, guess: Buffer) -> Buffer {
     unsafe {
         let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
         if temporary || block >= BLOCKS || pg_sys::VacuumCostActive {
             return pg_sys::ReadBuffer(index, block);
         }
-        let file = crate::pg::compat::relation_file(index);
-        let recent = RECENT.with_borrow_mut(|files| {
-            let at = files.iter().rposition(|f| f.file == file)?;
-            if at + 1 < files.len() {
-                let used = files.remove(at);
-                files.push(used);
-            }
-            files.last()?.buffers.get(block as usize).copied()
-        });
-        let recent = recent.unwrap_or(0);
-        if recent > 0
-            && recent <= pg_sys::NBuffers
-            && at_max_usage(recent)
-            && crate::pg::compat::read_recent_buffer(index, block, recent)
+        if guess > 0
+            && guess <= pg_sys::NBuffers
+            && at_max_usage(guess)
+            && crate::pg::compat::read_recent_buffer(index, block, guess)
         {
             count_hit(index);
-            return recent;
+            return guess;
         }
         let buffer = pg_sys::ReadBuffer(index, block);
         if buffer > 0 {
-            remember(file, block, buffer);
+            remember(crate::pg::compat::relation_file(index), block, buffer);
         }
         buffer
     }

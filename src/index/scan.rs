@@ -17,7 +17,8 @@ use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::{
-    for_each_asked, for_each_probed, probes_by_bucket, reported_in, segment_value, Askers, MAX_PROBED_RADIUS,
+    for_each_asked, for_each_near, for_each_within, probes_by_bucket, reported_in, segment_value, Askers,
+    MAX_PROBED_RADIUS,
 };
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
@@ -327,9 +328,9 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
                 let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
                 let (buckets, values): (Vec<u32>, Vec<Vec<u16>>) = probes.into_iter().unzip();
                 page::read_buckets(index, &meta, segment, &buckets, Some(&values), |i, entries, sorted| {
-                    // Of a page's sorted entries only those with a probed segment value.
-                    let value = |entry: &page::Entry| segment_value(entry.fp, segment);
-                    for_each_probed(entries, sorted, &values[i], meta.bits, value, |entry| {
+                    // Of a page's sorted entries only those with a probed segment value, within k.
+                    let fp = |entry: &page::Entry| entry.fp;
+                    for_each_near(entries, sorted, &values[i], meta.bits, segment, query, k, fp, |entry| {
                         let (fp, tid) = (entry.fp, entry.tid);
                         if in_all(fp) && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (fp, tid));
@@ -462,15 +463,23 @@ impl Ordered {
             let nearest = &mut self.nearest;
             let mut read = |segment: u32, buckets: &[u32]| {
                 page::read_buckets(index, &meta, segment, buckets, None, |_, entries, _| {
-                    for entry in entries {
-                        let fp = entry.fp;
-                        nearest
-                            .offer(segment, fp, || {
-                                let tid = entry.tid;
-                                crate::pg::tid::tid_order(&tid)
-                            })
-                            .unwrap_or_else(|_| out_of_memory());
-                    }
+                    // (The cutoff only falls: the page's first skips only what offer would.)
+                    let cutoff = nearest.cutoff();
+                    for_each_within(
+                        entries,
+                        query,
+                        cutoff,
+                        |entry| entry.fp,
+                        |entry| {
+                            let fp = entry.fp;
+                            nearest
+                                .offer(segment, fp, || {
+                                    let tid = entry.tid;
+                                    crate::pg::tid::tid_order(&tid)
+                                })
+                                .unwrap_or_else(|_| out_of_memory());
+                        },
+                    );
                 });
             };
             match step {

@@ -102,6 +102,131 @@ pub fn for_each_probed<T>(
     rest.iter().for_each(each);
 }
 
+/// Calls `each` with the entries of a page of a bucket of `bits` bits, in segment `n`, that a probe
+/// of `values` (ascending) reads ([`for_each_probed`]) and that are within `k` of `query` (`fp`
+/// gives an entry's fingerprint): the tight loop of a lookup, which checks tens of thousands of
+/// entries at k = 11 among ten million rows.
+///
+/// It checks the run's end and the distance in one pass over each run, and is compiled a second
+/// time with the POPCNT instruction, taken when the CPU has it (one test per page, not per entry;
+/// see [`crate::distance::popcount`]). Against handing each entry to a callback that did both, a
+/// lookup at k = 11 among ten million rows took 0.49 instead of 0.59 ms (0.23 instead of 0.32 ms
+/// with the pages in the CPU's caches).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn for_each_near<T>(
+    entries: &[T],
+    sorted: usize,
+    values: &[u16],
+    bits: u32,
+    n: u32,
+    query: u64,
+    k: u32,
+    fp: impl Fn(&T) -> u64,
+    each: impl FnMut(&T),
+) {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has POPCNT (checked above).
+        unsafe { near_with_popcnt(entries, sorted, values, bits, n, query, k, fp, each) };
+        return;
+    }
+    near(entries, sorted, values, bits, n, query, k, fp, each);
+}
+
+/// [`near`] compiled with POPCNT.
+///
+/// # Safety
+///
+/// The CPU has the POPCNT instruction.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+#[target_feature(enable = "popcnt")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn near_with_popcnt<T>(
+    entries: &[T],
+    sorted: usize,
+    values: &[u16],
+    bits: u32,
+    n: u32,
+    query: u64,
+    k: u32,
+    fp: impl Fn(&T) -> u64,
+    each: impl FnMut(&T),
+) {
+    near(entries, sorted, values, bits, n, query, k, fp, each);
+}
+
+/// The body of [`for_each_near`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn near<T>(
+    entries: &[T],
+    sorted: usize,
+    values: &[u16],
+    bits: u32,
+    n: u32,
+    query: u64,
+    k: u32,
+    fp: impl Fn(&T) -> u64,
+    mut each: impl FnMut(&T),
+) {
+    let (sorted, rest) = entries.split_at(sorted.min(entries.len()));
+    let shift = (SEGMENTS - 1 - n % SEGMENTS) * SEGMENT_BITS;
+    let key = |entry: &T| (fp(entry) >> shift) as u16;
+    for &value in values {
+        let start = lower_bound_from(sorted, value, run_guess(value, sorted.len(), bits), &key);
+        for entry in &sorted[start..] {
+            let f = fp(entry);
+            if (f >> shift) as u16 != value {
+                break;
+            }
+            if (f ^ query).count_ones() <= k {
+                each(entry);
+            }
+        }
+    }
+    for entry in rest {
+        if (fp(entry) ^ query).count_ones() <= k {
+            each(entry);
+        }
+    }
+}
+
+/// Calls `each` with the entries within `k` of `query` (`fp` gives an entry's fingerprint): the
+/// tight loop of an ordered scan's pages, compiled with POPCNT where the CPU has it (as
+/// [`for_each_near`]).
+#[inline]
+pub fn for_each_within<T>(entries: &[T], query: u64, k: u32, fp: impl Fn(&T) -> u64, each: impl FnMut(&T)) {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has POPCNT (checked above).
+        unsafe { within_with_popcnt(entries, query, k, fp, each) };
+        return;
+    }
+    within(entries, query, k, fp, each);
+}
+
+/// [`within`] compiled with POPCNT.
+///
+/// # Safety
+///
+/// The CPU has the POPCNT instruction.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+#[target_feature(enable = "popcnt")]
+unsafe fn within_with_popcnt<T>(entries: &[T], query: u64, k: u32, fp: impl Fn(&T) -> u64, each: impl FnMut(&T)) {
+    within(entries, query, k, fp, each);
+}
+
+/// The body of [`for_each_within`].
+#[inline(always)]
+fn within<T>(entries: &[T], query: u64, k: u32, fp: impl Fn(&T) -> u64, mut each: impl FnMut(&T)) {
+    for entry in entries {
+        if (fp(entry) ^ query).count_ones() <= k {
+            each(entry);
+        }
+    }
+}
+
 /// Where the run of segment value `value` should start among `sorted` entries of a bucket of
 /// `bits` bits if its values were spread evenly (the values of a bucket differ in their low
 /// 16 - bits bits).
@@ -399,6 +524,50 @@ mod tests {
         let mut count = 0;
         for_each_probed(&entries, 9, &[2], 16, |e| e.0, |_| count += 1);
         assert_eq!(count, 1);
+    }
+
+    /// The tight loops hand out exactly what the probe's runs, then a distance test, give.
+    #[test]
+    fn near_entries_are_the_probed_entries_within_k() {
+        let mut next = xorshift(0x0DDB_1A5E_5BAD_5EEDu64);
+        for round in 0..400 {
+            let query = next();
+            let n = (round % 4) as u32;
+            let k = [0, 3, 7, 11, 20][round % 5];
+            let bits = [0, 8, 11, 15, 16][(next() % 5) as usize];
+            // Entries near the query (so that some are within k), in few segment values.
+            let len = (next() % 60) as usize;
+            let mut entries: Vec<(u64, usize)> =
+                (0..len).map(|i| ((0..next() % 14).fold(query, |fp, _| fp ^ 1 << (next() % 64)), i)).collect();
+            let sorted = if len == 0 { 0 } else { (next() as usize) % (len + 1) };
+            entries[..sorted].sort_by_key(|e| segment_value(e.0, n));
+            let probes = probes_by_bucket(query, n, k.min(MAX_PROBED_RADIUS), bits).unwrap();
+            let values = &probes[(next() as usize) % probes.len()].1;
+            let mut expected = Vec::new();
+            for_each_probed(
+                &entries,
+                sorted,
+                values,
+                bits,
+                |e| segment_value(e.0, n),
+                |e| {
+                    if hamming(e.0, query) <= k {
+                        expected.push(*e);
+                    }
+                },
+            );
+            let mut found = Vec::new();
+            for_each_near(&entries, sorted, values, bits, n, query, k, |e| e.0, |e| found.push(*e));
+            assert_eq!(found, expected, "round {round}");
+            // (And the body compiled without POPCNT, which CPUs without it run.)
+            let mut plain = Vec::new();
+            near(&entries, sorted, values, bits, n, query, k, |e| e.0, |e| plain.push(*e));
+            assert_eq!(plain, expected, "round {round}");
+            let mut within: Vec<(u64, usize)> = Vec::new();
+            for_each_within(&entries, query, k, |e| e.0, |e| within.push(*e));
+            let all: Vec<(u64, usize)> = entries.iter().filter(|e| hamming(e.0, query) <= k).copied().collect();
+            assert_eq!(within, all, "round {round}");
+        }
     }
 
     #[test]

@@ -162,6 +162,12 @@ impl<T: Ord> Nearest<T> {
         Some(step)
     }
 
+    /// The distance beyond which [`Nearest::offer`] keeps nothing now (it only falls): a reader may
+    /// skip the entries beyond it without offering them.
+    pub fn cutoff(&self) -> u32 {
+        self.cutoff
+    }
+
     /// Offers an entry of a bucket of segment `n` read for the step under way: the row with
     /// fingerprint `fp`, kept as `item()` if met for the first time (an error when memory runs out).
     #[inline]
