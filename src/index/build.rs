@@ -132,7 +132,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             write_page(index, fork, block, |page| {
                 page::init_page(page, kind, segment);
                 for entry in chunk {
-                    page::push_entry(page, *entry);
+                    page::push_entry(page, *entry, meta.keeps_apart());
                 }
                 if kind == Kind::Bucket {
                     (*page::special(page)).set_sorted(chunk.len()); // (in order: the counting sort)

@@ -63,16 +63,16 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                     corrupt(index, format!("block {block} of {name} says segment {}", special.segment()));
                 }
                 let entries = page::entries(chain_page);
-                let value = |entry: &page::Entry| simhash_core::buckets::segment_value(entry.fp, u32::from(segment));
+                let value = |i: usize| simhash_core::buckets::segment_value(entries.fp(i), u32::from(segment));
                 let sorted = special.sorted();
                 if sorted > entries.len()
                     || (kind == Kind::Nulls && sorted > 0)
-                    || entries[..sorted.min(entries.len())].windows(2).any(|w| value(&w[0]) > value(&w[1]))
+                    || (1..sorted.min(entries.len())).any(|i| value(i - 1) > value(i))
                 {
                     corrupt(index, format!("block {block} of {name} counts {sorted} sorted entries, which are not"));
                 }
-                for entry in entries {
-                    each(entry.fp, block);
+                for (fp, _) in entries.iter() {
+                    each(fp, block);
                     count += 1;
                 }
                 last = block;

@@ -29,22 +29,22 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
             // For ORDER BY, which returns every row (no radius test is true for them). An index
             // built by 0.3.0 has no such chain: the update to 0.4.0 rebuilds it.
             if meta.indexes_nulls() {
-                insert_into_chain(index, ChainSlot::Nulls, Entry { fp: 0, tid: *heap_tid }, false);
+                insert_into_chain(index, ChainSlot::Nulls, Entry { fp: 0, tid: *heap_tid }, false, meta.keeps_apart());
             }
             return false;
         };
         let entry = Entry { fp, tid: *heap_tid };
         for segment in 0..SEGMENTS {
             let slot = ChainSlot::bucket(&meta, segment, bucket_of(fp, segment, meta.bits));
-            insert_into_chain(index, slot, entry, meta.sorts_pages());
+            insert_into_chain(index, slot, entry, meta.sorts_pages(), meta.keeps_apart());
         }
         false
     }
 }
 
 /// Appends `entry` to the chain of `slot`; with `sort`, a full last page is sorted before a new
-/// one is linked.
-unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Entry, sort: bool) {
+/// one is linked; a new page keeps its entries apart with `apart` (`page::Meta::keeps_apart`).
+unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Entry, sort: bool, apart: bool) {
     unsafe {
         let (kind, segment) = slot.page_kind();
         let directory_block = slot.block();
@@ -57,7 +57,7 @@ unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Ent
             page::expect_kind(pg_sys::BufferGetPage(tail_buffer), kind, index, tail);
             let mut change = page::Change::start(index);
             let tail_page = change.page(tail_buffer, false);
-            if page::push_entry(tail_page, entry) {
+            if page::push_entry(tail_page, entry, apart) {
                 change.finish();
                 pg_sys::UnlockReleaseBuffer(tail_buffer);
                 pg_sys::UnlockReleaseBuffer(directory);
@@ -71,7 +71,7 @@ unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Ent
             let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
             let new_page = change.page(new_buffer, true);
             page::init_page(new_page, kind, segment);
-            page::push_entry(new_page, entry);
+            page::push_entry(new_page, entry, apart);
             (*page::special(tail_page)).next = new_block;
             let directory_page = change.page(directory, false);
             (*slot.ends(directory_page)).tail = new_block;
@@ -88,7 +88,7 @@ unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Ent
         let mut change = page::Change::start(index);
         let new_page = change.page(new_buffer, true);
         page::init_page(new_page, kind, segment);
-        page::push_entry(new_page, entry);
+        page::push_entry(new_page, entry, apart);
         let directory_page = change.page(directory, false);
         *slot.ends(directory_page) = page::DirectoryEntry { head: new_block, tail: new_block };
         change.finish();

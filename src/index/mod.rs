@@ -326,7 +326,7 @@ mod tests {
 
     /// The library reads an index of format 2 (0.4.0: no page counts sorted entries, made here by
     /// clearing the counts and the metapage's version): lookups read whole pages and find every
-    /// row, inserts work, and REINDEX makes it format 3.
+    /// row, inserts work, and REINDEX makes it format 4.
     #[pg_test]
     fn format_2_indexes_work_until_reindexed() {
         table_with_index("v2_docs");
@@ -358,6 +358,98 @@ mod tests {
         assert_eq!(Spi::get_one::<i64>(query).unwrap(), through_index);
         Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; REINDEX INDEX v2_docs_fp").unwrap();
         assert!(bucket_pages("v2_docs_fp").iter().all(|&(n, sorted, _)| sorted == n));
+    }
+
+    /// Whether every bucket page (and page of NULL rows) with entries of the index `name` keeps
+    /// them apart (`true`) or packed (`false`); `None` when they differ.
+    fn layout(name: &str) -> Option<bool> {
+        let mut layouts = Vec::new();
+        each_page(name, false, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) || page::is_kind(any_page, page::Kind::Nulls) {
+                match page::entries(any_page) {
+                    page::Entries::Packed(entries) if !entries.is_empty() => layouts.push(false),
+                    page::Entries::Apart(apart) if !apart.fps.is_empty() => layouts.push(true),
+                    _ => {}
+                }
+            }
+        });
+        layouts.dedup();
+        (layouts.len() == 1).then(|| layouts[0])
+    }
+
+    /// The rows within `k` of 20 of the rows of `table`, counted through the index and by a
+    /// sequential scan; and the distances of the 100 rows nearest to one, in the order of an
+    /// ordered index scan and of a sort.
+    fn lookups_agree(table: &str) {
+        let query = format!(
+            "SELECT count(*) FROM {table} s, (SELECT fp FROM {table} WHERE id % 100 = 3) q WHERE s.fp <~> q.fp <= 11"
+        );
+        let nearest = format!(
+            "SELECT array_agg(d)::text FROM (SELECT fp <~> '0123456789abcdef' AS d FROM {table}
+             ORDER BY fp <-> '0123456789abcdef' LIMIT 100) o"
+        );
+        Spi::run("SET enable_seqscan = off").unwrap();
+        let (through_index, ordered) =
+            (Spi::get_one::<i64>(&query).unwrap(), Spi::get_one::<String>(&nearest).unwrap());
+        Spi::run("SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on").unwrap();
+        assert_eq!(Spi::get_one::<i64>(&query).unwrap(), through_index);
+        assert_eq!(Spi::get_one::<String>(&nearest).unwrap(), ordered);
+        Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_seqscan").unwrap();
+    }
+
+    /// The library keeps an index of format 3 (0.4.1 to 0.7.0: entries packed, made here by
+    /// rewriting the pages and the metapage's version) as it is: lookups, ordered scans and the
+    /// check read it, inserts add packed entries (pages that fill are sorted), which a session
+    /// still running the older library reads; REINDEX makes it format 4, entries apart.
+    #[pg_test]
+    fn format_3_indexes_stay_packed_until_reindexed() {
+        table_with_index("v3_docs");
+        assert_eq!(layout("v3_docs_fp"), Some(true));
+        each_page("v3_docs_fp", true, |block, any_page| unsafe {
+            if block == 0 {
+                (*page::meta(any_page)).version = 3;
+            } else if page::is_kind(any_page, page::Kind::Bucket) || page::is_kind(any_page, page::Kind::Nulls) {
+                let entries: Vec<page::Entry> =
+                    page::entries(any_page).iter().map(|(fp, tid)| page::Entry { fp, tid }).collect();
+                page::rewrite_entries(any_page, &entries, false);
+            }
+        });
+        assert_eq!(layout("v3_docs_fp"), Some(false));
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v3_docs_fp')"), Ok(Some(2000)));
+        // 2,000 rows in one bucket of each segment: its chains grow pages, sorted once full.
+        Spi::run(
+            "INSERT INTO v3_docs VALUES (-1, NULL), (-2, '0123456789abcdef');
+             INSERT INTO v3_docs SELECT i, (('x' || substr(md5('v3' || i), 1, 16))::bit(64)::bigint
+                 & x'00ff00ff00ff00ff'::bigint | x'5600560056005600'::bigint)::simhash64
+             FROM generate_series(3001, 5000) i",
+        )
+        .unwrap();
+        assert_eq!(layout("v3_docs_fp"), Some(false));
+        let grown = bucket_pages("v3_docs_fp");
+        assert!(grown.iter().any(|&(n, sorted, last)| !last && n == sorted && n > 500), "{grown:?}");
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v3_docs_fp')"), Ok(Some(4002)));
+        lookups_agree("v3_docs");
+        Spi::run("REINDEX INDEX v3_docs_fp").unwrap();
+        assert_eq!(layout("v3_docs_fp"), Some(true));
+        lookups_agree("v3_docs");
+    }
+
+    /// An index of format 4 keeps its entries apart as built and as rows are added; lookups and
+    /// ordered scans agree with a sequential scan.
+    #[pg_test]
+    fn format_4_indexes_keep_entries_apart() {
+        table_with_index("v4_docs");
+        Spi::run(
+            "INSERT INTO v4_docs VALUES (-1, NULL), (-2, '0123456789abcdef');
+             INSERT INTO v4_docs SELECT i, (('x' || substr(md5('v4' || i), 1, 16))::bit(64)::bigint
+                 & x'00ff00ff00ff00ff'::bigint | x'7800780078007800'::bigint)::simhash64
+             FROM generate_series(3001, 5000) i;
+             DELETE FROM v4_docs WHERE id % 7 = 0",
+        )
+        .unwrap();
+        assert_eq!(layout("v4_docs_fp"), Some(true));
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v4_docs_fp')"), Ok(Some(4002)));
+        lookups_agree("v4_docs");
     }
 
     /// An ordered scan of a format 1 index, which holds no NULL rows, fails (55000) rather than

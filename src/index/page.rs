@@ -1,14 +1,26 @@
 //! The pages of a `simhash` index: block 0 is the metapage; then the directory, four runs of
 //! pages (one per segment) of [`DirectoryEntry`]s, one per bucket, giving the first and last page of
-//! the bucket's chain; then the bucket pages, each a packed array of [`Entry`]s (fingerprint and
-//! heap TID) and a link to the next page of its bucket. Since version 3 of the format, a bucket
-//! page counts the entries at its start that are in ascending order of their segment value
+//! the bucket's chain; then the bucket pages, each holding [`Entry`]s (fingerprint and heap TID)
+//! and a link to the next page of its bucket. Since version 3 of the format, a bucket page counts
+//! the entries at its start that are in ascending order of their segment value
 //! ([`Special::sorted`]): all of them as built, a page once it is full or VACUUM rewrites it, and
 //! none of those an INSERT appends; a probe reads only the runs of the values it asks for there.
-//! (Not in an index of an older format, whose pages keep a count of 0: [`Meta::sorts_pages`].) The rows whose fingerprint is NULL are one
-//! more chain, of [`Kind::Nulls`] pages, whose first and last page the metapage holds (since
-//! version 2 of the format, for `ORDER BY`, which returns every row). Every page has the standard layout (the
-//! entries end at `pd_lower`, the special space holds [`Special`]), so GenericXLog can log it.
+//! (Not in an index of an older format, whose pages keep a count of 0: [`Meta::sorts_pages`].) The
+//! rows whose fingerprint is NULL are one more chain, of [`Kind::Nulls`] pages, whose first and
+//! last page the metapage holds (since version 2 of the format, for `ORDER BY`, which returns every
+//! row). Every page has the standard layout, so GenericXLog can log it: the special space holds
+//! [`Special`], and the entries are
+//! - packed (fingerprint and TID together, 14 bytes each) from the start of the page up to
+//!   `pd_lower`, in the pages of an index of format 1 to 3;
+//! - apart since format 4 ([`Meta::keeps_apart`]): the fingerprints from the start up to
+//!   `pd_lower`, the TIDs from the special space down to `pd_upper` (the free space between), so
+//!   that a probe, which checks many fingerprints for few matches, reads 8 bytes per entry, not
+//!   14: the entries a lookup checks are most of its time, and mostly not in the CPU's caches.
+//!
+//! A page says which it is (a page with entries apart has `pd_upper` below its special space), so
+//! readers take each page as it is; a writer keeps a page's layout, and starts an empty page in
+//! the layout of the index's format (a session still running an older library reads an index of
+//! format 3 or older).
 //!
 //! Pages are never freed: VACUUM compacts bucket pages in place, and a chain only grows. So a scan
 //! that follows a chain one page at a time, with a share lock on each, never lands on a page that
@@ -23,12 +35,12 @@ use pgrx::PgSqlErrorCode;
 
 pub(super) const INVALID_BLOCK: BlockNumber = pg_sys::InvalidBlockNumber;
 const MAGIC: u32 = 0x5348_4958; // "SHIX"
-/// The page format: 3 since release 0.4.1 (bucket pages count their sorted entries, 8 bucket bits
-/// at least); 2 (0.4.0, the chain of NULL rows) is read and written too, its pages neither sorted
-/// nor read as sorted ([`Meta::sorts_pages`]) until a REINDEX; 1
-/// (0.3.0) is read too, its indexes hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0
-/// rebuilds them).
-const VERSION: u32 = 3;
+/// The page format: 4 since release 0.8.0 (the entries of a bucket page apart: fingerprints, then
+/// TIDs); 3 (0.4.1: bucket pages count their sorted entries, 8 bucket bits at least) and 2 (0.4.0,
+/// the chain of NULL rows; its pages neither sorted nor read as sorted, [`Meta::sorts_pages`]) are
+/// read and written too, their pages packed, until a REINDEX; 1 (0.3.0) is read too, its indexes
+/// hold no NULL rows and serve no `ORDER BY` (the update to 0.4.0 rebuilds them).
+const VERSION: u32 = 4;
 
 /// What a page is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -100,6 +112,12 @@ impl Meta {
     pub fn sorts_pages(&self) -> bool {
         self.version >= 3
     }
+
+    /// Whether its empty bucket pages are started with the entries apart (format 4, built since
+    /// 0.8.0); those of an older index are packed, as its library reads them.
+    pub fn keeps_apart(&self) -> bool {
+        self.version >= 4
+    }
 }
 
 /// A bucket's chain: its first and last page (both invalid while it is empty).
@@ -114,12 +132,94 @@ impl DirectoryEntry {
     pub const EMPTY: DirectoryEntry = DirectoryEntry { head: INVALID_BLOCK, tail: INVALID_BLOCK };
 }
 
-/// One fingerprint of a heap row, in a bucket page (14 bytes, unaligned).
+/// One fingerprint of a heap row, as a packed page holds it (14 bytes, unaligned).
 #[repr(C, packed)]
 #[derive(Clone, Copy)]
 pub(super) struct Entry {
     pub fp: u64,
     pub tid: pg_sys::ItemPointerData,
+}
+
+/// The bytes of a TID.
+const TID: usize = size_of::<pg_sys::ItemPointerData>();
+
+/// The entries of a bucket page, as the page holds them.
+#[derive(Clone, Copy)]
+pub(super) enum Entries<'a> {
+    /// Fingerprint and TID together (format 1 to 3).
+    Packed(&'a [Entry]),
+    /// The fingerprints, and the TIDs apart (format 4).
+    Apart(Apart<'a>),
+}
+
+/// The entries of a page that keeps them apart: `fps[i]`, and TID `i` the `i + 1`-th down from the
+/// special space.
+#[derive(Clone, Copy)]
+pub(super) struct Apart<'a> {
+    pub fps: &'a [u64],
+    /// The end of the TIDs (the special space).
+    tids_end: *const u8,
+}
+
+impl Apart<'_> {
+    /// The TID of entry `i`.
+    pub fn tid(&self, i: usize) -> pg_sys::ItemPointerData {
+        debug_assert!(i < self.fps.len());
+        // SAFETY: the page holds `fps.len()` TIDs below `tids_end` (`entries`).
+        unsafe { self.tids_end.sub((i + 1) * TID).cast::<pg_sys::ItemPointerData>().read_unaligned() }
+    }
+
+    /// Asks the CPU for the TID of entry `i` (x86-64; elsewhere nothing), ahead of reading it.
+    pub fn prefetch_tid(&self, i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch reads nothing; the address is in the page for `i` below `fps.len()`.
+        unsafe {
+            let at = self.tids_end.wrapping_sub((i + 1) * TID);
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
+
+    /// The position of `fp`, an element of `fps`.
+    pub fn position(&self, fp: &u64) -> usize {
+        // SAFETY: `fp` is in `fps` (the caller's promise).
+        unsafe { (fp as *const u64).offset_from(self.fps.as_ptr()) as usize }
+    }
+
+    /// The TID of the entry whose fingerprint `fp` is (an element of `fps`).
+    pub fn tid_of(&self, fp: &u64) -> pg_sys::ItemPointerData {
+        self.tid(self.position(fp))
+    }
+}
+
+impl Entries<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Entries::Packed(entries) => entries.len(),
+            Entries::Apart(apart) => apart.fps.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The fingerprint of entry `i`.
+    pub fn fp(&self, i: usize) -> u64 {
+        match self {
+            Entries::Packed(entries) => entries[i].fp,
+            Entries::Apart(apart) => apart.fps[i],
+        }
+    }
+
+    /// Every entry, in order: (fingerprint, TID).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, pg_sys::ItemPointerData)> + '_ {
+        (0..self.len()).map(|i| match self {
+            Entries::Packed(entries) => (entries[i].fp, entries[i].tid),
+            Entries::Apart(apart) => (apart.fps[i], apart.tid(i)),
+        })
+    }
 }
 
 fn usable() -> usize {
@@ -351,7 +451,7 @@ pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> Direc
 /// # Safety
 ///
 /// `index` is an open simhash index, and `slot` one of its chains.
-pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut each: impl FnMut(&[Entry])) {
+pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut each: impl FnMut(Entries<'_>)) {
     unsafe {
         let (kind, _) = slot.page_kind();
         walk_chain(index, chain_of(index, slot).head, kind, |entries, _| each(entries));
@@ -380,7 +480,7 @@ pub(super) unsafe fn read_buckets(
     segment: u32,
     buckets: &[u32],
     values: Option<&[Vec<u16>]>,
-    mut each: impl FnMut(usize, &[Entry], usize),
+    mut each: impl FnMut(usize, Entries<'_>, usize),
 ) {
     unsafe {
         let per_page = directory_entries_per_page() as u32;
@@ -465,14 +565,18 @@ unsafe fn prefetch_entries(page: Page, values: Option<&[u16]>, bits: u32) {
         };
         let header = page as *const pg_sys::PageHeaderData;
         let lower = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_lower)) as usize;
+        let upper = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_upper)) as usize;
         let special_offset = std::ptr::read_volatile(std::ptr::addr_of!((*header).pd_special)) as usize;
         // (not a bucket page's layout: a new or damaged page, which the locked read will report)
         if special_offset != pg_sys::BLCKSZ as usize - maxalign(size_of::<Special>()) {
             return;
         }
         let special = std::ptr::read_volatile((page as *const u8).add(special_offset).cast::<Special>());
-        let n = (lower.saturating_sub(header_contents_offset()) / size_of::<Entry>()).min(entries_per_page());
-        let entry = |i: usize| contents(page).add(i * size_of::<Entry>()) as *const u8;
+        // (Only the fingerprints of a page that keeps them apart: the TIDs of the few matches
+        // are read as they are found.)
+        let stride = if upper < special_offset { size_of::<u64>() } else { size_of::<Entry>() };
+        let n = (lower.saturating_sub(header_contents_offset()) / stride).min(entries_per_page());
+        let entry = |i: usize| contents(page).add(i * stride) as *const u8;
         let Some(values) = values else {
             lines(entry(0), entry(n));
             return;
@@ -512,7 +616,7 @@ unsafe fn prefetch_ends(page: Page) {
 }
 
 /// Calls `each(entries, sorted)` for every page of the chain from `head` (pages of `kind`).
-unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut each: impl FnMut(&[Entry], usize)) {
+unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut each: impl FnMut(Entries<'_>, usize)) {
     unsafe {
         let mut block = head;
         while block != INVALID_BLOCK {
@@ -527,25 +631,62 @@ unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut
     }
 }
 
+/// Whether a bucket page (or a page of the chain of NULL rows) keeps its entries apart: it holds
+/// TIDs below its special space.
+///
+/// # Safety
+///
+/// `page` is a locked bucket page.
+unsafe fn is_apart(page: Page) -> bool {
+    unsafe {
+        let header = page as *const pg_sys::PageHeaderData;
+        (*header).pd_upper < (*header).pd_special
+    }
+}
+
 /// The entries of a bucket page.
 ///
 /// # Safety
 ///
 /// `page` is a locked bucket page.
-pub(super) unsafe fn entries(page: Page) -> &'static [Entry] {
+pub(super) unsafe fn entries<'a>(page: Page) -> Entries<'a> {
     unsafe {
-        let n = used(page) / size_of::<Entry>();
-        std::slice::from_raw_parts(contents(page).cast::<Entry>(), n)
+        if is_apart(page) {
+            let header = page as *const pg_sys::PageHeaderData;
+            let tids = usize::from((*header).pd_special - (*header).pd_upper) / TID;
+            let n = (used(page) / size_of::<u64>()).min(tids);
+            Entries::Apart(Apart {
+                fps: std::slice::from_raw_parts(contents(page).cast::<u64>(), n),
+                tids_end: (page as *const u8).add(usize::from((*header).pd_special)),
+            })
+        } else {
+            let n = used(page) / size_of::<Entry>();
+            Entries::Packed(std::slice::from_raw_parts(contents(page).cast::<Entry>(), n))
+        }
     }
 }
 
-/// Appends `entry` to a bucket page; `false` when it is full.
+/// Appends `entry` to a bucket page (apart if the page is empty and `apart`, else in the page's
+/// layout); `false` when it is full.
 ///
 /// # Safety
 ///
 /// `page` is an exclusively locked bucket page (or its GenericXLog copy).
-pub(super) unsafe fn push_entry(page: Page, entry: Entry) -> bool {
+pub(super) unsafe fn push_entry(page: Page, entry: Entry, apart: bool) -> bool {
     unsafe {
+        let header = page as *mut pg_sys::PageHeaderData;
+        let empty = used(page) == 0 && (*header).pd_upper == (*header).pd_special;
+        if (empty && apart) || is_apart(page) {
+            let (lower, upper) = (usize::from((*header).pd_lower), usize::from((*header).pd_upper));
+            if upper < lower + size_of::<u64>() + TID {
+                return false;
+            }
+            (page as *mut u8).add(lower).cast::<u64>().write_unaligned(entry.fp);
+            (page as *mut u8).add(upper - TID).cast::<pg_sys::ItemPointerData>().write_unaligned(entry.tid);
+            (*header).pd_lower = (lower + size_of::<u64>()) as u16;
+            (*header).pd_upper = (upper - TID) as u16;
+            return true;
+        }
         let n = used(page) / size_of::<Entry>();
         if n >= entries_per_page() {
             return false;
@@ -553,6 +694,22 @@ pub(super) unsafe fn push_entry(page: Page, entry: Entry) -> bool {
         contents(page).cast::<Entry>().add(n).write_unaligned(entry);
         set_used(page, (n + 1) * size_of::<Entry>());
         true
+    }
+}
+
+/// Writes `entries` over those of a bucket page, apart or packed.
+///
+/// # Safety
+///
+/// `page` is an exclusively locked bucket page (or its GenericXLog copy), and `entries` fit.
+pub(super) unsafe fn rewrite_entries(page: Page, entries: &[Entry], apart: bool) {
+    unsafe {
+        let header = page as *mut pg_sys::PageHeaderData;
+        set_used(page, 0);
+        (*header).pd_upper = (*header).pd_special;
+        for &entry in entries {
+            push_entry(page, entry, apart);
+        }
     }
 }
 
@@ -565,14 +722,10 @@ pub(super) unsafe fn push_entry(page: Page, entry: Entry) -> bool {
 pub(super) unsafe fn sort_entries(page: Page) {
     unsafe {
         let segment = u32::from((*special(page)).segment());
-        let n = used(page) / size_of::<Entry>();
-        let base = contents(page).cast::<Entry>();
-        let mut sorted: Vec<Entry> = (0..n).map(|i| base.add(i).read_unaligned()).collect();
+        let mut sorted: Vec<Entry> = entries(page).iter().map(|(fp, tid)| Entry { fp, tid }).collect();
         sorted.sort_by_key(|entry| simhash_core::buckets::segment_value(entry.fp, segment));
-        for (i, entry) in sorted.into_iter().enumerate() {
-            base.add(i).write_unaligned(entry);
-        }
-        (*special(page)).set_sorted(n);
+        rewrite_entries(page, &sorted, is_apart(page));
+        (*special(page)).set_sorted(sorted.len());
     }
 }
 
@@ -584,23 +737,22 @@ pub(super) unsafe fn sort_entries(page: Page) {
 /// `page` is an exclusively locked bucket page (or its GenericXLog copy).
 pub(super) unsafe fn retain_entries(page: Page, mut keep: impl FnMut(&Entry) -> bool) -> usize {
     unsafe {
-        let n = used(page) / size_of::<Entry>();
-        let base = contents(page).cast::<Entry>();
+        let all: Vec<Entry> = entries(page).iter().map(|(fp, tid)| Entry { fp, tid }).collect();
         let sorted = (*special(page)).sorted();
-        let (mut kept, mut kept_sorted) = (0, 0);
-        for i in 0..n {
-            let entry = base.add(i).read_unaligned();
-            if keep(&entry) {
-                base.add(kept).write_unaligned(entry);
-                kept += 1;
+        let (mut kept, mut kept_sorted) = (Vec::with_capacity(all.len()), 0);
+        for (i, entry) in all.iter().enumerate() {
+            if keep(entry) {
+                kept.push(*entry);
                 if i < sorted {
                     kept_sorted += 1;
                 }
             }
         }
-        set_used(page, kept * size_of::<Entry>());
+        if kept.len() < all.len() {
+            rewrite_entries(page, &kept, is_apart(page));
+        }
         (*special(page)).set_sorted(kept_sorted);
-        n - kept
+        all.len() - kept.len()
     }
 }
 

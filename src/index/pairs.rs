@@ -31,10 +31,7 @@ pub(super) unsafe fn for_each_pair(
         let mut load = |segment: u32, bucket: u32, entries: &mut Vec<(u64, u64)>| {
             page::read_buckets(index, &meta, segment, &[bucket], None, |_, page_entries, _| {
                 super::reserve(entries, page_entries.len());
-                entries.extend(page_entries.iter().map(|entry| {
-                    let tid = entry.tid;
-                    (entry.fp, crate::pg::tid::tid_order(&tid))
-                }));
+                entries.extend(page_entries.iter().map(|(fp, tid)| (fp, crate::pg::tid::tid_order(&tid))));
             });
         };
         let (started, buckets) = (Instant::now(), 4u64 << meta.bits);

@@ -22,7 +22,7 @@ use simhash_core::buckets::{
 };
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
-use super::page::{self, ChainSlot};
+use super::page::{self, ChainSlot, Entries};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
 
@@ -329,20 +329,42 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
                 let (buckets, values): (Vec<u32>, Vec<Vec<u16>>) = probes.into_iter().unzip();
                 page::read_buckets(index, &meta, segment, &buckets, Some(&values), |i, entries, sorted| {
                     // Of a page's sorted entries only those with a probed segment value, within k.
-                    let fp = |entry: &page::Entry| entry.fp;
-                    for_each_near(entries, sorted, &values[i], meta.bits, segment, query, k, fp, |entry| {
-                        let (fp, tid) = (entry.fp, entry.tid);
+                    let mut found = |fp: u64, tid: pg_sys::ItemPointerData| {
                         if in_all(fp) && reported_in(fp, query, segment, k) {
                             super::push(&mut results, (fp, tid));
                         }
-                    });
+                    };
+                    let (bits, values) = (meta.bits, &values[i]);
+                    match entries {
+                        Entries::Packed(packed) => for_each_near(
+                            packed,
+                            sorted,
+                            values,
+                            bits,
+                            segment,
+                            query,
+                            k,
+                            |e| e.fp,
+                            |e| found(e.fp, e.tid),
+                        ),
+                        Entries::Apart(apart) => for_each_near(
+                            apart.fps,
+                            sorted,
+                            values,
+                            bits,
+                            segment,
+                            query,
+                            k,
+                            |&fp| fp,
+                            |fp| found(*fp, apart.tid_of(fp)),
+                        ),
+                    }
                 });
             }
         } else {
             let buckets: Vec<u32> = (0..1u32 << meta.bits).collect();
             page::read_buckets(index, &meta, 0, &buckets, None, |_, entries, _| {
-                for entry in entries {
-                    let (fp, tid) = (entry.fp, entry.tid);
+                for (fp, tid) in entries.iter() {
                     if in_all(fp) {
                         super::push(&mut results, (fp, tid));
                     }
@@ -372,13 +394,25 @@ pub(super) unsafe fn search_many(
             }
             let buckets = askers.buckets(meta.bits);
             page::read_buckets(index, &meta, segment, &buckets, None, |i, entries, sorted| {
-                let value = |entry: &page::Entry| segment_value(entry.fp, segment);
-                for_each_asked(entries, sorted, &askers, buckets[i], meta.bits, value, |entry, q| {
-                    let (fp, query) = (entry.fp, queries[q as usize]);
+                let mut found = |fp: u64, q: u32, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
+                    let query = queries[q as usize];
                     if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
-                        super::push(&mut results, (q as usize, entry.tid));
+                        super::push(&mut results, (q as usize, tid()));
                     }
-                });
+                };
+                let (bucket, bits) = (buckets[i], meta.bits);
+                match entries {
+                    Entries::Packed(packed) => {
+                        let value = |e: &page::Entry| segment_value(e.fp, segment);
+                        for_each_asked(packed, sorted, &askers, bucket, bits, value, |e, q| found(e.fp, q, &|| e.tid))
+                    }
+                    Entries::Apart(apart) => {
+                        let value = |fp: &u64| segment_value(*fp, segment);
+                        for_each_asked(apart.fps, sorted, &askers, bucket, bits, value, |fp, q| {
+                            found(*fp, q, &|| apart.tid_of(fp))
+                        })
+                    }
+                }
             });
         }
         results
@@ -443,8 +477,7 @@ impl Ordered {
                     self.ready.clear();
                     self.ready_distance = None;
                     page::read_chain(index, ChainSlot::Nulls, |entries| {
-                        for entry in entries {
-                            let tid = entry.tid;
+                        for (_, tid) in entries.iter() {
                             super::push(&mut self.ready, crate::pg::tid::tid_order(&tid));
                         }
                     });
@@ -461,25 +494,41 @@ impl Ordered {
         unsafe {
             let (meta, query) = (self.meta, self.query);
             let nearest = &mut self.nearest;
+            let mut within = Vec::new();
             let mut read = |segment: u32, buckets: &[u32]| {
                 page::read_buckets(index, &meta, segment, buckets, None, |_, entries, _| {
                     // (The cutoff only falls: the page's first skips only what offer would.)
                     let cutoff = nearest.cutoff();
-                    for_each_within(
-                        entries,
-                        query,
-                        cutoff,
-                        |entry| entry.fp,
-                        |entry| {
-                            let fp = entry.fp;
-                            nearest
-                                .offer(segment, fp, || {
-                                    let tid = entry.tid;
-                                    crate::pg::tid::tid_order(&tid)
-                                })
-                                .unwrap_or_else(|_| out_of_memory());
-                        },
-                    );
+                    let mut offer = |fp: u64, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
+                        nearest
+                            .offer(segment, fp, || crate::pg::tid::tid_order(&tid()))
+                            .unwrap_or_else(|_| out_of_memory());
+                    };
+                    match entries {
+                        Entries::Packed(packed) => {
+                            for_each_within(packed, query, cutoff, |e| e.fp, |e| offer(e.fp, &|| e.tid))
+                        }
+                        Entries::Apart(apart) => {
+                            // The entries within the cutoff first, their TIDs requested from
+                            // memory, then offered: many are kept while the cutoff is high, and
+                            // their TIDs' reads then overlap.
+                            within.clear();
+                            for_each_within(
+                                apart.fps,
+                                query,
+                                cutoff,
+                                |&fp| fp,
+                                |fp| {
+                                    let i = apart.position(fp);
+                                    apart.prefetch_tid(i);
+                                    within.push(i);
+                                },
+                            );
+                            for &i in within.iter() {
+                                offer(apart.fps[i], &|| apart.tid(i));
+                            }
+                        }
+                    }
                 });
             };
             match step {
