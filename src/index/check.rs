@@ -58,6 +58,9 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
                 let chain_page = pg_sys::BufferGetPage(buffer);
                 page::expect_kind(chain_page, kind, index, block);
+                if let Some(fault) = page::layout_fault(chain_page, meta.keeps_apart()) {
+                    corrupt(index, format!("block {block} of {name}: {fault}"));
+                }
                 let special = *page::special(chain_page);
                 if special.segment() != segment {
                     corrupt(index, format!("block {block} of {name} says segment {}", special.segment()));

@@ -214,6 +214,19 @@ mod tests {
             pg_sys::UnlockReleaseBuffer(buffer);
             pg_sys::index_close(index, pg_sys::AccessExclusiveLock as i32);
         }
+        pack_pages(name);
+    }
+
+    /// Rewrites the entries of every bucket page (and page of NULL rows) of the index `name`
+    /// packed, as the pages of formats 1 to 3 hold them.
+    fn pack_pages(name: &str) {
+        each_page(name, true, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) || page::is_kind(any_page, page::Kind::Nulls) {
+                let entries: Vec<page::Entry> =
+                    page::entries(any_page).iter().map(|(fp, tid)| page::Entry { fp, tid }).collect();
+                page::rewrite_entries(any_page, &entries, false);
+            }
+        });
     }
 
     /// A table of 2,000 fingerprints with a simhash index (no NULL ones: a format 1 index has no
@@ -234,6 +247,7 @@ mod tests {
     fn format_1_indexes_work_until_reindexed() {
         table_with_index("v1_docs");
         make_format_1("v1_docs_fp");
+        assert_eq!(layout("v1_docs_fp"), Some(false));
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v1_docs_fp')"), Ok(Some(2000)));
         Spi::run(
             "INSERT INTO v1_docs VALUES (-1, NULL), (-2, '0123456789abcdef'); DELETE FROM v1_docs WHERE id % 3 = 0",
@@ -337,6 +351,8 @@ mod tests {
                 (*page::special(any_page)).set_sorted(0);
             }
         });
+        pack_pages("v2_docs_fp");
+        assert_eq!(layout("v2_docs_fp"), Some(false));
         assert!(bucket_pages("v2_docs_fp").iter().all(|&(_, sorted, _)| sorted == 0));
         // Inserts that fill pages of one bucket (the same top 8 bits of every segment) leave them
         // unsorted: the 0.4.0 library may still write to the index.
@@ -358,6 +374,22 @@ mod tests {
         assert_eq!(Spi::get_one::<i64>(query).unwrap(), through_index);
         Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; REINDEX INDEX v2_docs_fp").unwrap();
         assert!(bucket_pages("v2_docs_fp").iter().all(|&(n, sorted, _)| sorted == n));
+        assert_eq!(layout("v2_docs_fp"), Some(true));
+    }
+
+    /// A page with its entries apart in an index of format 3 or older, which an older library
+    /// would misread, is a fault of the check (XX002).
+    #[pg_test(
+        error = "simhash index \"v3_apart_fp\" is corrupt: block 5 of segment 0 bucket 0: its entries are apart in an index of format 3 or older"
+    )]
+    fn apart_pages_in_an_older_format_are_corrupt() {
+        table_with_index("v3_apart");
+        each_page("v3_apart_fp", true, |block, any_page| unsafe {
+            if block == 0 {
+                (*page::meta(any_page)).version = 3;
+            }
+        });
+        Spi::get_one::<i64>("SELECT simhash_index_check('v3_apart_fp')").unwrap();
     }
 
     /// Whether every bucket page (and page of NULL rows) with entries of the index `name` keeps
@@ -408,12 +440,9 @@ mod tests {
         each_page("v3_docs_fp", true, |block, any_page| unsafe {
             if block == 0 {
                 (*page::meta(any_page)).version = 3;
-            } else if page::is_kind(any_page, page::Kind::Bucket) || page::is_kind(any_page, page::Kind::Nulls) {
-                let entries: Vec<page::Entry> =
-                    page::entries(any_page).iter().map(|(fp, tid)| page::Entry { fp, tid }).collect();
-                page::rewrite_entries(any_page, &entries, false);
             }
         });
+        pack_pages("v3_docs_fp");
         assert_eq!(layout("v3_docs_fp"), Some(false));
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v3_docs_fp')"), Ok(Some(2000)));
         // 2,000 rows in one bucket of each segment: its chains grow pages, sorted once full.

@@ -162,9 +162,9 @@ pub(super) struct Apart<'a> {
 }
 
 impl Apart<'_> {
-    /// The TID of entry `i`.
+    /// The TID of entry `i` (below `fps.len()`, else a panic).
     pub fn tid(&self, i: usize) -> pg_sys::ItemPointerData {
-        debug_assert!(i < self.fps.len());
+        assert!(i < self.fps.len(), "entry {i} of {}", self.fps.len());
         // SAFETY: the page holds `fps.len()` TIDs below `tids_end` (`entries`).
         unsafe { self.tids_end.sub((i + 1) * TID).cast::<pg_sys::ItemPointerData>().read_unaligned() }
     }
@@ -181,10 +181,13 @@ impl Apart<'_> {
         let _ = i;
     }
 
-    /// The position of `fp`, an element of `fps`.
+    /// The position of `fp`, an element of `fps` (the loops of `simhash_core::buckets` hand out
+    /// references into the slice they are given). Checked: a reference from elsewhere panics.
     pub fn position(&self, fp: &u64) -> usize {
-        // SAFETY: `fp` is in `fps` (the caller's promise).
-        unsafe { (fp as *const u64).offset_from(self.fps.as_ptr()) as usize }
+        let offset = (fp as *const u64 as usize).wrapping_sub(self.fps.as_ptr() as usize);
+        let i = offset / size_of::<u64>();
+        assert!(offset.is_multiple_of(size_of::<u64>()) && i < self.fps.len(), "not an entry of the page");
+        i
     }
 
     /// The TID of the entry whose fingerprint `fp` is (an element of `fps`).
@@ -295,7 +298,8 @@ pub(super) unsafe fn expect_kind(page: Page, kind: Kind, index: pg_sys::Relation
 ///
 /// `page` is an initialized page.
 pub(super) unsafe fn used(page: Page) -> usize {
-    unsafe { (*(page as *mut pg_sys::PageHeaderData)).pd_lower as usize - header_contents_offset() }
+    // (saturating: 0 for a damaged header, which `layout_fault` reports)
+    unsafe { ((*(page as *mut pg_sys::PageHeaderData)).pd_lower as usize).saturating_sub(header_contents_offset()) }
 }
 
 /// # Safety
@@ -485,7 +489,8 @@ pub(super) unsafe fn read_buckets(
     unsafe {
         let per_page = directory_entries_per_page() as u32;
         // (position in `buckets`, first page) of each bucket that has one.
-        let mut heads: Vec<(usize, BlockNumber)> = Vec::with_capacity(buckets.len());
+        let mut heads: Vec<(usize, BlockNumber)> = Vec::new();
+        super::reserve(&mut heads, buckets.len());
         let mut first = 0;
         for run in buckets.chunk_by(|a, b| a / per_page == b / per_page) {
             let (block, _) = directory_position(meta, segment, run[0]);
@@ -663,6 +668,40 @@ pub(super) unsafe fn entries<'a>(page: Page) -> Entries<'a> {
             let n = used(page) / size_of::<Entry>();
             Entries::Packed(std::slice::from_raw_parts(contents(page).cast::<Entry>(), n))
         }
+    }
+}
+
+/// What is wrong with the layout of the entries of a bucket page (or a page of the chain of NULL
+/// rows) of an index whose empty pages are started apart or not (`keeps_apart`), if anything: for
+/// `simhash_index_check`. (Readers take only as many entries as both parts hold.)
+///
+/// # Safety
+///
+/// `page` is a locked bucket page.
+pub(super) unsafe fn layout_fault(page: Page, keeps_apart: bool) -> Option<String> {
+    unsafe {
+        let header = page as *const pg_sys::PageHeaderData;
+        let (lower, upper, special) =
+            (usize::from((*header).pd_lower), usize::from((*header).pd_upper), usize::from((*header).pd_special));
+        let start = header_contents_offset();
+        if lower < start || lower > upper || upper > special {
+            return Some(format!("pd_lower {lower}, pd_upper {upper} and pd_special {special} do not fit"));
+        }
+        if upper < special {
+            let (fps, tids) = (lower - start, special - upper);
+            if !keeps_apart {
+                return Some("its entries are apart in an index of format 3 or older".into());
+            }
+            if !fps.is_multiple_of(size_of::<u64>())
+                || !tids.is_multiple_of(TID)
+                || fps / size_of::<u64>() != tids / TID
+            {
+                return Some(format!("{fps} bytes of fingerprints and {tids} bytes of TIDs do not match"));
+            }
+        } else if !(lower - start).is_multiple_of(size_of::<Entry>()) {
+            return Some(format!("{} bytes of entries are not whole entries", lower - start));
+        }
+        None
     }
 }
 

@@ -62,24 +62,32 @@ thread_local! {
 /// # Safety
 ///
 /// `index` is an open index relation.
-pub(super) unsafe fn guesses(index: pg_sys::Relation, blocks: impl Iterator<Item = BlockNumber>) -> Vec<Buffer> {
+pub(super) unsafe fn guesses(
+    index: pg_sys::Relation,
+    blocks: impl ExactSizeIterator<Item = BlockNumber>,
+) -> Vec<Buffer> {
     unsafe {
+        let mut guesses = Vec::new();
+        super::reserve(&mut guesses, blocks.len());
         let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
         if temporary || pg_sys::VacuumCostActive {
-            return blocks.map(|_| 0).collect();
+            guesses.extend(blocks.map(|_| 0));
+            return guesses;
         }
         let file = crate::pg::compat::relation_file(index);
         RECENT.with_borrow_mut(|files| {
             let Some(at) = files.iter().rposition(|f| f.file == file) else {
-                return blocks.map(|_| 0).collect();
+                guesses.extend(blocks.map(|_| 0));
+                return;
             };
             if at + 1 < files.len() {
                 let used = files.remove(at);
                 files.push(used);
             }
             let buffers = files.last().map_or(&[][..], |f| &f.buffers[..]);
-            blocks.map(|block| buffers.get(block as usize).copied().unwrap_or(0)).collect()
-        })
+            guesses.extend(blocks.map(|block| buffers.get(block as usize).copied().unwrap_or(0)));
+        });
+        guesses
     }
 }
 

@@ -497,7 +497,7 @@ impl Ordered {
             let mut within = Vec::new();
             let mut read = |segment: u32, buckets: &[u32]| {
                 page::read_buckets(index, &meta, segment, buckets, None, |_, entries, _| {
-                    // (The cutoff only falls: the page's first skips only what offer would.)
+                    // (The cutoff only falls within a step: the page's skips only what offer would.)
                     let cutoff = nearest.cutoff();
                     let mut offer = |fp: u64, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
                         nearest

@@ -162,8 +162,9 @@ impl<T: Ord> Nearest<T> {
         Some(step)
     }
 
-    /// The distance beyond which [`Nearest::offer`] keeps nothing now (it only falls): a reader may
-    /// skip the entries beyond it without offering them.
+    /// The distance beyond which [`Nearest::offer`] keeps nothing now (it only falls until the
+    /// step ends; [`Nearest::begin`] may raise it): a reader may skip the entries of the step
+    /// beyond it without offering them.
     pub fn cutoff(&self) -> u32 {
         self.cutoff
     }
