@@ -216,6 +216,11 @@ impl Entries<'_> {
         }
     }
 
+    /// A copy of every entry, in order.
+    pub fn to_vec(self) -> Vec<Entry> {
+        self.iter().map(|(fp, tid)| Entry { fp, tid }).collect()
+    }
+
     /// Every entry, in order: (fingerprint, TID).
     pub fn iter(&self) -> impl Iterator<Item = (u64, pg_sys::ItemPointerData)> + '_ {
         (0..self.len()).map(|i| match self {
@@ -761,7 +766,7 @@ pub(super) unsafe fn rewrite_entries(page: Page, entries: &[Entry], apart: bool)
 pub(super) unsafe fn sort_entries(page: Page) {
     unsafe {
         let segment = u32::from((*special(page)).segment());
-        let mut sorted: Vec<Entry> = entries(page).iter().map(|(fp, tid)| Entry { fp, tid }).collect();
+        let mut sorted = entries(page).to_vec();
         sorted.sort_by_key(|entry| simhash_core::buckets::segment_value(entry.fp, segment));
         rewrite_entries(page, &sorted, is_apart(page));
         (*special(page)).set_sorted(sorted.len());
@@ -776,22 +781,23 @@ pub(super) unsafe fn sort_entries(page: Page) {
 /// `page` is an exclusively locked bucket page (or its GenericXLog copy).
 pub(super) unsafe fn retain_entries(page: Page, mut keep: impl FnMut(&Entry) -> bool) -> usize {
     unsafe {
-        let all: Vec<Entry> = entries(page).iter().map(|(fp, tid)| Entry { fp, tid }).collect();
-        let sorted = (*special(page)).sorted();
+        let (all, sorted) = (entries(page), (*special(page)).sorted());
         let (mut kept, mut kept_sorted) = (Vec::with_capacity(all.len()), 0);
-        for (i, entry) in all.iter().enumerate() {
-            if keep(entry) {
-                kept.push(*entry);
+        for (i, (fp, tid)) in all.iter().enumerate() {
+            let entry = Entry { fp, tid };
+            if keep(&entry) {
+                kept.push(entry);
                 if i < sorted {
                     kept_sorted += 1;
                 }
             }
         }
-        if kept.len() < all.len() {
+        let removed = all.len() - kept.len();
+        if removed > 0 {
             rewrite_entries(page, &kept, is_apart(page));
         }
         (*special(page)).set_sorted(kept_sorted);
-        all.len() - kept.len()
+        removed
     }
 }
 
