@@ -1,7 +1,8 @@
-//! CREATE INDEX: every row's fingerprint read from the table, the bucket bits chosen for that many
-//! rows, then the pages written in block order (metapage, directory, each segment's buckets) and
-//! WAL-logged whole at the end, as pgvector's builds do. An unlogged table's empty index (the init
-//! fork) is written the same way and always logged.
+//! CREATE INDEX: every row's fingerprint read from the table, then the pages written in block
+//! order and WAL-logged whole at the end, as pgvector's builds do. In format 5 (every build but
+//! the tests of format 4): the metapage, the buckets' directory (for the rows inserted later, no
+//! bucket page yet), the built part with every row (`super::dense`), the chain of NULL rows. An
+//! unlogged table's empty index (the init fork) is written the same way and always logged.
 
 use pgrx::pg_sys::{self, Page};
 use pgrx::prelude::*;
@@ -74,7 +75,11 @@ pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
 /// (empty), then logs its pages.
 unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, entries: &[Entry], nulls: &[Entry]) {
     unsafe {
-        let bits = bucket_bits(entries.len() as u64, page::entries_per_page() as u64);
+        // Format 5: the rows in the built part, the buckets left for the rows inserted later.
+        let dense = builds_dense();
+        let rows = entries.len() as u64;
+        let bits = if dense { insert_bits(rows) } else { bucket_bits(rows, page::entries_per_page() as u64) };
+        let (entries, built) = if dense { (&[][..], entries) } else { (entries, &[][..]) };
         let directory_pages = page::directory_pages(bits);
         let buckets = 1usize << bits;
         let per_page = page::entries_per_page();
@@ -96,9 +101,19 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
                 next_block += pages;
             }
         }
-        // The chain of NULL rows, after the buckets.
-        let null_pages = nulls.len().div_ceil(per_page) as u32;
         let mut meta = page::new_meta(bits, directory_pages);
+        if !dense {
+            meta.version = 4;
+        }
+        // The built part, after the buckets.
+        let dense_start = next_block;
+        if !built.is_empty() {
+            meta.dense_start = dense_start;
+            meta.dense_rows = built.len().min(u32::MAX as usize) as u32;
+            next_block += super::dense::Dense { start: dense_start, rows: meta.dense_rows }.blocks();
+        }
+        // The chain of NULL rows, after them.
+        let null_pages = nulls.len().div_ceil(per_page) as u32;
         if null_pages > 0 {
             meta.nulls = DirectoryEntry { head: next_block, tail: next_block + null_pages - 1 };
         }
@@ -170,6 +185,10 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             }
             pgrx::check_for_interrupts!();
         }
+        if !built.is_empty() {
+            let part = super::dense::write(index, built, block, |at, fill| write_page(index, fork, at, fill));
+            block += part.blocks();
+        }
         debug_assert_eq!(block, next_block);
         for (i, chunk) in nulls.chunks(per_page).enumerate() {
             write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, chunk, i as u32 + 1 == null_pages);
@@ -183,6 +202,28 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             pg_sys::log_newpage_range(index, fork, 0, block, true);
         }
     }
+}
+
+/// The bucket bits of an index of format 5 built on `rows` rows, for the rows inserted after the
+/// build: an eighth of those of format 4 (three bits fewer), which a table that grows by a tenth
+/// fills to a fraction of a page per bucket, and at least `MIN_BUCKET_BITS`.
+fn insert_bits(rows: u64) -> u32 {
+    bucket_bits(rows, page::entries_per_page() as u64).saturating_sub(3).max(simhash_core::buckets::MIN_BUCKET_BITS)
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+thread_local! {
+    /// Tests build indexes of format 4 (every row in the buckets) with this set.
+    pub(super) static BUILD_FORMAT_4: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a build writes format 5 (the rows in the built part): always, but in tests of format 4.
+fn builds_dense() -> bool {
+    #[cfg(any(test, feature = "pg_test"))]
+    if BUILD_FORMAT_4.with(|f| f.get()) {
+        return false;
+    }
+    true
 }
 
 /// Appends block `block` (the next one) to `fork`, filled by `fill`.

@@ -1,5 +1,6 @@
 //! `simhash_index_check(index)`: the structure of a simhash index, checked as amcheck checks a
-//! B-tree: the metapage, each bucket's chain (pages of the right kind and segment, no cycle, each
+//! B-tree: the metapage, the built part (format 5: each segment's directory and order, and the
+//! same fingerprints in every segment), each bucket's chain (pages of the right kind and segment, no cycle, each
 //! page in one chain), each entry in the bucket of its fingerprint, and as many entries in every
 //! segment (a row has one in each; a WARNING otherwise, which an interrupted insert explains until
 //! VACUUM), and the chain of NULL rows. Returns the number of rows indexed (entries in segment 0
@@ -11,6 +12,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::bucket_of;
 
+use super::dense::{self, Dense};
 use super::page::{self, corrupt, ChainSlot, Kind, INVALID_BLOCK};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
@@ -39,9 +41,63 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         }
         let mut seen = vec![false; blocks as usize];
         let first_chain_block = 1 + SEGMENTS * meta.directory_pages;
+        // The built part (format 5): its blocks, each segment's directory and order, and the same
+        // fingerprints in every segment.
+        let mut built_rows = 0i64;
+        // The rows (`tid_order` keys) of segment 0 and of the NULL rows: each once.
+        let mut rows = Vec::new();
+        if let Some(built) = Dense::of(&meta) {
+            let range = dense::blocks(&meta);
+            if range.start != first_chain_block || range.end > blocks {
+                corrupt(index, format!("its built part (blocks {range:?}) does not fit its {blocks} blocks"));
+            }
+            for block in range {
+                seen[block as usize] = true;
+                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                if let Some(fault) = dense::page_fault(&built, block, pg_sys::BufferGetPage(buffer)) {
+                    corrupt(index, format!("block {block} of its built part: {fault}"));
+                }
+                pg_sys::UnlockReleaseBuffer(buffer);
+                pgrx::check_for_interrupts!();
+            }
+            let mut segment_0 = Vec::new();
+            for segment in 0..SEGMENTS {
+                let mut fps = Vec::new();
+                super::reserve(&mut fps, built.rows as usize);
+                let mut last = None;
+                dense::read_values(index, &built, segment, 0, simhash_core::dense::VALUES, |fp, tid| {
+                    let key = simhash_core::dense::order_key(fp, segment);
+                    if last.is_some_and(|last| last > key) {
+                        corrupt(index, format!("segment {segment} of its built part is not in order at {fp:016x}"));
+                    }
+                    last = Some(key);
+                    if let Some(tid) = tid.filter(dense::is_live) {
+                        built_rows += 1;
+                        super::push(&mut rows, crate::pg::tid::tid_order(&tid));
+                    }
+                    fps.push(fp);
+                });
+                if fps.len() != built.rows as usize {
+                    corrupt(
+                        index,
+                        format!("segment {segment} of its built part holds {} of {} rows", fps.len(), built.rows),
+                    );
+                }
+                fps.sort_unstable();
+                if segment == 0 {
+                    segment_0 = fps;
+                } else if fps != segment_0 {
+                    corrupt(
+                        index,
+                        format!("segment {segment} of its built part holds other fingerprints than segment 0"),
+                    );
+                }
+                pgrx::check_for_interrupts!();
+            }
+        }
         // Follows the chain of `slot` (called `name`), checking its pages and calling `each` with
         // every entry and its block; returns the number of entries.
-        let mut walk = |slot: ChainSlot, name: &str, each: &mut dyn FnMut(u64, u32)| -> i64 {
+        let mut walk = |slot: ChainSlot, name: &str, each: &mut dyn FnMut(u64, pg_sys::ItemPointerData, u32)| -> i64 {
             let (kind, segment) = slot.page_kind();
             let chain = page::chain_of(index, slot);
             if (chain.head == INVALID_BLOCK) != (chain.tail == INVALID_BLOCK) {
@@ -74,8 +130,8 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 {
                     corrupt(index, format!("block {block} of {name} counts {sorted} sorted entries, which are not"));
                 }
-                for (fp, _) in entries.iter() {
-                    each(fp, block);
+                for (fp, tid) in entries.iter() {
+                    each(fp, tid, block);
                     count += 1;
                 }
                 last = block;
@@ -94,16 +150,24 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 entries[segment as usize] += walk(
                     ChainSlot::bucket(&meta, segment, bucket),
                     &format!("segment {segment} bucket {bucket}"),
-                    &mut |fp, block| {
+                    &mut |fp, tid, block| {
                         if bucket_of(fp, segment, meta.bits) != bucket {
                             corrupt(index, format!("fingerprint {fp:016x} in block {block} is not of bucket {bucket}"));
+                        }
+                        if segment == 0 {
+                            super::push(&mut rows, crate::pg::tid::tid_order(&tid));
                         }
                     },
                 );
             }
         }
-        let nulls =
-            if meta.indexes_nulls() { walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, _| {}) } else { 0 };
+        let nulls = if meta.indexes_nulls() {
+            walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, tid, _| {
+                super::push(&mut rows, crate::pg::tid::tid_order(&tid))
+            })
+        } else {
+            0
+        };
         // Pages in no chain: only new (empty) ones, left by an insert that failed after extending.
         for block in first_chain_block..blocks {
             if !seen[block as usize] {
@@ -116,6 +180,12 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 }
             }
         }
+        rows.sort_unstable();
+        if let Some(twice) = rows.windows(2).find(|pair| pair[0] == pair[1]) {
+            let tid = crate::pg::tid::tid_of_order(twice[0]);
+            let (block, offset) = pgrx::itemptr::item_pointer_get_both(tid);
+            corrupt(index, format!("row ({block},{offset}) has two entries in segment 0"));
+        }
         // Each segment's entry of a row is its own WAL record: a crash or an error in the middle of
         // an insert leaves some of them, for a row that never became visible, until VACUUM.
         if entries.iter().any(|&n| n != entries[0]) {
@@ -125,6 +195,6 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
             );
         }
         pg_sys::index_close(index, pg_sys::ShareLock as i32);
-        entries[0] + nulls
+        entries[0] + nulls + built_rows
     }
 }

@@ -1,13 +1,16 @@
 //! The `simhash` index access method: `CREATE INDEX ... USING simhash (fp)`.
 //!
-//! Each fingerprint is filed under each of its four 16-bit segments, in the bucket of the
-//! segment's top bits (`simhash_core::buckets` has the layout and why a lookup is exact; `page` the
-//! pages). A radius test reaches it as the operator `fp <@ simhash_ball(q, k)`, which the planner
-//! rewrite makes of `fp <~> q <= k` where the column has such an index (`crate::lookup::support`);
-//! the scan (`scan`) reads the buckets of the values within each segment's radius of the query's
-//! segments (radii adding up to `k - 3`, `simhash_core::probes::segment_radii`) and checks each entry's distance in the page, so the table is read only for the rows within
-//! `k`. `build` writes a new index, `insert` adds a row, `vacuum` removes the entries of removed
-//! rows; every change is WAL-logged (GenericXLog, or whole pages after a build).
+//! Each fingerprint is filed under each of its four 16-bit segments: the rows the index was built
+//! with in its built part, by whole segment value, densely (`dense`, `simhash_core::dense`; since
+//! format 5), and the rows inserted since in the bucket of the segment's top bits
+//! (`simhash_core::buckets` has that layout and why a lookup is exact; `page` the pages). A radius
+//! test reaches it as the operator `fp <@ simhash_ball(q, k)`, which the planner rewrite makes of
+//! `fp <~> q <= k` where the column has such an index (`crate::lookup::support`); the scan
+//! (`scan`) reads the runs and buckets of the values within each segment's radius of the query's
+//! segments (radii adding up to `k - 3`, `simhash_core::probes::segment_radii`) and checks each
+//! entry's distance in the page, so the table is read only for the rows within `k`. `build` writes
+//! a new index, `insert` adds a row, `vacuum` removes the entries of removed rows (in the built
+//! part, marks their TIDs); every change is WAL-logged (GenericXLog, or whole pages after a build).
 //!
 //! `ORDER BY fp <~> q` is served too, nearest first (`scan`). Not yet: parallel scans.
 
@@ -19,6 +22,7 @@ use crate::pg::errors::raise;
 
 mod build;
 mod check;
+mod dense;
 mod insert;
 mod page;
 mod pairs;
@@ -228,15 +232,30 @@ mod tests {
     }
 
     /// A table of 2,000 fingerprints with a simhash index (no NULL ones: a format 1 index has no
-    /// pages for them).
+    /// pages for them) of format 4, every row in the buckets, as the tests of the older formats
+    /// start from.
     fn table_with_index(name: &str) {
-        Spi::run(&format!(
+        super::build::BUILD_FORMAT_4.with(|f| f.set(true));
+        let created = Spi::run(&format!(
             "CREATE TABLE {name} (id int, fp simhash64);
              INSERT INTO {name} SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
              FROM generate_series(1, 2000) i;
              CREATE INDEX {name}_fp ON {name} USING simhash (fp);"
-        ))
-        .unwrap();
+        ));
+        super::build::BUILD_FORMAT_4.with(|f| f.set(false));
+        created.unwrap();
+        assert_eq!(format(&format!("{name}_fp")), 4);
+    }
+
+    /// The page format of the index `name`.
+    fn format(name: &str) -> u32 {
+        let mut version = 0;
+        each_page(name, false, |block, any_page| unsafe {
+            if block == 0 {
+                version = (*page::meta(any_page)).version;
+            }
+        });
+        version
     }
 
     /// The 0.4.0 library reads an index of format 1: radius lookups, inserts (a NULL one is left
@@ -366,8 +385,9 @@ mod tests {
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v2_docs_fp')"), Ok(Some(4002)));
         lookups_agree("v2_docs");
         Spi::run("REINDEX INDEX v2_docs_fp").unwrap();
-        assert!(bucket_pages("v2_docs_fp").iter().all(|&(n, sorted, _)| sorted == n));
-        assert_eq!(layout("v2_docs_fp"), Some(true));
+        assert_eq!(format("v2_docs_fp"), 5);
+        assert!(bucket_pages("v2_docs_fp").is_empty());
+        lookups_agree("v2_docs");
     }
 
     /// A page with its entries apart in an index of format 3 or older, which an older library
@@ -452,7 +472,7 @@ mod tests {
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v3_docs_fp')"), Ok(Some(4002)));
         lookups_agree("v3_docs");
         Spi::run("REINDEX INDEX v3_docs_fp").unwrap();
-        assert_eq!(layout("v3_docs_fp"), Some(true));
+        assert_eq!(format("v3_docs_fp"), 5);
         lookups_agree("v3_docs");
     }
 
@@ -472,6 +492,93 @@ mod tests {
         assert_eq!(layout("v4_docs_fp"), Some(true));
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v4_docs_fp')"), Ok(Some(4002)));
         lookups_agree("v4_docs");
+    }
+
+    /// An index of format 5 holds the rows of its build in its built part, and those inserted
+    /// since in its buckets, entries apart: lookups, ordered scans, the check and pairs agree with
+    /// a sequential scan, with rows of one fingerprint in both parts and rows deleted.
+    #[pg_test]
+    fn format_5_indexes_hold_the_built_rows_densely() {
+        Spi::run(
+            "CREATE TABLE v5_docs (id int, fp simhash64);
+             INSERT INTO v5_docs SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
+             FROM generate_series(1, 3000) i;
+             INSERT INTO v5_docs SELECT -i, '0123456789abcdef' FROM generate_series(1, 5) i;
+             INSERT INTO v5_docs VALUES (-100, NULL);
+             CREATE INDEX v5_docs_fp ON v5_docs USING simhash (fp);",
+        )
+        .unwrap();
+        assert_eq!(format("v5_docs_fp"), 5);
+        assert!(bucket_pages("v5_docs_fp").is_empty());
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v5_docs_fp')"), Ok(Some(3006)));
+        lookups_agree("v5_docs");
+        Spi::run(
+            "INSERT INTO v5_docs VALUES (-101, NULL), (-6, '0123456789abcdef'), (-8, '0123456789abcdee');
+             INSERT INTO v5_docs SELECT i, (('x' || substr(md5('v5' || i), 1, 16))::bit(64)::bigint
+                 & x'00ff00ff00ff00ff'::bigint | x'7800780078007800'::bigint)::simhash64
+             FROM generate_series(3001, 5000) i;
+             DELETE FROM v5_docs WHERE id % 7 = 0",
+        )
+        .unwrap();
+        assert_eq!(layout("v5_docs_fp"), Some(true));
+        // (the deleted rows' entries stay until VACUUM, which cannot run in a test's transaction)
+        assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v5_docs_fp')"), Ok(Some(5009)));
+        lookups_agree("v5_docs");
+        Spi::run("SET enable_seqscan = off").unwrap();
+        assert_eq!(
+            Spi::get_one::<i64>("SELECT count(*) FROM v5_docs WHERE fp <~> '0123456789abcdef' <= 0"),
+            Ok(Some(6))
+        );
+        assert_eq!(
+            Spi::get_one::<i64>("SELECT count(*) FROM v5_docs WHERE fp <~> '0123456789abcdef' <= 1"),
+            Ok(Some(7))
+        );
+        for k in [0, 2, 5, 9, 11, 12, 20, 64] {
+            let query = format!(
+                "SELECT count(*) FROM v5_docs s, (SELECT fp FROM v5_docs WHERE id % 250 = 1 OR id < 0) q
+                 WHERE s.fp <~> q.fp <= {k}"
+            );
+            let through_index = Spi::get_one::<i64>(&query).unwrap();
+            Spi::run("SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on").unwrap();
+            assert_eq!(Spi::get_one::<i64>(&query).unwrap(), through_index, "k = {k}");
+            Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; SET enable_seqscan = off").unwrap();
+        }
+        // Every row in order, with little memory for the rows waiting (64 kB: 4,096 rows, so the
+        // farthest are dropped and met again in passes over segment 0): the distances in the
+        // order of a sort, and each row once (those of the NULL fingerprints last).
+        Spi::run("SET work_mem = 64").unwrap();
+        let ordered = "SELECT string_agg(coalesce((fp <~> '0123456789abcdef')::text, 'null'), ',' ORDER BY n),
+                              string_agg(id::text, ',' ORDER BY id)
+                       FROM (SELECT id, fp, row_number() OVER () AS n
+                             FROM (SELECT id, fp FROM v5_docs ORDER BY fp <-> '0123456789abcdef') o) r";
+        let through_index = Spi::get_two::<String, String>(ordered).unwrap();
+        Spi::run("SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on").unwrap();
+        assert_eq!(Spi::get_two::<String, String>(ordered).unwrap(), through_index);
+        Spi::run("RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_seqscan; RESET work_mem").unwrap();
+    }
+
+    /// A built part whose segments disagree (a residual of segment 2 changed) is a fault of the
+    /// check (XX002).
+    #[pg_test(
+        error = "simhash index \"v5_damaged_fp\" is corrupt: segment 2 of its built part holds other fingerprints than segment 0"
+    )]
+    fn built_parts_whose_segments_disagree_are_corrupt() {
+        Spi::run(
+            "CREATE TABLE v5_damaged (id int, fp simhash64);
+             INSERT INTO v5_damaged SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
+             FROM generate_series(1, 2000) i;
+             CREATE INDEX v5_damaged_fp ON v5_damaged USING simhash (fp);",
+        )
+        .unwrap();
+        let mut damaged = false;
+        each_page("v5_damaged_fp", true, |_, any_page| unsafe {
+            if !damaged && page::is_kind(any_page, page::Kind::Dense) && (*page::special(any_page)).segment() == 2 {
+                *page::contents(any_page).add(100) ^= 1;
+                damaged = true;
+            }
+        });
+        assert!(damaged);
+        Spi::get_one::<i64>("SELECT simhash_index_check('v5_damaged_fp')").unwrap();
     }
 
     /// An ordered scan of a format 1 index, which holds no NULL rows, fails (55000) rather than

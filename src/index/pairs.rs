@@ -8,7 +8,15 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use super::dense::{self, Dense};
 use super::page;
+
+/// The key of an entry of the built part's segments 1 to 3, which keep no TIDs (no TID's
+/// `tid_order` key).
+const UNRESOLVED: u64 = u64::MAX;
+
+/// How many fingerprints' rows a run keeps resolved (then forgets them all).
+const RESOLVED_KEPT: usize = 1 << 16;
 
 /// How often a long run reports its progress.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
@@ -28,11 +36,61 @@ pub(super) unsafe fn for_each_pair(
 ) {
     unsafe {
         let meta = page::load_meta(index);
+        let built = Dense::of(&meta);
         let mut load = |segment: u32, bucket: u32, entries: &mut Vec<(u64, u64)>| {
+            if let Some(built) = built {
+                // The built part's entries of the bucket's values; those of segments 1 to 3
+                // without TIDs, which `on_pairs` below looks up in segment 0 for the pairs found.
+                let width = 1usize << (simhash_core::SEGMENT_BITS - meta.bits);
+                let from = bucket as usize * width;
+                dense::read_values(index, &built, segment, from, from + width, |fp, tid| match tid {
+                    Some(tid) if dense::is_live(&tid) => super::push(entries, (fp, crate::pg::tid::tid_order(&tid))),
+                    Some(_) => {}
+                    None => super::push(entries, (fp, UNRESOLVED)),
+                });
+            }
             page::read_buckets(index, &meta, segment, &[bucket], None, |_, page_entries, _| {
                 super::reserve(entries, page_entries.len());
                 entries.extend(page_entries.iter().map(|(fp, tid)| (fp, crate::pg::tid::tid_order(&tid))));
             });
+        };
+        // A group of entries of one fingerprint with those of the built part's segments 1 to 3
+        // replaced by the rows of segment 0 with that fingerprint.
+        // (the built part's rows of the fingerprints resolved lately: a group is reported with
+        // each of its partners)
+        let mut resolved: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
+        let mut resolve = |group: &[(u64, u64)]| -> Option<Vec<(u64, u64)>> {
+            let built = built?;
+            let fp = group.first()?.0;
+            if !group.iter().any(|&(_, key)| key == UNRESOLVED) {
+                return None;
+            }
+            if resolved.len() >= RESOLVED_KEPT {
+                resolved.clear();
+            }
+            let keys = resolved.entry(fp).or_insert_with(|| {
+                let mut keys = Vec::new();
+                dense::rows_of(index, &built, &mut vec![fp], |_, tid| {
+                    super::push(&mut keys, crate::pg::tid::tid_order(&tid))
+                });
+                keys
+            });
+            let mut rows: Vec<(u64, u64)> = group.iter().copied().filter(|&(_, key)| key != UNRESOLVED).collect();
+            super::reserve(&mut rows, keys.len());
+            rows.extend(keys.iter().map(|&key| (fp, key)));
+            rows.sort_unstable();
+            rows.dedup();
+            Some(rows)
+        };
+        let mut on_resolved_pairs = |a: &[(u64, u64)], b: Option<&[(u64, u64)]>, distance: u32| {
+            let a_rows = resolve(a);
+            let b_rows = b.and_then(&mut resolve);
+            let a = a_rows.as_deref().unwrap_or(a);
+            let b = b.map(|b| b_rows.as_deref().unwrap_or(b));
+            if a.is_empty() || b.is_some_and(|b| b.is_empty()) {
+                return;
+            }
+            on_pairs(a, b, distance);
         };
         let (started, buckets) = (Instant::now(), 4u64 << meta.bits);
         let mut last_notice = started;
@@ -47,6 +105,6 @@ pub(super) unsafe fn for_each_pair(
                 );
             }
         };
-        simhash_core::bucket_pairs::for_each_pair(k, meta.bits, &mut load, on_pairs, &mut progress);
+        simhash_core::bucket_pairs::for_each_pair(k, meta.bits, &mut load, &mut on_resolved_pairs, &mut progress);
     }
 }

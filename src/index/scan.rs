@@ -22,9 +22,14 @@ use simhash_core::buckets::{
 };
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
+use super::dense::{self, Dense};
 use super::page::{self, ChainSlot, Entries};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
+
+/// The `tid_order` key of a row of the built part met in segment 1 to 3 of an ordered scan (no
+/// TID's key): its TID is looked up in segment 0 when its distance comes out.
+const UNRESOLVED: u64 = u64::MAX;
 
 /// A scan key's ball: the query fingerprint and the radius (`None`: a NULL, which nothing is in).
 pub(super) type Ball = Option<(u64, i32)>;
@@ -75,9 +80,15 @@ struct ScanState {
 /// `tid_order` keys).
 struct Ordered {
     meta: page::Meta,
+    /// The built part (format 5), read value by value: the rings are those of whole segment
+    /// values; the buckets of the rows inserted since are read by theirs (`Nearest::offer_in`).
+    built: Option<Dense>,
     query: u64,
-    nearest: Nearest<u64>,
-    ready: Vec<u64>,
+    /// The rows met: (`tid_order` key, fingerprint); the key [`UNRESOLVED`] for a row of the
+    /// built part met in segment 1 to 3, whose TID (with those of the other rows of that
+    /// fingerprint) is looked up in segment 0 only when its distance comes out.
+    nearest: Nearest<(u64, u64)>,
+    ready: Vec<(u64, u64)>,
     /// The distance of the rows in `ready` (`None`: the rows whose fingerprint is NULL).
     ready_distance: Option<u32>,
     next: usize,
@@ -323,7 +334,25 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
 
         let mut results = Vec::new();
         let in_all = |fp: u64| balls.iter().all(|&ball| within(fp, ball));
+        let built = Dense::of(&meta);
         if k <= MAX_PROBED_RADIUS {
+            // The built part: the matches of segment 0 with their TIDs, those of the others'
+            // (reported there) by their fingerprints, whose rows segment 0 gives after.
+            if let Some(built) = built {
+                let mut unresolved = Vec::new();
+                for segment in 0..SEGMENTS {
+                    dense_near(index, &built, segment, query, k, |fp, tid| {
+                        if in_all(fp) && reported_in(fp, query, segment, k) {
+                            match tid {
+                                Some(tid) if dense::is_live(&tid) => super::push(&mut results, (fp, tid)),
+                                Some(_) => {}
+                                None => super::push(&mut unresolved, fp),
+                            }
+                        }
+                    });
+                }
+                dense::rows_of(index, &built, &mut unresolved, |fp, tid| super::push(&mut results, (fp, tid)));
+            }
             for segment in 0..SEGMENTS {
                 let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
                 let (buckets, values): (Vec<u32>, Vec<Vec<u16>>) = probes.into_iter().unzip();
@@ -362,6 +391,13 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
                 });
             }
         } else {
+            if let Some(built) = built {
+                dense::read_values(index, &built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
+                    if let Some(tid) = tid.filter(|tid| dense::is_live(tid) && in_all(fp)) {
+                        super::push(&mut results, (fp, tid));
+                    }
+                });
+            }
             let buckets: Vec<u32> = (0..1u32 << meta.bits).collect();
             page::read_buckets(index, &meta, 0, &buckets, None, |_, entries, _| {
                 for (fp, tid) in entries.iter() {
@@ -372,6 +408,41 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
             });
         }
         results
+    }
+}
+
+/// Calls `found(fp, tid)` for each entry of the built part, in the runs of segment `n` that a
+/// lookup of `query` within `k` (at most `MAX_PROBED_RADIUS`) reads, that is within `k` of
+/// `query`; `tid` is the entry's TID in segment 0 (perhaps of a removed row: `dense::is_live`),
+/// `None` in the others.
+unsafe fn dense_near(
+    index: pg_sys::Relation,
+    built: &Dense,
+    n: u32,
+    query: u64,
+    k: u32,
+    mut found: impl FnMut(u64, Option<pg_sys::ItemPointerData>),
+) {
+    unsafe {
+        let Some(radii) = simhash_core::probes::segment_radii(k) else { return };
+        let query_value = segment_value(query, n);
+        let values = simhash_core::probes::segment_probes(query_value, radii[n as usize]);
+        let runs = dense::runs(index, built, n, &values);
+        let query_residual = simhash_core::dense::residual(query, n);
+        dense::read_runs(index, built, n, &runs, |part| {
+            let value = values[part.run];
+            let Some(limit) = k.checked_sub((value ^ query_value).count_ones()) else { return };
+            simhash_core::dense::for_each_near_residual(
+                part.residuals,
+                part.from,
+                part.to,
+                query_residual,
+                limit,
+                |i, residual| {
+                    found(simhash_core::dense::assemble(residual, value, n), part.tids.map(|tids| tids.get(i)))
+                },
+            );
+        });
     }
 }
 
@@ -388,9 +459,46 @@ pub(super) unsafe fn search_many(
         let meta = page::load_meta(index);
         let mut results = Vec::new();
         let mut askers = Askers::default();
+        let built = Dense::of(&meta);
+        // The matches of the built part's segments 1 to 3, by fingerprint: (fingerprint, query).
+        let mut unresolved: Vec<(u64, u32)> = Vec::new();
         for segment in 0..SEGMENTS {
             if askers.fill(queries, segment, k).is_none() {
                 error!("simhash index: a batched lookup takes radii up to {MAX_PROBED_RADIUS}, not {k}");
+            }
+            if let Some(built) = built {
+                // Each run read once for the queries that ask for its value.
+                let (values, askers_of): (Vec<u16>, Vec<Vec<u32>>) =
+                    askers.values().map(|(value, qs)| (value, qs.collect())).unzip();
+                let runs = dense::runs(index, &built, segment, &values);
+                dense::read_runs(index, &built, segment, &runs, |part| {
+                    let value = values[part.run];
+                    for &q in &askers_of[part.run] {
+                        let query = queries[q as usize];
+                        let Some(limit) = k.checked_sub((value ^ segment_value(query, segment)).count_ones()) else {
+                            continue;
+                        };
+                        let query_residual = simhash_core::dense::residual(query, segment);
+                        simhash_core::dense::for_each_near_residual(
+                            part.residuals,
+                            part.from,
+                            part.to,
+                            query_residual,
+                            limit,
+                            |i, residual| {
+                                let fp = simhash_core::dense::assemble(residual, value, segment);
+                                if !reported_in(fp, query, segment, k) {
+                                    return;
+                                }
+                                match part.tids.map(|tids| tids.get(i)) {
+                                    Some(tid) if dense::is_live(&tid) => super::push(&mut results, (q as usize, tid)),
+                                    Some(_) => {}
+                                    None => super::push(&mut unresolved, (fp, q)),
+                                }
+                            },
+                        );
+                    }
+                });
             }
             let buckets = askers.buckets(meta.bits);
             page::read_buckets(index, &meta, segment, &buckets, None, |i, entries, sorted| {
@@ -412,6 +520,17 @@ pub(super) unsafe fn search_many(
                             found(*fp, q, &|| apart.tid_of(fp))
                         })
                     }
+                }
+            });
+        }
+        if let (Some(built), false) = (built, unresolved.is_empty()) {
+            unresolved.sort_unstable();
+            unresolved.dedup();
+            let mut fps: Vec<u64> = unresolved.iter().map(|&(fp, _)| fp).collect();
+            dense::rows_of(index, &built, &mut fps, |fp, tid| {
+                let from = unresolved.partition_point(|&(f, _)| f < fp);
+                for &(_, q) in unresolved[from..].iter().take_while(|&&(f, _)| f == fp) {
+                    super::push(&mut results, (q as usize, tid));
                 }
             });
         }
@@ -444,11 +563,14 @@ impl Ordered {
         }
         let query = query.unwrap_or(0);
         // The rows waiting take 8 bytes each: at most about work_mem of them.
-        let budget = unsafe { pg_sys::work_mem } as usize * 1024 / 8;
+        let budget = unsafe { pg_sys::work_mem } as usize * 1024 / 16;
+        let built = Dense::of(&meta);
+        let bits = if built.is_some() { simhash_core::SEGMENT_BITS } else { meta.bits };
         Ordered {
             meta,
+            built,
             query,
-            nearest: Nearest::new(query, meta.bits, budget),
+            nearest: Nearest::new(query, bits, budget),
             ready: Vec::new(),
             ready_distance: None,
             next: 0,
@@ -460,13 +582,23 @@ impl Ordered {
     unsafe fn next_tid(&mut self, index: pg_sys::Relation) -> Option<(pg_sys::ItemPointerData, Option<u32>)> {
         unsafe {
             loop {
-                if let Some(&key) = self.ready.get(self.next) {
+                if let Some(&(key, _)) = self.ready.get(self.next) {
                     self.next += 1;
                     return Some((crate::pg::tid::tid_of_order(key), self.ready_distance));
                 }
                 self.next = 0;
                 if let Some(distance) = self.nearest.pop_ready(&mut self.ready) {
                     self.ready_distance = Some(distance);
+                    if let Some(built) = self.built.filter(|_| self.ready.iter().any(|&(key, _)| key == UNRESOLVED)) {
+                        let mut fps: Vec<u64> =
+                            self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).map(|&(_, fp)| fp).collect();
+                        self.ready.retain(|&(key, _)| key != UNRESOLVED);
+                        let ready = &mut self.ready;
+                        dense::rows_of(index, &built, &mut fps, |fp, tid| {
+                            super::push(ready, (crate::pg::tid::tid_order(&tid), fp))
+                        });
+                        self.ready.sort_unstable();
+                    }
                     continue;
                 }
                 if let Some(step) = self.nearest.begin() {
@@ -478,7 +610,7 @@ impl Ordered {
                     self.ready_distance = None;
                     page::read_chain(index, ChainSlot::Nulls, |entries| {
                         for (_, tid) in entries.iter() {
-                            super::push(&mut self.ready, crate::pg::tid::tid_order(&tid));
+                            super::push(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
                         }
                     });
                     self.ready.sort_unstable();
@@ -501,7 +633,7 @@ impl Ordered {
                     let cutoff = nearest.cutoff();
                     let mut offer = |fp: u64, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
                         nearest
-                            .offer(segment, fp, || crate::pg::tid::tid_order(&tid()))
+                            .offer_in(segment, fp, meta.bits, || (crate::pg::tid::tid_order(&tid()), fp))
                             .unwrap_or_else(|_| out_of_memory());
                     };
                     match entries {
@@ -535,6 +667,55 @@ impl Ordered {
                 Step::Ring { ring, segment } => read(segment, &ring_buckets(query, segment, ring, meta.bits)),
                 Step::Rest => read(0, &(0..1u32 << meta.bits).collect::<Vec<u32>>()),
             }
+            if let Some(built) = self.built {
+                self.read_built(index, &built, step);
+            }
+        }
+    }
+
+    /// Reads the built part for `step`: the runs of the segment values `ring` bits from the
+    /// query's, or every entry of segment 0.
+    unsafe fn read_built(&mut self, index: pg_sys::Relation, built: &Dense, step: Step) {
+        unsafe {
+            const BITS: u32 = simhash_core::SEGMENT_BITS;
+            let query = self.query;
+            let nearest = &mut self.nearest;
+            let offer = |nearest: &mut Nearest<(u64, u64)>, n: u32, fp: u64, key: u64| {
+                nearest.offer_in(n, fp, BITS, || (key, fp)).unwrap_or_else(|_| out_of_memory());
+            };
+            let (ring, n) = match step {
+                Step::Ring { ring, segment } => (ring, segment),
+                Step::Rest => {
+                    dense::read_values(index, built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
+                        if let Some(tid) = tid.filter(dense::is_live) {
+                            offer(nearest, 0, fp, crate::pg::tid::tid_order(&tid));
+                        }
+                    });
+                    return;
+                }
+            };
+            let values: Vec<u16> = ring_buckets(query, n, ring, BITS).into_iter().map(|v| v as u16).collect();
+            let runs = dense::runs(index, built, n, &values);
+            let query_residual = simhash_core::dense::residual(query, n);
+            dense::read_runs(index, built, n, &runs, |part| {
+                let value = values[part.run];
+                let Some(limit) = nearest.cutoff().checked_sub(ring) else { return };
+                simhash_core::dense::for_each_near_residual(
+                    part.residuals,
+                    part.from,
+                    part.to,
+                    query_residual,
+                    limit,
+                    |i, residual| {
+                        let fp = simhash_core::dense::assemble(residual, value, n);
+                        match part.tids.map(|tids| tids.get(i)) {
+                            Some(tid) if dense::is_live(&tid) => offer(nearest, n, fp, crate::pg::tid::tid_order(&tid)),
+                            Some(_) => {}
+                            None => offer(nearest, n, fp, UNRESOLVED),
+                        }
+                    },
+                );
+            });
         }
     }
 }

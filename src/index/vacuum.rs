@@ -1,10 +1,13 @@
 //! VACUUM: every bucket page compacted in place without the entries of removed rows (each row has
 //! one entry per segment, each removed), one GenericXLog record per changed page. Pages are kept,
-//! even when empty (see `page`).
+//! even when empty (see `page`). In the built part (format 5, `super::dense`), the TIDs of removed
+//! rows are marked in segment 0, the only one that keeps TIDs; their fingerprints stay until a
+//! REINDEX.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use super::dense::{self, Dense};
 use super::page::{self, Kind};
 use super::SEGMENTS;
 
@@ -16,7 +19,12 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
         let meta = page::load_meta(index);
         let first = 1 + SEGMENTS * meta.directory_pages;
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        // (the built part has pages of its own: `vacuum_built`)
+        let built = dense::blocks(&meta);
         for block in first..blocks {
+            if built.contains(&block) {
+                continue;
+            }
             pgrx::check_for_interrupts!();
             let buffer = pg_sys::ReadBufferExtended(
                 index,
@@ -28,7 +36,7 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
             pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             let bucket_page = pg_sys::BufferGetPage(buffer);
             // (a page added by an insert that failed before writing it is new: nothing in it)
-            if !pg_sys::PageIsNew(bucket_page) {
+            if !pg_sys::PageIsNew(bucket_page) && !built.contains(&block) {
                 let kind = if page::is_kind(bucket_page, Kind::Nulls) { Kind::Nulls } else { Kind::Bucket };
                 page::expect_kind(bucket_page, kind, index, block);
                 visit(buffer);
@@ -36,6 +44,38 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
             pg_sys::UnlockReleaseBuffer(buffer);
         }
         blocks
+    }
+}
+
+/// The pages of segment 0 of the built part (format 5), each locked in `lock` mode in turn, with
+/// `visit(built, block, buffer)`.
+unsafe fn vacuum_built(
+    info: *mut pg_sys::IndexVacuumInfo,
+    meta: &page::Meta,
+    lock: u32,
+    mut visit: impl FnMut(&Dense, pg_sys::BlockNumber, pg_sys::Buffer),
+) {
+    unsafe {
+        let Some(built) = Dense::of(meta) else { return };
+        let index = (*info).index;
+        for block in dense::segment_0_blocks(meta) {
+            pgrx::check_for_interrupts!();
+            let buffer = pg_sys::ReadBufferExtended(
+                index,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                block,
+                pg_sys::ReadBufferMode::RBM_NORMAL,
+                (*info).strategy,
+            );
+            pg_sys::LockBuffer(buffer, lock as i32);
+            let dense_page = pg_sys::BufferGetPage(buffer);
+            page::expect_kind(dense_page, Kind::Dense, index, block);
+            if (*page::special(dense_page)).segment() != 0 {
+                page::corrupt(index, format!("block {block} is not a page of segment 0"));
+            }
+            visit(&built, block, buffer);
+            pg_sys::UnlockReleaseBuffer(buffer);
+        }
     }
 }
 
@@ -66,9 +106,23 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
         let stats = stats_or_new(stats);
         let Some(callback) = callback else { return stats };
         let index = (*info).index;
-        let sorts_pages = page::load_meta(index).sorts_pages();
+        let meta = page::load_meta(index);
+        let sorts_pages = meta.sorts_pages();
         let mut rows = 0.0;
         let mut removed = 0.0;
+        // The built part: the TIDs of removed rows marked in segment 0.
+        vacuum_built(info, &meta, pg_sys::BUFFER_LOCK_EXCLUSIVE, |built, block, buffer| {
+            let mut change = page::Change::start(index);
+            let changed = change.page(buffer, false);
+            let (left, marked) = dense::mark_removed(built, block, changed, |tid| callback(tid, callback_state));
+            rows += left as f64;
+            removed += marked as f64;
+            if marked > 0 {
+                change.finish();
+            } else {
+                change.abort();
+            }
+        });
         let blocks = each_bucket_page(info, |buffer| {
             let counted = counts_rows(pg_sys::BufferGetPage(buffer));
             let mut change = page::Change::start(index);
@@ -113,6 +167,10 @@ pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
         // No bulk delete ran: count the rows (segment 0's entries and the NULL rows) and pages.
         let stats = stats_or_new(stats);
         let mut rows = 0.0;
+        let meta = page::load_meta((*info).index);
+        vacuum_built(info, &meta, pg_sys::BUFFER_LOCK_SHARE, |built, block, buffer| {
+            rows += dense::mark_removed(built, block, pg_sys::BufferGetPage(buffer), |_| false).0 as f64;
+        });
         let blocks = each_bucket_page(info, |buffer| {
             let bucket_page = pg_sys::BufferGetPage(buffer);
             if counts_rows(bucket_page) {

@@ -1,5 +1,6 @@
 //! The layout of the `simhash` index access method, without pages (the PostgreSQL side is
-//! `src/index/`).
+//! `src/index/`): of every row up to page format 4, and since format 5 of the rows inserted after
+//! the build (the rows of the build are in a dense part of their own, [`crate::dense`]).
 //!
 //! Every fingerprint is filed four times, once per 16-bit segment, in the bucket of that segment's
 //! top `bits` bits. `bits` is chosen when the index is built so that a bucket averages at most a
@@ -340,6 +341,12 @@ impl Askers {
     /// The queries (positions, ascending) that probe segment value `value`.
     pub fn of(&self, value: u16) -> impl Iterator<Item = u32> + '_ {
         self.of_values(u32::from(value), u32::from(value) + 1).iter().map(|&p| p as u32)
+    }
+
+    /// The segment values that some query probes, ascending, and the probes of each (value,
+    /// queries' positions).
+    pub fn values(&self) -> impl Iterator<Item = (u16, impl Iterator<Item = u32> + '_)> + '_ {
+        self.pairs.chunk_by(|a, b| a >> 32 == b >> 32).map(|run| ((run[0] >> 32) as u16, run.iter().map(|&p| p as u32)))
     }
 
     /// The buckets of `bits` bits that some query probes, ascending.

@@ -9,6 +9,7 @@ pub mod bucket_pairs;
 pub mod buckets;
 pub mod cost;
 pub mod dedup;
+pub mod dense;
 pub mod distance;
 pub mod features;
 pub mod fingerprint;

@@ -173,21 +173,39 @@ impl<T: Ord> Nearest<T> {
     /// fingerprint `fp`, kept as `item()` if met for the first time (an error when memory runs out).
     #[inline]
     pub fn offer(&mut self, n: u32, fp: u64, item: impl FnOnce() -> T) -> Result<(), TryReserveError> {
+        self.offer_in(n, fp, self.bits, item)
+    }
+
+    /// Whether [`Nearest::offer_in`] would keep the row with fingerprint `fp` met in segment `n`
+    /// of a part of the index with `bits` bucket bits.
+    #[inline]
+    pub fn wants(&self, n: u32, fp: u64, bits: u32) -> bool {
         let distance = crate::distance::hamming(fp, self.query);
         if distance > self.cutoff {
-            return Ok(());
+            return false;
         }
-        let (ring, first) = first_ring(fp, self.query, self.bits);
-        let new = match self.step.expect("a step under way") {
+        let (ring, first) = first_ring(fp, self.query, bits);
+        match self.step.expect("a step under way") {
             Step::Ring { ring: r, .. } => ring == r && first == n,
             Step::Rest => {
                 self.pass_floor.is_none_or(|floor| distance > floor)
                     && (SEGMENTS * ring + first >= self.done || distance > self.pass_cutoff)
             }
-        };
-        if !new {
+        }
+    }
+
+    /// [`Nearest::offer`] for an entry of a part of the index whose buckets have `bits` bits, at
+    /// most those of the scan (an index of format 5 has a part bucketed by each whole segment
+    /// value, its rings read value by value, and a part of coarser buckets for the rows inserted
+    /// since it was built: a row is in one of them, and is kept where it is first met in its part;
+    /// each ring of the scan reads the ring of the same number in each part, and a row within
+    /// `4r + n` bits has a segment within `r` bits in either, so the bound of the rings holds).
+    #[inline]
+    pub fn offer_in(&mut self, n: u32, fp: u64, bits: u32, item: impl FnOnce() -> T) -> Result<(), TryReserveError> {
+        if !self.wants(n, fp, bits) {
             return Ok(());
         }
+        let distance = crate::distance::hamming(fp, self.query);
         let bin = &mut self.waiting[distance as usize];
         if bin.len() == bin.capacity() {
             bin.try_reserve(bin.len().max(64))?;
@@ -377,6 +395,59 @@ mod tests {
             }
         }
         assert!(mid_ring_passes > 0);
+    }
+
+    /// An index of two parts (format 5): the rows with an even position in a part bucketed by
+    /// whole segment values (16 bits, the scan's bits), the others in buckets of `bits` bits; each
+    /// step reads the ring of the same number in both, offering each part's rows with its bits.
+    /// Every row comes out once, by distance.
+    #[test]
+    fn two_parts_with_their_own_bits_every_row_once_nearest_first() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for bits in [8, 12] {
+            for budget in [1, 100, 1000, usize::MAX] {
+                for _ in 0..4 {
+                    let query = xorshift(&mut state);
+                    let mut rows: Vec<u64> = (0..1500).map(|_| xorshift(&mut state)).collect();
+                    for flips in 0..40 {
+                        let mut fp = query;
+                        for _ in 0..flips {
+                            fp ^= 1 << (xorshift(&mut state) % 64);
+                        }
+                        rows.push(fp);
+                        rows.push(fp); // one fingerprint in both parts
+                    }
+                    let bits_of = |i: usize| if i.is_multiple_of(2) { SEGMENT_BITS } else { bits };
+                    let mut nearest = Nearest::new(query, SEGMENT_BITS, budget);
+                    nearest.budget = budget.min(nearest.budget);
+                    let (mut out, mut ready) = (Vec::new(), Vec::new());
+                    while let Some(step) = nearest.begin() {
+                        for (i, &fp) in rows.iter().enumerate() {
+                            let part_bits = bits_of(i);
+                            let read_in = |n: u32| match step {
+                                Step::Ring { ring, segment } => {
+                                    segment == n
+                                        && (bucket(fp, n, part_bits) ^ bucket(query, n, part_bits)).count_ones() == ring
+                                }
+                                Step::Rest => n == 0,
+                            };
+                            for n in (0..SEGMENTS).filter(|&n| read_in(n)) {
+                                nearest.offer_in(n, fp, part_bits, || (hamming(fp, query), i)).unwrap();
+                            }
+                        }
+                        nearest.end();
+                        while let Some(distance) = nearest.pop_ready(&mut ready) {
+                            assert!(ready.iter().all(|&(d, _)| d == distance));
+                            out.append(&mut ready);
+                        }
+                    }
+                    let mut expected: Vec<(u32, usize)> =
+                        rows.iter().enumerate().map(|(i, &fp)| (hamming(fp, query), i)).collect();
+                    expected.sort_unstable();
+                    assert_eq!(out, expected, "bits {bits} budget {budget}");
+                }
+            }
+        }
     }
 
     #[test]
