@@ -75,8 +75,9 @@ pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
 /// (empty), then logs its pages.
 unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, entries: &[Entry], nulls: &[Entry]) {
     unsafe {
-        // Format 5: the rows in the built part, the buckets left for the rows inserted later.
-        let dense = builds_dense();
+        // Format 5: the rows in the built part, the buckets left for the rows inserted later
+        // (format 4 beyond the rows a built part can count, 2^32 - 1).
+        let dense = builds_dense() && u32::try_from(entries.len()).is_ok();
         let rows = entries.len() as u64;
         let bits = if dense { insert_bits(rows) } else { bucket_bits(rows, page::entries_per_page() as u64) };
         let (entries, built) = if dense { (&[][..], entries) } else { (entries, &[][..]) };

@@ -448,9 +448,10 @@ pub(super) unsafe fn write(
 ) -> Dense {
     unsafe {
         let Ok(rows) = u32::try_from(entries.len()) else {
+            // (the build writes format 4 for more rows)
             crate::pg::errors::raise(
                 pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("a simhash index holds at most {} rows, not {}", u32::MAX, entries.len()),
+                format!("a built part holds at most {} rows, not {}", u32::MAX, entries.len()),
                 None,
                 None,
             )
