@@ -187,7 +187,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             pgrx::check_for_interrupts!();
         }
         if !built.is_empty() {
-            let part = super::dense::write(index, built, block, |at, fill| write_page(index, fork, at, fill));
+            let part = super::dense::write(built, block, |at, fill| write_page(index, fork, at, fill));
             block += part.blocks();
         }
         debug_assert_eq!(block, next_block);

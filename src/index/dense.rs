@@ -110,8 +110,7 @@ impl Tids {
     }
 }
 
-/// The residuals of a page of segment `n`, and its TIDs for
-/// segment 0.
+/// The residuals of a page of segment `n`, and its TIDs in segment 0.
 ///
 /// # Safety
 ///
@@ -441,7 +440,6 @@ pub(super) unsafe fn read_values(
 ///
 /// `write_page` writes block `block` of the index, new, as `fill` makes it.
 pub(super) unsafe fn write(
-    index: pg_sys::Relation,
     entries: &[page::Entry],
     start: BlockNumber,
     mut write_page: impl FnMut(BlockNumber, &mut dyn FnMut(Page)),
@@ -501,7 +499,6 @@ pub(super) unsafe fn write(
             pgrx::check_for_interrupts!();
         }
         debug_assert_eq!(block, dense.segment_start(SEGMENTS));
-        let _ = index;
         dense
     }
 }
