@@ -238,6 +238,24 @@ pub(super) struct Part<'a> {
     pub base: u32,
 }
 
+impl Part<'_> {
+    /// Calls `found(i, fp)` for each entry `i` of the part, whose segment `n` is `value`, within
+    /// `k` bits of `query` (its fingerprint `fp`): the value's distance, one for the run, and the
+    /// residuals' ([`layout::for_each_near_residual`]).
+    pub fn near(&self, value: u16, n: u32, query: u64, k: u32, mut found: impl FnMut(usize, u64)) {
+        let value_distance = (value ^ simhash_core::buckets::segment_value(query, n)).count_ones();
+        let Some(limit) = k.checked_sub(value_distance) else { return };
+        layout::for_each_near_residual(
+            self.residuals,
+            self.from,
+            self.to,
+            layout::residual(query, n),
+            limit,
+            |i, r| found(i, layout::assemble(r, value, n)),
+        );
+    }
+}
+
 /// Calls `each` with the entries of each run of `runs` (first and end position in segment `n`), a
 /// page at a time ([`Part`]). The pages are read in block order, each once for the runs on it,
 /// pinned ahead of their read with the entries to check requested from memory.

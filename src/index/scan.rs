@@ -425,23 +425,10 @@ unsafe fn dense_near(
 ) {
     unsafe {
         let Some(radii) = simhash_core::probes::segment_radii(k) else { return };
-        let query_value = segment_value(query, n);
-        let values = simhash_core::probes::segment_probes(query_value, radii[n as usize]);
+        let values = simhash_core::probes::segment_probes(segment_value(query, n), radii[n as usize]);
         let runs = dense::runs(index, built, n, &values);
-        let query_residual = simhash_core::dense::residual(query, n);
         dense::read_runs(index, built, n, &runs, |part| {
-            let value = values[part.run];
-            let Some(limit) = k.checked_sub((value ^ query_value).count_ones()) else { return };
-            simhash_core::dense::for_each_near_residual(
-                part.residuals,
-                part.from,
-                part.to,
-                query_residual,
-                limit,
-                |i, residual| {
-                    found(simhash_core::dense::assemble(residual, value, n), part.tids.map(|tids| tids.get(i)))
-                },
-            );
+            part.near(values[part.run], n, query, k, |i, fp| found(fp, part.tids.map(|tids| tids.get(i))));
         });
     }
 }
@@ -475,28 +462,16 @@ pub(super) unsafe fn search_many(
                     let value = values[part.run];
                     for &q in &askers_of[part.run] {
                         let query = queries[q as usize];
-                        let Some(limit) = k.checked_sub((value ^ segment_value(query, segment)).count_ones()) else {
-                            continue;
-                        };
-                        let query_residual = simhash_core::dense::residual(query, segment);
-                        simhash_core::dense::for_each_near_residual(
-                            part.residuals,
-                            part.from,
-                            part.to,
-                            query_residual,
-                            limit,
-                            |i, residual| {
-                                let fp = simhash_core::dense::assemble(residual, value, segment);
-                                if !reported_in(fp, query, segment, k) {
-                                    return;
-                                }
-                                match part.tids.map(|tids| tids.get(i)) {
-                                    Some(tid) if dense::is_live(&tid) => super::push(&mut results, (q as usize, tid)),
-                                    Some(_) => {}
-                                    None => super::push(&mut unresolved, (fp, q)),
-                                }
-                            },
-                        );
+                        part.near(value, segment, query, k, |i, fp| {
+                            if !reported_in(fp, query, segment, k) {
+                                return;
+                            }
+                            match part.tids.map(|tids| tids.get(i)) {
+                                Some(tid) if dense::is_live(&tid) => super::push(&mut results, (q as usize, tid)),
+                                Some(_) => {}
+                                None => super::push(&mut unresolved, (fp, q)),
+                            }
+                        });
                     }
                 });
             }
@@ -696,25 +671,15 @@ impl Ordered {
             };
             let values: Vec<u16> = ring_buckets(query, n, ring, BITS).into_iter().map(|v| v as u16).collect();
             let runs = dense::runs(index, built, n, &values);
-            let query_residual = simhash_core::dense::residual(query, n);
             dense::read_runs(index, built, n, &runs, |part| {
-                let value = values[part.run];
-                let Some(limit) = nearest.cutoff().checked_sub(ring) else { return };
-                simhash_core::dense::for_each_near_residual(
-                    part.residuals,
-                    part.from,
-                    part.to,
-                    query_residual,
-                    limit,
-                    |i, residual| {
-                        let fp = simhash_core::dense::assemble(residual, value, n);
-                        match part.tids.map(|tids| tids.get(i)) {
-                            Some(tid) if dense::is_live(&tid) => offer(nearest, n, fp, crate::pg::tid::tid_order(&tid)),
-                            Some(_) => {}
-                            None => offer(nearest, n, fp, UNRESOLVED),
-                        }
-                    },
-                );
+                // (the cutoff only falls within a step: a part skips only what offer would)
+                part.near(values[part.run], n, query, nearest.cutoff(), |i, fp| {
+                    match part.tids.map(|tids| tids.get(i)) {
+                        Some(tid) if dense::is_live(&tid) => offer(nearest, n, fp, crate::pg::tid::tid_order(&tid)),
+                        Some(_) => {}
+                        None => offer(nearest, n, fp, UNRESOLVED),
+                    }
+                });
             });
         }
     }

@@ -25,18 +25,10 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
             if built.contains(&block) {
                 continue;
             }
-            pgrx::check_for_interrupts!();
-            let buffer = pg_sys::ReadBufferExtended(
-                index,
-                pg_sys::ForkNumber::MAIN_FORKNUM,
-                block,
-                pg_sys::ReadBufferMode::RBM_NORMAL,
-                (*info).strategy,
-            );
-            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            let buffer = read_for_vacuum(info, block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
             let bucket_page = pg_sys::BufferGetPage(buffer);
             // (a page added by an insert that failed before writing it is new: nothing in it)
-            if !pg_sys::PageIsNew(bucket_page) && !built.contains(&block) {
+            if !pg_sys::PageIsNew(bucket_page) {
                 let kind = if page::is_kind(bucket_page, Kind::Nulls) { Kind::Nulls } else { Kind::Bucket };
                 page::expect_kind(bucket_page, kind, index, block);
                 visit(buffer);
@@ -44,6 +36,23 @@ unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl F
             pg_sys::UnlockReleaseBuffer(buffer);
         }
         blocks
+    }
+}
+
+/// Block `block` of the index VACUUM works on, through its buffer access strategy, locked in
+/// `lock` mode (after a check for interrupts).
+unsafe fn read_for_vacuum(info: *mut pg_sys::IndexVacuumInfo, block: pg_sys::BlockNumber, lock: u32) -> pg_sys::Buffer {
+    unsafe {
+        pgrx::check_for_interrupts!();
+        let buffer = pg_sys::ReadBufferExtended(
+            (*info).index,
+            pg_sys::ForkNumber::MAIN_FORKNUM,
+            block,
+            pg_sys::ReadBufferMode::RBM_NORMAL,
+            (*info).strategy,
+        );
+        pg_sys::LockBuffer(buffer, lock as i32);
+        buffer
     }
 }
 
@@ -59,15 +68,7 @@ unsafe fn vacuum_built(
         let Some(built) = Dense::of(meta) else { return };
         let index = (*info).index;
         for block in dense::segment_0_blocks(meta) {
-            pgrx::check_for_interrupts!();
-            let buffer = pg_sys::ReadBufferExtended(
-                index,
-                pg_sys::ForkNumber::MAIN_FORKNUM,
-                block,
-                pg_sys::ReadBufferMode::RBM_NORMAL,
-                (*info).strategy,
-            );
-            pg_sys::LockBuffer(buffer, lock as i32);
+            let buffer = read_for_vacuum(info, block, lock);
             let dense_page = pg_sys::BufferGetPage(buffer);
             page::expect_kind(dense_page, Kind::Dense, index, block);
             if (*page::special(dense_page)).segment() != 0 {
