@@ -110,7 +110,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         let dense_start = next_block;
         if !built.is_empty() {
             meta.dense_start = dense_start;
-            meta.dense_rows = built.len().min(u32::MAX as usize) as u32;
+            meta.dense_rows = built.len() as u32; // (`dense`: it fits)
             next_block += super::dense::Dense { start: dense_start, rows: meta.dense_rows }.blocks();
         }
         // The chain of NULL rows, after them.

@@ -87,10 +87,37 @@ impl Dense {
         (self.segment_start(n) + (value / per) as u32, value % per)
     }
 
+    /// The first block of the entries of segment `n` (after its directory).
+    pub fn data_start(&self, n: u32) -> BlockNumber {
+        self.segment_start(n) + directory_pages()
+    }
+
     /// The block of entry `position` of segment `n`, and the entry's place on it.
     pub fn position(&self, n: u32, position: u32) -> (BlockNumber, usize) {
         let per = per_page(n);
-        (self.segment_start(n) + directory_pages() + (position as usize / per) as u32, position as usize % per)
+        (self.data_start(n) + (position as usize / per) as u32, position as usize % per)
+    }
+
+    /// The position in segment `n` of the first entry of its page `block`, and the entries on
+    /// that page.
+    pub fn entries_of(&self, n: u32, block: BlockNumber) -> (u32, usize) {
+        let base = (block - self.data_start(n)) * per_page(n) as u32;
+        (base, (self.rows.saturating_sub(base) as usize).min(per_page(n)))
+    }
+}
+
+/// Checks that `any_page`, block `block` of `index`, is a page of `kind` of segment `n` (else an
+/// ERROR: the index is corrupt).
+///
+/// # Safety
+///
+/// `any_page` is that page, locked.
+pub(super) unsafe fn expect_page(index: pg_sys::Relation, any_page: Page, block: BlockNumber, kind: Kind, n: u32) {
+    unsafe {
+        page::expect_kind(any_page, kind, index, block);
+        if u32::from((*page::special(any_page)).segment()) != n {
+            page::corrupt(index, format!("block {block} is not a page of segment {n}"));
+        }
     }
 }
 
@@ -148,10 +175,7 @@ impl Reader {
             let buffer = page::read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
             self.current = Some((block, buffer));
             let dense_page = pg_sys::BufferGetPage(buffer);
-            page::expect_kind(dense_page, kind, self.index, block);
-            if u32::from((*page::special(dense_page)).segment()) != n {
-                page::corrupt(self.index, format!("block {block} is not a page of segment {n}"));
-            }
+            expect_page(self.index, dense_page, block, kind, n);
             dense_page
         }
     }
@@ -317,7 +341,6 @@ pub(super) unsafe fn read_runs(
         for ahead in pinned.iter().take(ENTRIES_AHEAD) {
             prefetch(ahead, part);
         }
-        let data_start = |n: u32| dense.segment_start(n) + directory_pages();
         while let Some((block, buffer)) = pinned.pop_front() {
             pin(&mut pinned);
             if let Some(ahead) = pinned.get(ENTRIES_AHEAD - 1) {
@@ -325,13 +348,9 @@ pub(super) unsafe fn read_runs(
             }
             pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
             let dense_page = pg_sys::BufferGetPage(buffer);
-            page::expect_kind(dense_page, Kind::Dense, index, block);
-            if u32::from((*page::special(dense_page)).segment()) != n {
-                page::corrupt(index, format!("block {block} is not a page of segment {n}"));
-            }
-            let base = (block - data_start(n)) * per_page(n) as u32;
-            let entries = (dense.rows - base) as usize;
-            let (residuals, tids) = page_entries(dense_page, n, entries.min(per_page(n)));
+            expect_page(index, dense_page, block, Kind::Dense, n);
+            let (base, entries) = dense.entries_of(n, block);
+            let (residuals, tids) = page_entries(dense_page, n, entries);
             while let Some(&(at, run, from, to)) = parts.get(part) {
                 if at != block {
                     break;
@@ -525,10 +544,7 @@ pub(super) unsafe fn write(
 /// without one): those VACUUM reads.
 pub(super) fn segment_0_blocks(meta: &Meta) -> std::ops::Range<BlockNumber> {
     match Dense::of(meta) {
-        Some(built) => {
-            let first = built.segment_start(0) + directory_pages();
-            first..first + built.data_pages(0)
-        }
+        Some(built) => built.data_start(0)..built.data_start(0) + built.data_pages(0),
         None => 0..0,
     }
 }
@@ -555,8 +571,7 @@ pub(super) unsafe fn mark_removed(
     mut removed: impl FnMut(&mut pg_sys::ItemPointerData) -> bool,
 ) -> (usize, usize) {
     unsafe {
-        let base = (block - built.segment_start(0) - directory_pages()) as usize * per_page(0);
-        let entries = (built.rows as usize).saturating_sub(base).min(per_page(0));
+        let (_, entries) = built.entries_of(0, block);
         let tids = page::contents(dense_page).add(per_page(0) * RESIDUAL_BYTES).cast::<pg_sys::ItemPointerData>();
         let (mut left, mut marked) = (0, 0);
         for i in 0..entries {
@@ -585,7 +600,7 @@ pub(super) unsafe fn mark_removed(
 pub(super) unsafe fn page_fault(built: &Dense, block: BlockNumber, any_page: Page) -> Option<String> {
     unsafe {
         let n = (0..SEGMENTS).rev().find(|&n| built.segment_start(n) <= block)?;
-        let data = block >= built.segment_start(n) + directory_pages();
+        let data = block >= built.data_start(n);
         let kind = if data { Kind::Dense } else { Kind::DenseDirectory };
         if !page::is_kind(any_page, kind) {
             return Some(format!("not a {kind:?} page"));

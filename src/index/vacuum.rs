@@ -70,10 +70,7 @@ unsafe fn vacuum_built(
         for block in dense::segment_0_blocks(meta) {
             let buffer = read_for_vacuum(info, block, lock);
             let dense_page = pg_sys::BufferGetPage(buffer);
-            page::expect_kind(dense_page, Kind::Dense, index, block);
-            if (*page::special(dense_page)).segment() != 0 {
-                page::corrupt(index, format!("block {block} is not a page of segment 0"));
-            }
+            dense::expect_page(index, dense_page, block, Kind::Dense, 0);
             visit(&built, block, buffer);
             pg_sys::UnlockReleaseBuffer(buffer);
         }
