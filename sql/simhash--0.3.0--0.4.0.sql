@@ -23,14 +23,18 @@ ALTER OPERATOR FAMILY simhash64_ops USING simhash
 
 DO $$
 DECLARE
-    simhash_index regclass;
+    simhash_index pg_catalog.regclass;
 BEGIN
     FOR simhash_index IN
-        SELECT c.oid FROM pg_class c JOIN pg_am a ON a.oid = c.relam
-        WHERE a.amname = 'simhash' AND c.relkind = 'i' AND c.relpersistence <> 't'
+        -- (every operator and function named in pg_catalog: this runs as a superuser with the
+        -- extension's schema on the search_path, where other roles may have created objects)
+        SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.relam
+        WHERE a.amname OPERATOR(pg_catalog.=) 'simhash'::pg_catalog.name
+          AND c.relkind OPERATOR(pg_catalog.=) 'i'::pg_catalog.char
+          AND c.relpersistence OPERATOR(pg_catalog.<>) 't'::pg_catalog.char
         ORDER BY c.oid
     LOOP
-        EXECUTE format('REINDEX INDEX %s', simhash_index);
+        EXECUTE pg_catalog.format('REINDEX INDEX %s', simhash_index);
     END LOOP;
 END
 $$;

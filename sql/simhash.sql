@@ -340,16 +340,19 @@ RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
 -- fingerprints, once, materialized, for the texts) and compared, within work_mem (spilling to disk).
 CREATE FUNCTION simhash_pairs(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
 RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
+-- (no SET search_path: the caller's query is parsed with the caller's search_path; every operator
+-- and function of this body is named with its schema instead)
 LANGUAGE plpgsql VOLATILE STRICT AS $$
 DECLARE
     -- On its own lines, without a trailing semicolon, as simhash_pairs(query, k) reads it.
-    q text := pg_catalog.rtrim(query, E' \t\r\n;');
+    q pg_catalog.text := pg_catalog.rtrim(query, E' \t\r\n;');
 BEGIN
-    IF NOT (min_similarity BETWEEN 0 AND 1) THEN
+    IF NOT (min_similarity OPERATOR(pg_catalog.>=) 0::pg_catalog.float8
+            AND min_similarity OPERATOR(pg_catalog.<=) 1::pg_catalog.float8) THEN
         RAISE EXCEPTION 'min_similarity % is out of range for near-duplicate pairs', min_similarity
             USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
     END IF;
-    IF n < 1 OR n > 32 THEN
+    IF n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 32 THEN
         RAISE EXCEPTION 'shingle length % is out of range for near-duplicate pairs', n
             USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
     END IF;
@@ -358,7 +361,7 @@ BEGIN
 %s
          ) q(id, fp, body))
          SELECT p.id_a, p.id_b, p.distance, s.similarity
-         FROM @extschema@.simhash_pairs(%L, $1) p
+         FROM @extschema@.simhash_pairs(%L::pg_catalog.text, $1) p
          JOIN t a ON a.id OPERATOR(pg_catalog.=) p.id_a
          JOIN t b ON b.id OPERATOR(pg_catalog.=) p.id_b
          CROSS JOIN LATERAL (SELECT @extschema@.simhash_similarity(a.body, b.body, $3)) s(similarity)
@@ -374,29 +377,33 @@ END $$;
 CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, text_column name,
                               min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
 RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    by_id boolean := false;
-    schema name;
-    rel name;
-    id_type text;
-    work text;
-    pairs text;
-    texts text;
+    by_id pg_catalog.bool := false;
+    schema pg_catalog.name;
+    rel pg_catalog.name;
+    id_type pg_catalog.text;
+    work pg_catalog.text;
+    pairs pg_catalog.text;
+    texts pg_catalog.text;
 BEGIN
+    SELECT ns.nspname, c.relname INTO schema, rel
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
+    WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::pg_catalog.oid USING ERRCODE = 'undefined_table';
+    END IF;
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
-       AND min_similarity BETWEEN 0 AND 1 AND n BETWEEN 1 AND 32 THEN
+       AND min_similarity OPERATOR(pg_catalog.>=) 0::pg_catalog.float8 AND min_similarity OPERATOR(pg_catalog.<=) 1::pg_catalog.float8
+       AND n OPERATOR(pg_catalog.>=) 1 AND n OPERATOR(pg_catalog.<=) 32 THEN
         -- (pg_dist_partition, column_to_column_name and citus_is_coordinator are Citus'; named
         -- only where it is installed; the arguments' errors are the query form's)
         EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1
                                 AND partmethod OPERATOR(pg_catalog.=) ''h''
                                 AND pg_catalog.column_to_column_name(logicalrelid, partkey) OPERATOR(pg_catalog.=) $2)'
-            INTO by_id USING tbl, id_column;
+            INTO by_id USING tbl, id_column::pg_catalog.text;
     END IF;
-    SELECT ns.nspname, c.relname INTO schema, rel
-    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
-    WHERE c.oid OPERATOR(pg_catalog.=) tbl;
-    IF by_id AND (k > 11 OR pg_catalog.current_setting('transaction_read_only')::boolean
+    IF by_id AND (k OPERATOR(pg_catalog.>) 11 OR pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool
                   OR NOT pg_catalog.has_schema_privilege(schema, 'CREATE')) THEN
         RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on the coordinator, with all its texts in memory', tbl
             USING DETAIL = 'The workers verify pairs within at most 11, in a transaction that may write, '
@@ -415,18 +422,21 @@ BEGIN
         RETURN;
     END IF;
     SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO id_type
-    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = id_column;
-    work := 'simhash_verify_' || pg_catalog.pg_backend_pid() || '_' || (pg_catalog.random() OPERATOR(pg_catalog.*) 1e9)::bigint;
-    pairs := pg_catalog.format('%I.%I', schema, work || '_a');
-    texts := pg_catalog.format('%I.%I', schema, work || '_b');
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) id_column;
+    -- Work tables of new names (CREATE TABLE fails rather than reuse a table someone else made).
+    work := pg_catalog.format('simhash_verify_%s_%s', pg_catalog.pg_backend_pid(),
+                              (pg_catalog.random() OPERATOR(pg_catalog.*) 1e9::pg_catalog.float8)::pg_catalog.int8);
+    pairs := pg_catalog.format('%I.%I', schema, work OPERATOR(pg_catalog.||) '_a');
+    texts := pg_catalog.format('%I.%I', schema, work OPERATOR(pg_catalog.||) '_b');
     -- The pairs, with the shard of their first row ...
-    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_a %s NOT NULL, id_b %s NOT NULL, distance integer NOT NULL)',
+    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_a %s NOT NULL, id_b %s NOT NULL, distance pg_catalog.int4 NOT NULL)',
                               pairs, id_type, id_type);
     PERFORM pg_catalog.create_distributed_table(pairs, 'id_a', colocate_with => pg_catalog.format('%I.%I', schema, rel));
-    EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_a, p.id_b, p.distance FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L) p',
+    EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_a, p.id_b, p.distance FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L::pg_catalog.name, %L::pg_catalog.int4, %L::pg_catalog.name) p',
                               pairs, tbl, fp_column, k, id_column);
     -- ... with the first row's text, moved to the shard of the second ...
-    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_b %s NOT NULL, id_a %s NOT NULL, distance integer NOT NULL, body_a text)',
+    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_b %s NOT NULL, id_a %s NOT NULL, distance pg_catalog.int4 NOT NULL, body_a pg_catalog.text)',
                               texts, id_type, id_type);
     PERFORM pg_catalog.create_distributed_table(texts, 'id_b', colocate_with => pg_catalog.format('%I.%I', schema, rel));
     EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_b, p.id_a, p.distance, t.%I::pg_catalog.text FROM %s p JOIN %s t ON t.%I OPERATOR(pg_catalog.=) p.id_a',
@@ -446,19 +456,22 @@ CREATE FUNCTION simhash_clusters_from_pairs(query text)
 RETURNS TABLE (id bigint, representative bigint)
     AS 'MODULE_PATHNAME', 'simhash_clusters_from_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
+-- (no SET search_path: the caller's query is parsed with the caller's search_path)
 CREATE FUNCTION simhash_clusters(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
 RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
     SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L, %s, %L::pg_catalog.float8, %s)',
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.text, %L::pg_catalog.int4, %L::pg_catalog.float8, %L::pg_catalog.int4)',
         query, k, min_similarity, n))
 $$;
 
 -- A table's column: the groups of its verified pairs (on the workers for a Citus table, as above).
 CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, text_column name,
                                  min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT
+SET extra_float_digits = 3 SET search_path = pg_catalog, pg_temp AS $$
     SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L, %L::pg_catalog.float8, %L, %s)',
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L::pg_catalog.name, %L::pg_catalog.int4, '
+        '%L::pg_catalog.name, %L::pg_catalog.float8, %L::pg_catalog.name, %L::pg_catalog.int4)',
         tbl, fp_column, k, text_column, min_similarity, id_column, n))
 $$;
 
@@ -513,12 +526,12 @@ REVOKE EXECUTE ON FUNCTION simhash_index_check(regclass) FROM PUBLIC;
 -- An index name of at most 63 bytes (NAMEDATALEN - 1) that keeps its suffix: the prefix is cut,
 -- a whole character at a time, so that the four segment indexes never collide.
 CREATE FUNCTION simhash_internal.simhash_index_name(prefix text, suffix text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    WHILE pg_catalog.octet_length(prefix || suffix) > 63 LOOP
+    WHILE pg_catalog.octet_length(prefix OPERATOR(pg_catalog.||) suffix) OPERATOR(pg_catalog.>) 63 LOOP
         prefix := pg_catalog.left(prefix, -1);
     END LOOP;
-    RETURN prefix || suffix;
+    RETURN prefix OPERATOR(pg_catalog.||) suffix;
 END $$;
 
 -- The recommended index definitions for a simhash64 column, as statements to run as they are or,
@@ -529,36 +542,44 @@ END $$;
 -- 'gin': one GIN index on simhash_bands(col).
 CREATE FUNCTION simhash_index_statements(tbl regclass, col name, method text DEFAULT 'btree',
                                          concurrently boolean DEFAULT false)
-RETURNS SETOF text LANGUAGE plpgsql STABLE AS $$
+RETURNS SETOF text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    col_type regtype;
-    rel_name name;
-    how text := CASE WHEN simhash_index_statements.concurrently THEN 'CONCURRENTLY ' ELSE '' END;
+    col_type pg_catalog.oid;
+    base_type pg_catalog.oid;
+    rel_name pg_catalog.name;
+    prefix pg_catalog.text;
+    how pg_catalog.text := CASE WHEN simhash_index_statements.concurrently THEN 'CONCURRENTLY ' ELSE '' END;
 BEGIN
-    SELECT a.atttypid::regtype, c.relname INTO col_type, rel_name
-    FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    SELECT c.relname INTO rel_name FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::pg_catalog.oid USING ERRCODE = 'undefined_table';
+    END IF;
+    SELECT a.atttypid, t.typbasetype INTO col_type, base_type
+    FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) col
+      AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'column "%" of relation % does not exist', col, tbl USING ERRCODE = 'undefined_column';
     END IF;
     -- simhash64 or a domain over it (@extschema@ is replaced, already quoted, at CREATE EXTENSION)
-    IF col_type <> '@extschema@.simhash64'::regtype AND
-       (SELECT typbasetype FROM pg_catalog.pg_type WHERE oid = col_type) <> '@extschema@.simhash64'::regtype THEN
-        RAISE EXCEPTION 'column "%" of relation % is of type %, not simhash64', col, tbl, col_type
+    IF col_type OPERATOR(pg_catalog.<>) '@extschema@.simhash64'::pg_catalog.regtype::pg_catalog.oid AND
+       base_type OPERATOR(pg_catalog.<>) '@extschema@.simhash64'::pg_catalog.regtype::pg_catalog.oid THEN
+        RAISE EXCEPTION 'column "%" of relation % is of type %, not simhash64', col, tbl, pg_catalog.format_type(col_type, NULL)
             USING ERRCODE = 'datatype_mismatch';
     END IF;
-    IF method IN ('btree', 'btree_compact') THEN
+    prefix := pg_catalog.format('%s_%s', rel_name, col);
+    IF method OPERATOR(pg_catalog.=) 'btree' OR method OPERATOR(pg_catalog.=) 'btree_compact' THEN
         FOR n IN 0..3 LOOP
             RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I, %s))%s',
-                how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n,
-                CASE WHEN method = 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
+                how, simhash_internal.simhash_index_name(prefix, pg_catalog.format('_segment_%s', n)), tbl, col, n,
+                CASE WHEN method OPERATOR(pg_catalog.=) 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
         END LOOP;
-    ELSIF method = 'simhash' THEN
+    ELSIF method OPERATOR(pg_catalog.=) 'simhash' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING simhash (%I)',
-            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_simhash'), tbl, col);
-    ELSIF method = 'gin' THEN
+            how, simhash_internal.simhash_index_name(prefix, '_simhash'), tbl, col);
+    ELSIF method OPERATOR(pg_catalog.=) 'gin' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
-            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
+            how, simhash_internal.simhash_index_name(prefix, '_bands'), tbl, col);
     ELSE
         RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones), ''gin'' (one bands index) or ''simhash'' (the extension''s own index).';
@@ -567,9 +588,9 @@ END $$;
 
 -- Creates the recommended indexes (not concurrently) and returns the statements it ran.
 CREATE FUNCTION simhash_create_indexes(tbl regclass, col name, method text DEFAULT 'btree')
-RETURNS SETOF text LANGUAGE plpgsql AS $$
+RETURNS SETOF text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    statement text;
+    statement pg_catalog.text;
 BEGIN
     FOR statement IN SELECT @extschema@.simhash_index_statements(tbl, col, method) LOOP
         EXECUTE statement;
@@ -612,23 +633,37 @@ CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, a
                                   min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3,
                                   deferred boolean DEFAULT false)
 -- (extra_float_digits: min_similarity goes into the trigger arguments as text, every digit kept)
-RETURNS name LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
+RETURNS name LANGUAGE plpgsql SET extra_float_digits = 3 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    rel_name name;
-    rel_schema name;
-    row_trigger name;
-    notice_trigger name;
-    report_name text;
-    statements text;
-    update_of text;
-    verify_args text;
-    citus_table boolean := false;
+    rel_name pg_catalog.name;
+    rel_schema pg_catalog.name;
+    rel_owner pg_catalog.oid;
+    row_trigger pg_catalog.name;
+    notice_trigger pg_catalog.name;
+    report_name pg_catalog.text;
+    report_oid pg_catalog.oid;
+    report_owner pg_catalog.oid;
+    statements pg_catalog.text;
+    update_of pg_catalog.text;
+    verify_args pg_catalog.text;
+    citus_table pg_catalog.bool := false;
 BEGIN
     -- The radius, and with verify the threshold and the shingle length (22023).
     PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
+    SELECT c.relname, ns.nspname, c.relowner INTO rel_name, rel_schema, rel_owner
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
+    WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::pg_catalog.oid USING ERRCODE = 'undefined_table';
+    END IF;
+    -- The constraint runs its lookups as the table's owner and writes its report table as the
+    -- owner: only the owner (or a member of the owning role) may attach it, as for a foreign key.
+    IF NOT pg_catalog.pg_has_role(rel_owner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', rel_name USING ERRCODE = 'insufficient_privilege';
+    END IF;
     -- A Citus table's rows are in its shards, which a trigger here would not see (0A000).
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)'
             INTO citus_table USING tbl;
     END IF;
     IF citus_table THEN
@@ -636,19 +671,20 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'Its rows are in shards that a trigger on this table does not see.',
                   HINT = pg_catalog.format('Load the rows, then remove near-duplicates with simhash_clusters(%L, %L, %s) '
-                                           '(see "Sharding with Citus" in the README).', tbl::text, col, k);
+                                           '(see "Sharding with Citus" in the README).', tbl::pg_catalog.text, col, k);
     END IF;
-    IF action IS NULL OR action NOT IN ('error', 'skip', 'report') THEN
+    IF action IS NULL OR NOT (action OPERATOR(pg_catalog.=) 'error' OR action OPERATOR(pg_catalog.=) 'skip'
+                              OR action OPERATOR(pg_catalog.=) 'report') THEN
         RAISE EXCEPTION 'invalid action "%" for simhash_add_dedup', action
             USING ERRCODE = 'invalid_parameter_value', HINT = 'The action is ''error'', ''skip'' or ''report''.';
     END IF;
-    IF report_table IS NOT NULL AND action <> 'report' THEN
+    IF report_table IS NOT NULL AND action OPERATOR(pg_catalog.<>) 'report' THEN
         RAISE EXCEPTION 'only action "report" takes a report table' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF deferred IS NULL THEN
         RAISE EXCEPTION 'deferred must be true or false, not NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF deferred AND (action = 'report' OR verify IS NOT NULL) THEN
+    IF deferred AND (action OPERATOR(pg_catalog.=) 'report' OR verify IS NOT NULL) THEN
         RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'' without verify'
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Use deferred => false (the check at each row) for action ''report'' or verify.';
@@ -656,43 +692,67 @@ BEGIN
     IF verify IS NOT NULL THEN
         -- The text column, checked as the trigger will check it (42703, 42804).
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k, verify, min_similarity, n);
-        verify_args := pg_catalog.format(', %L, %L, %L', 'verify=' || verify, 'min_similarity=' || min_similarity,
-                                         'n=' || n);
+        verify_args := pg_catalog.format(', %L, %L, %L', pg_catalog.format('verify=%s', verify),
+                                         pg_catalog.format('min_similarity=%s', min_similarity),
+                                         pg_catalog.format('n=%s', n));
     ELSE
         verify_args := '';
     END IF;
-    SELECT c.relname, n.nspname INTO rel_name, rel_schema
-    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
-    SELECT pg_catalog.string_agg(s || ';', E'\n') INTO statements FROM @extschema@.simhash_index_statements(tbl, col) s;
-    row_trigger := simhash_internal.simhash_index_name(rel_name || '_' || col, '_dedup');
-    notice_trigger := simhash_internal.simhash_index_name(rel_name || '_' || col, '_dedup_notice');
-    IF action = 'report' THEN
+    SELECT pg_catalog.string_agg(s OPERATOR(pg_catalog.||) ';', E'\n') INTO statements
+    FROM @extschema@.simhash_index_statements(tbl, col) s;
+    row_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup');
+    notice_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup_notice');
+    IF action OPERATOR(pg_catalog.=) 'report' THEN
         IF report_table IS NULL THEN
             report_name := pg_catalog.format('%I.%I', rel_schema,
                                              simhash_internal.simhash_index_name(rel_name, '_near_duplicates'));
         ELSE
             -- Schema-qualified (the table's schema by default), so that no search_path decides later.
             SELECT pg_catalog.string_agg(pg_catalog.quote_ident(part), '.') INTO report_name
-            FROM pg_catalog.unnest(CASE WHEN pg_catalog.array_length(pg_catalog.parse_ident(report_table), 1) = 1
-                                        THEN ARRAY[rel_schema::text] || pg_catalog.parse_ident(report_table)
+            FROM pg_catalog.unnest(CASE WHEN pg_catalog.array_length(pg_catalog.parse_ident(report_table), 1) OPERATOR(pg_catalog.=) 1
+                                        THEN pg_catalog.array_prepend(rel_schema::pg_catalog.text, pg_catalog.parse_ident(report_table))
                                         ELSE pg_catalog.parse_ident(report_table) END) part;
         END IF;
-        EXECUTE pg_catalog.format(
-            'CREATE TABLE IF NOT EXISTS %s (
-                relation regclass NOT NULL,
-                trigger_name name NOT NULL,
-                new_key text,
-                existing_key text,
-                distance integer NOT NULL,
-                new_fingerprint @extschema@.simhash64 NOT NULL,
-                reported_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-                similarity double precision)', report_name);
+        -- The trigger writes the report as the table's owner: a report table must be the owner's
+        -- (one another role made first would run that role's triggers and rules with the owner's
+        -- rights), a plain or partitioned table, and is made with the owner as its owner.
+        report_oid := pg_catalog.to_regclass(report_name)::pg_catalog.oid;
+        IF report_oid IS NULL THEN
+            EXECUTE pg_catalog.format(
+                'CREATE TABLE %s (
+                    relation pg_catalog.regclass NOT NULL,
+                    trigger_name pg_catalog.name NOT NULL,
+                    new_key pg_catalog.text,
+                    existing_key pg_catalog.text,
+                    distance pg_catalog.int4 NOT NULL,
+                    new_fingerprint @extschema@.simhash64 NOT NULL,
+                    reported_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+                    similarity pg_catalog.float8)', report_name);
+            report_oid := pg_catalog.to_regclass(report_name)::pg_catalog.oid;
+            SELECT c.relowner INTO report_owner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) report_oid;
+            IF report_owner OPERATOR(pg_catalog.<>) rel_owner THEN
+                EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO %I', report_name, pg_catalog.pg_get_userbyid(rel_owner));
+            END IF;
+        ELSE
+            SELECT c.relowner INTO report_owner FROM pg_catalog.pg_class c
+            WHERE c.oid OPERATOR(pg_catalog.=) report_oid
+              AND (c.relkind OPERATOR(pg_catalog.=) 'r'::pg_catalog.char OR c.relkind OPERATOR(pg_catalog.=) 'p'::pg_catalog.char);
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'report table % is not a table', report_name USING ERRCODE = 'wrong_object_type';
+            END IF;
+            IF report_owner OPERATOR(pg_catalog.<>) rel_owner THEN
+                RAISE EXCEPTION 'report table % is owned by role %, not by %, the owner of table %', report_name,
+                    pg_catalog.pg_get_userbyid(report_owner), pg_catalog.pg_get_userbyid(rel_owner), rel_name
+                    USING ERRCODE = 'insufficient_privilege',
+                          HINT = 'Use a report table of the table''s owner, or another name (report_table => ...).';
+            END IF;
+        END IF;
         IF verify IS NOT NULL AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
-                                              WHERE attrelid = report_name::pg_catalog.regclass
-                                                AND attname = 'similarity' AND NOT attisdropped) THEN
+                                              WHERE attrelid OPERATOR(pg_catalog.=) report_oid
+                                                AND attname OPERATOR(pg_catalog.=) 'similarity' AND NOT attisdropped) THEN
             -- A report table made before for a trigger without verification gets the column.
-            EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN similarity double precision', report_name);
+            EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN similarity pg_catalog.float8', report_name);
         END IF;
     END IF;
     -- Fire on every UPDATE, not UPDATE OF col: the fingerprint may be set by another BEFORE trigger
@@ -703,18 +763,19 @@ BEGIN
         'CREATE OR REPLACE TRIGGER %I %s INSERT OR UPDATE%s ON %s FOR EACH ROW
          EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s%s)',
         row_trigger, CASE WHEN deferred THEN 'AFTER' ELSE 'BEFORE' END, update_of, tbl, col, k, action,
-        CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END, verify_args);
+        CASE WHEN report_name IS NULL THEN '' ELSE pg_catalog.format(', %L', report_name) END, verify_args);
     -- (The deferred check reports the rows it skips at commit.)
-    IF action = 'skip' AND NOT deferred THEN
+    IF action OPERATOR(pg_catalog.=) 'skip' AND NOT deferred THEN
         EXECUTE pg_catalog.format(
             'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE%s ON %s FOR EACH STATEMENT
              EXECUTE FUNCTION @extschema@.simhash_dedup_notice()', notice_trigger, update_of, tbl);
-    ELSIF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid = tbl AND tgname = notice_trigger) THEN
+    ELSIF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid
+                                                      AND tgname OPERATOR(pg_catalog.=) notice_trigger) THEN
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', notice_trigger, tbl);
     END IF;
     IF NOT @extschema@.simhash_indexed(tbl, col) THEN
         RAISE WARNING 'column "%" of relation "%" has no simhash index: every row is checked with a sequential scan',
-            col, rel_name USING HINT = 'Create the indexes:' || E'\n' || statements;
+            col, rel_name USING HINT = pg_catalog.format(E'Create the indexes:\n%s', statements);
     END IF;
     RETURN row_trigger;
 END $$;

@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::config::{check_arguments, read_verify, Config, Verify};
 use super::messages::key_columns;
 use crate::pg::errors::{raise, spi_failure};
-use crate::pg::names::{qualified_name, quote_identifier};
+use crate::pg::names::{namespace_name, qualified_name, quote_identifier};
 
 /// Plans kept for the life of the backend, per trigger. The statement text is rebuilt on each call
 /// (cheap) and a new plan is prepared only when it changes (a new primary key, a renamed table).
@@ -42,12 +42,19 @@ pub(super) fn finish() {
     }
 }
 
-/// Runs `f` as `user`, like foreign-key checks do: with the table owner's rights and no forced RLS.
-unsafe fn as_user<T>(user: Oid, f: impl FnOnce() -> T) -> T {
+/// Runs `f` as `user`, like foreign-key checks do: with the table owner's rights and no forced
+/// RLS; and, like `CREATE INDEX` runs the owner's index expressions, in a security-restricted
+/// operation, so that nothing the owner's code (type output functions, triggers of the report
+/// table) leaves behind (a temporary object, a held cursor, a changed role) outlives the call and
+/// runs later with the inserting role's rights.
+pub(super) unsafe fn as_user<T>(user: Oid, f: impl FnOnce() -> T) -> T {
     unsafe {
         let (mut saved_user, mut saved_context) = (Oid::INVALID, 0);
         pg_sys::GetUserIdAndSecContext(&mut saved_user, &mut saved_context);
-        let context = saved_context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_NOFORCE_RLS) as i32;
+        let context = saved_context
+            | (pg_sys::SECURITY_LOCAL_USERID_CHANGE
+                | pg_sys::SECURITY_NOFORCE_RLS
+                | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32;
         pg_sys::SetUserIdAndSecContext(user, context);
         let result = f();
         pg_sys::SetUserIdAndSecContext(saved_user, saved_context);
@@ -116,7 +123,7 @@ unsafe fn lookup_statement(
     verify: Option<&Verify>,
 ) -> String {
     unsafe {
-        let s = quote_identifier(&CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy());
+        let s = quote_identifier(&namespace_name(schema));
         let column = format!("t.{}", quote_identifier(column));
         let key = key_columns(rel).expression();
         let table = qualified_name((*rel).rd_id);

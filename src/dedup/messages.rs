@@ -11,8 +11,9 @@ use super::config::Verify;
 use crate::pg::errors::raise;
 use crate::pg::names::{quote_identifier, relation_name};
 
-/// The violation of `error` (23505), named like a constraint's: the stored row's key (when the role
-/// may see it), the distance and the radius; `note` ends the DETAIL (empty, or a sentence).
+/// The violation of `error` (23505), named like a constraint's: the stored row's key, the distance
+/// and (verified) the similarity when the role may read the table's rows (`key_readable`), else
+/// only the radius; `note` ends the DETAIL (empty, or a sentence).
 ///
 /// # Safety
 ///
@@ -30,11 +31,28 @@ pub(super) unsafe fn raise_near_duplicate(
     note: &str,
 ) -> ! {
     unsafe {
+        let mut note = if note.is_empty() { String::new() } else { format!(" {note}") };
+        // A role that may not read the table's rows (no SELECT, or row-level security applies)
+        // learns no more than from a unique violation: that a stored row conflicts, not which one,
+        // how far it is or how similar its text is.
+        if !key_readable((*rel).rd_id) {
+            raise(
+                PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+                format!(
+                    "new row for relation \"{}\" is a near-duplicate and violates trigger \"{trigger_name}\"",
+                    relation_name(rel)
+                ),
+                Some(format!(
+                    "A stored row is within the radius {k} of the new row's {column} = {}.{note}",
+                    simhash_core::format_hex(fp)
+                )),
+                None,
+            )
+        }
         let existing = match existing_key {
             Some(key) => format!("Existing row {}", key_columns(rel).describe(key)),
             None => "A stored row".into(),
         };
-        let mut note = if note.is_empty() { String::new() } else { format!(" {note}") };
         if let Some((verify, similarity)) = verified {
             note = format!(
                 " Their {} texts have similarity {} (n = {}); the threshold is {}.{note}",

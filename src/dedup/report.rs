@@ -2,12 +2,16 @@
 //! the report table, through a prepared INSERT kept with the trigger's lookup plan.
 
 use super::config::Config;
-use super::lookup::{execute, prepare, Found, PLANS};
+use super::lookup::{as_user, execute, prepare, Found, PLANS};
+use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, trigger_name};
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::IntoDatum;
+use pgrx::PgSqlErrorCode;
 
-/// Records a near-duplicate in the report table, as the current user.
+/// Records a near-duplicate in the report table, as the table's owner (in a security-restricted
+/// operation: see `as_user`), who must own the report table: a report table of another role would
+/// run that role's triggers and rules with the owner's rights (42501).
 ///
 /// # Safety
 ///
@@ -24,7 +28,21 @@ pub(super) unsafe fn report(
     found: Found<'_>,
 ) {
     unsafe {
-        let table = qualified_name(config.report_table.expect("report has a table"));
+        let report_table = config.report_table.expect("report has a table");
+        let table = qualified_name(report_table);
+        let owner = table_owner(relid);
+        if table_owner(report_table) != owner {
+            raise(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "report table {table} of trigger \"{}\" is not owned by the owner of relation {}",
+                    trigger_name(trigger),
+                    qualified_name(relid)
+                ),
+                None,
+                Some("Give the report table to the table's owner (ALTER TABLE ... OWNER TO), or attach the constraint again with simhash_add_dedup.".into()),
+            );
+        }
         // The similarity column only with verification (report tables made before it lack it).
         let text = if config.verify.is_some() {
             format!(
@@ -53,7 +71,7 @@ pub(super) unsafe fn report(
                         pg_sys::FLOAT8OID,
                     ];
                     let types = &types[..if config.verify.is_some() { 7 } else { 6 }];
-                    let plan = prepare(&text, types);
+                    let plan = as_user(owner, || prepare(&text, types));
                     entry.report = Some((text, plan));
                     plan
                 }
@@ -73,6 +91,23 @@ pub(super) unsafe fn report(
             args.push(Datum::from(similarity.unwrap_or_default().to_bits()));
             nulls.push(similarity.is_none());
         }
-        execute(plan, &args, &nulls, 0);
+        as_user(owner, || execute(plan, &args, &nulls, 0));
+    }
+}
+
+/// The owner of relation `relid` (invalid if it does not exist).
+///
+/// # Safety
+///
+/// In a backend, inside a transaction.
+unsafe fn table_owner(relid: Oid) -> Oid {
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return Oid::INVALID;
+        }
+        let owner = (*(*rel).rd_rel).relowner;
+        pg_sys::RelationClose(rel);
+        owner
     }
 }

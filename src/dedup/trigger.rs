@@ -16,13 +16,23 @@ use super::messages::{column_datum, column_value, key_readable, raise_near_dupli
 use super::pending::{identity, remember, remember_row, updates_older_row, Pending, WrittenRow};
 use super::report::report;
 use crate::pg::errors::{raise, warn};
-use crate::pg::names::{qualified_name, quote_identifier, relation_name, trigger_name};
+use crate::pg::names::{
+    namespace_name, qualified_name, quote_identifier, relation_name, require_relation, trigger_name,
+};
+
+/// Rows of one table dropped by `skip`.
+struct Skipped {
+    relation: String,
+    trigger: String,
+    count: u64,
+}
 
 /// What one transaction has done so far; cleared when it ends.
 #[derive(Default)]
 struct TransactionState {
-    /// Rows dropped by `skip`, per table, not yet reported by `simhash_dedup_notice()`.
-    skipped: HashMap<Oid, (String, u64)>,
+    /// Rows dropped by `skip`, per table (its name, taken while it was open: the table may be
+    /// dropped before the notice), not yet reported by `simhash_dedup_notice()`.
+    skipped: HashMap<Oid, Skipped>,
 }
 
 /// Forgets what this transaction did (it ended).
@@ -160,8 +170,12 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             Action::Skip => {
                 TRANSACTION.with(|t| {
                     let mut t = t.borrow_mut();
-                    let entry = t.skipped.entry(relid).or_insert_with(|| (trigger_name(trigger), 0));
-                    entry.1 += 1;
+                    let entry = t.skipped.entry(relid).or_insert_with(|| Skipped {
+                        relation: relation_name(rel),
+                        trigger: trigger_name(trigger),
+                        count: 0,
+                    });
+                    entry.count += 1;
                 });
                 Some(Datum::from(0usize))
             }
@@ -303,11 +317,12 @@ pub unsafe extern "C-unwind" fn simhash_dedup_notice(fcinfo: pg_sys::FunctionCal
             protocol_violation("simhash_dedup_notice: must be fired AFTER each statement");
         }
         // All counts, not only this table's: rows routed to partitions are counted per partition.
-        let skipped: Vec<(Oid, (String, u64))> = TRANSACTION.with(|t| t.borrow_mut().skipped.drain().collect());
-        for (relid, (trigger, count)) in skipped {
+        let skipped: Vec<Skipped> = TRANSACTION.with(|t| t.borrow_mut().skipped.drain().map(|(_, s)| s).collect());
+        for Skipped { relation, trigger, count } in skipped {
             let rows = if count == 1 { "row" } else { "rows" };
-            let name = CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy().into_owned();
-            notice!("simhash: skipped {count} near-duplicate {rows} of relation \"{name}\" (trigger \"{trigger}\")");
+            notice!(
+                "simhash: skipped {count} near-duplicate {rows} of relation \"{relation}\" (trigger \"{trigger}\")"
+            );
         }
         Datum::from(0usize)
     }
@@ -411,7 +426,7 @@ unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, con
             &format!(
                 "SELECT pg_catalog.string_agg(s, E';\\n') OPERATOR(pg_catalog.||) ';' \
                  FROM {}.simhash_index_statements($1, $2) s",
-                quote_identifier(&CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy())
+                quote_identifier(&namespace_name(schema))
             ),
             &[(*rel).rd_id.into(), config.column.as_str().into()],
         )
@@ -437,6 +452,7 @@ fn simhash_indexed(tbl: Oid, col: &CStr, fcinfo: pg_sys::FunctionCallInfo) -> bo
     // `col` is a `name`: a NUL-terminated NameData, read as a C string.
     unsafe {
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
+        require_relation(tbl);
         let attnum = pg_sys::get_attnum(tbl, col.as_ptr());
         let col = col.to_string_lossy();
         if attnum <= 0 {

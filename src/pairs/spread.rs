@@ -184,10 +184,8 @@ pub(super) unsafe fn spread_pairs(
             };
         // The functions the workers run, from 0.6.0 on (a library newer than the extension's
         // objects runs them until ALTER EXTENSION simhash UPDATE).
-        let ext_schema = quote_identifier(
-            &CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid)))
-                .to_string_lossy(),
-        );
+        let ext_schema =
+            quote_identifier(&crate::pg::names::namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid)));
         let functions = [
             format!("{ext_schema}.simhash_pair_keys({ext_schema}.simhash64, pg_catalog.int4)"),
             format!(
@@ -213,7 +211,7 @@ pub(super) unsafe fn spread_pairs(
         if !crate::pg::compat::may_create_in_schema(namespace, pg_sys::GetUserId()) {
             return on_coordinator("the workers need a work table in its schema, where the user may not create one");
         }
-        let schema = CStr::from_ptr(pg_sys::get_namespace_name(namespace)).to_string_lossy().into_owned();
+        let schema = crate::pg::names::namespace_name(namespace);
         // Unique among this node's backends (the pid) and, for names made on other nodes or left
         // by anyone, very likely (the clock).
         let pid = pg_sys::MyProcPid;

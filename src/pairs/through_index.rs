@@ -50,14 +50,14 @@ impl TableSource {
     ) -> Result<TableSource, String> {
         unsafe {
             // Locked first, so that what is read of the catalog below stays true until the end.
-            let rel = pg_sys::relation_open(tbl, pg_sys::AccessShareLock as i32);
+            let rel = crate::pg::names::open_relation(tbl, pg_sys::AccessShareLock);
             match Self::usable_index(rel, fp_column, id_column, k, fcinfo) {
                 Some((index, fp_attnum, id_attnum, id_type)) => {
                     pgrx::debug1!(
                         "simhash: the pairs of column \"{}\" of \"{}\" are read through index \"{}\"",
                         fp_column.to_string_lossy(),
                         qualified_name(tbl),
-                        CStr::from_ptr(pg_sys::get_rel_name(index)).to_string_lossy()
+                        crate::pg::names::rel_name(index)
                     );
                     Ok(TableSource { rel, index, fp_attnum, id_attnum, id_type })
                 }

@@ -1,0 +1,842 @@
+-- simhash: near-duplicate text detection (install script source; see README.md, Reference).
+-- Every object is declared here by hand; the C symbols are the Rust functions in src/, each
+-- exported as <name>_wrapper by pgrx.
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION simhash" to load this file. \quit
+
+-- ---------------------------------------------------------------------------------------------
+-- The private schema
+-- ---------------------------------------------------------------------------------------------
+
+-- Functions that only the extension's own objects call (the type's I/O and comparison functions,
+-- the radius comparisons and their planner support, the aggregate's support functions, helpers of
+-- the PL/pgSQL functions) live in simhash_internal, out of users' search_path: their names and
+-- signatures are not part of the SQL surface and may change in any release. Everything a user
+-- calls is in the extension's schema.
+CREATE SCHEMA simhash_internal;
+GRANT USAGE ON SCHEMA simhash_internal TO PUBLIC;
+COMMENT ON SCHEMA simhash_internal IS 'internal functions of the simhash extension (not for direct use)';
+
+-- ---------------------------------------------------------------------------------------------
+-- simhash64 type
+-- ---------------------------------------------------------------------------------------------
+
+CREATE TYPE simhash64;
+
+CREATE FUNCTION simhash_internal.simhash64_in(cstring) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash64_in_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash64_out(simhash64) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'simhash64_out_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash64_recv(internal) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash64_recv_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash64_send(simhash64) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'simhash64_send_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Like int8: 8 bytes, passed by value, double alignment.
+CREATE TYPE simhash64 (
+    INPUT = simhash_internal.simhash64_in,
+    OUTPUT = simhash_internal.simhash64_out,
+    RECEIVE = simhash_internal.simhash64_recv,
+    SEND = simhash_internal.simhash64_send,
+    INTERNALLENGTH = 8,
+    PASSEDBYVALUE,
+    ALIGNMENT = double,
+    STORAGE = plain
+);
+
+COMMENT ON TYPE simhash64 IS '64-bit SimHash fingerprint; text form is 16 hex digits';
+
+-- simhash64 comparison: equality and hashing are int8's (same 64 bits); order is unsigned,
+-- so that ORDER BY agrees with the hex text.
+
+CREATE FUNCTION simhash_internal.simhash64_eq(simhash64, simhash64) RETURNS boolean
+    AS 'int8eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_ne(simhash64, simhash64) RETURNS boolean
+    AS 'int8ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_lt(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_lt_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_le(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_le_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_gt(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_gt_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_ge(simhash64, simhash64) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash64_ge_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_cmp(simhash64, simhash64) RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash64_cmp_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_hash(simhash64) RETURNS integer
+    AS 'hashint8' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION simhash_internal.simhash64_hash_extended(simhash64, bigint) RETURNS bigint
+    AS 'hashint8extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+CREATE OPERATOR = (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_eq,
+    COMMUTATOR = =, NEGATOR = <>, RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES
+);
+CREATE OPERATOR <> (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_ne,
+    COMMUTATOR = <>, NEGATOR = =, RESTRICT = neqsel, JOIN = neqjoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_lt,
+    COMMUTATOR = >, NEGATOR = >=, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_le,
+    COMMUTATOR = >=, NEGATOR = >, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_gt,
+    COMMUTATOR = <, NEGATOR = <=, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash64_ge,
+    COMMUTATOR = <=, NEGATOR = <, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+
+CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING btree AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >,
+    FUNCTION 1 simhash_internal.simhash64_cmp(simhash64, simhash64),
+    -- equality is bitwise, so B-tree deduplication is safe
+    FUNCTION 4 btequalimage(oid);
+
+CREATE OPERATOR CLASS simhash64_hash_ops DEFAULT FOR TYPE simhash64 USING hash AS
+    OPERATOR 1 =,
+    FUNCTION 1 simhash_internal.simhash64_hash(simhash64),
+    FUNCTION 2 simhash_internal.simhash64_hash_extended(simhash64, bigint);
+
+-- simhash64 casts: int8 is the same 64 bits (two's complement); bit(64) lists them most
+-- significant first.
+
+CREATE CAST (simhash64 AS bigint) WITHOUT FUNCTION;
+CREATE CAST (bigint AS simhash64) WITHOUT FUNCTION;
+
+CREATE FUNCTION simhash_internal.simhash64_to_bit(simhash64) RETURNS bit
+    AS $$ SELECT $1::bigint::bit(64) $$ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash64_from_bit(bit) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash64_from_bit_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE CAST (simhash64 AS bit) WITH FUNCTION simhash_internal.simhash64_to_bit(simhash64);
+CREATE CAST (bit AS simhash64) WITH FUNCTION simhash_internal.simhash64_from_bit(bit);
+
+-- ---------------------------------------------------------------------------------------------
+-- Hamming distance
+-- ---------------------------------------------------------------------------------------------
+
+-- The result of hamming() and <~> is an integer; the domain only lets the comparisons below
+-- carry the planner support that turns radius tests into index lookups.
+CREATE DOMAIN simhash_distance AS integer;
+
+CREATE FUNCTION hamming(simhash64, simhash64) RETURNS simhash_distance
+    AS 'MODULE_PATHNAME', 'hamming_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+CREATE OPERATOR <~> (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = hamming, COMMUTATOR = <~>
+);
+
+CREATE FUNCTION simhash_internal.simhash_distance_support(internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'simhash_distance_support_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- distance <= k, distance < k, and the commuted k >= distance, k > distance: PostgreSQL's own
+-- integer comparisons plus the support function (src/lookup/support.rs). One set per type of k:
+-- integer, bigint, smallint (what some drivers send), and simhash_distance itself, which is what an
+-- untyped literal or parameter (`<= '3'`) resolves to.
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, integer) RETURNS boolean
+    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, integer) RETURNS boolean
+    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(integer, simhash_distance) RETURNS boolean
+    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(integer, simhash_distance) RETURNS boolean
+    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, bigint) RETURNS boolean
+    AS 'int48le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, bigint) RETURNS boolean
+    AS 'int48lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(bigint, simhash_distance) RETURNS boolean
+    AS 'int84ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(bigint, simhash_distance) RETURNS boolean
+    AS 'int84gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, smallint) RETURNS boolean
+    AS 'int42le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, smallint) RETURNS boolean
+    AS 'int42lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(smallint, simhash_distance) RETURNS boolean
+    AS 'int24ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(smallint, simhash_distance) RETURNS boolean
+    AS 'int24gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_le_commuted(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+CREATE FUNCTION simhash_internal.simhash_distance_lt_commuted(simhash_distance, simhash_distance) RETURNS boolean
+    AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF SUPPORT simhash_internal.simhash_distance_support;
+
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_internal.simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = integer, FUNCTION = simhash_internal.simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = integer, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_internal.simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = bigint, FUNCTION = simhash_internal.simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = bigint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_internal.simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = smallint, FUNCTION = simhash_internal.simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = smallint, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le,
+    COMMUTATOR = >=, RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt,
+    COMMUTATOR = >, RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_le_commuted,
+    COMMUTATOR = <=, RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = simhash_distance, RIGHTARG = simhash_distance, FUNCTION = simhash_internal.simhash_distance_lt_commuted,
+    COMMUTATOR = <, RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+
+-- ---------------------------------------------------------------------------------------------
+-- Fingerprinting and segments
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION simhash(text) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION simhash(text, top_n integer) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_top_n_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION simhash_ngrams(text, n integer DEFAULT 3) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_ngrams_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 500;
+
+CREATE FUNCTION minhash64(text, n integer DEFAULT 3, hashes_per_bit integer DEFAULT 1) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'minhash64_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 200;
+
+CREATE FUNCTION simhash_fold(text) RETURNS text
+    AS 'MODULE_PATHNAME', 'simhash_fold_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 100;
+
+-- The exact similarity of two texts, to verify candidates within the radius (src/similarity.rs).
+-- COST: evaluated after the radius test, on the rows within k only.
+CREATE FUNCTION simhash_similarity(a text, b text, n integer DEFAULT 3) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_similarity_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 2000;
+
+CREATE FUNCTION simhash_containment(a text, b text, n integer DEFAULT 3) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_containment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 2000;
+
+-- Custom weighted features, and what went into simhash(text).
+CREATE FUNCTION simhash(features text[], weights double precision[]) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_weighted_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION simhash_internal.simhash_agg_transition(bigint[], text, double precision) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'simhash_agg_transition_wrapper' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_agg_combine(bigint[], bigint[]) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'simhash_agg_combine_wrapper' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_agg_final(bigint[]) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_agg_final_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE AGGREGATE simhash_agg(feature text, weight double precision) (
+    SFUNC = simhash_internal.simhash_agg_transition,
+    STYPE = bigint[],
+    COMBINEFUNC = simhash_internal.simhash_agg_combine,
+    FINALFUNC = simhash_internal.simhash_agg_final,
+    PARALLEL = SAFE
+);
+
+CREATE FUNCTION simhash_features(text) RETURNS TABLE (feature text, weight double precision, hash simhash64)
+    AS 'MODULE_PATHNAME', 'simhash_features_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 50;
+
+CREATE FUNCTION simhash_segment(simhash64, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash_segment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Candidate sets for radius lookups (src/probes.rs): what the planner rewrite probes with.
+CREATE FUNCTION simhash_segment_probes(simhash64, integer, integer) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_segment_probes_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_bands(simhash64) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_bands_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_band_probes(simhash64, integer) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_band_probes_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Batch near-duplicate pairs (src/pairs.rs)
+-- ---------------------------------------------------------------------------------------------
+
+-- query returns (id, fingerprint): any integer id, any simhash64 column or expression.
+CREATE FUNCTION simhash_pairs(query text, k integer)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- A table's column: read through the column's simhash index where it has one (k <= 11), else as
+-- simhash_pairs('SELECT id_column, fp_column FROM tbl', k).
+CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, id_column name DEFAULT 'id')
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_pairs_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION simhash_clusters(query text, k integer)
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_clusters_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, id_column name DEFAULT 'id')
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_clusters_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- Pairs spread over machines (src/pairs/spread.rs): a fingerprint's keys for pairs within k, and
+-- the pairs within k among the rows of one key that are reported under it. simhash_pairs and
+-- simhash_clusters of a Citus table run them on the workers; they are plain functions too.
+CREATE FUNCTION simhash_pair_keys(fp simhash64, k integer) RETURNS integer[]
+    AS 'MODULE_PATHNAME', 'simhash_pair_keys_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_key_pairs(key integer, ids bigint[], fps simhash64[], k integer, links_only boolean DEFAULT false)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_key_pairs_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Verified pairs: the query returns (id, fingerprint, text), ids unique; a pair within k is
+-- returned only if simhash_similarity(text_a, text_b, n) >= min_similarity. The fingerprint pairs
+-- are found as above; their texts are then joined in (the query runs twice: once for the
+-- fingerprints, once, materialized, for the texts) and compared, within work_mem (spilling to disk).
+CREATE FUNCTION simhash_pairs(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    -- On its own lines, without a trailing semicolon, as simhash_pairs(query, k) reads it.
+    q text := pg_catalog.rtrim(query, E' \t\r\n;');
+BEGIN
+    IF NOT (min_similarity BETWEEN 0 AND 1) THEN
+        RAISE EXCEPTION 'min_similarity % is out of range for near-duplicate pairs', min_similarity
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
+    END IF;
+    IF n < 1 OR n > 32 THEN
+        RAISE EXCEPTION 'shingle length % is out of range for near-duplicate pairs', n
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
+    END IF;
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'WITH t AS MATERIALIZED (SELECT q.id::pg_catalog.int8 AS id, q.body::pg_catalog.text AS body FROM (
+%s
+         ) q(id, fp, body))
+         SELECT p.id_a, p.id_b, p.distance, s.similarity
+         FROM @extschema@.simhash_pairs(%L, $1) p
+         JOIN t a ON a.id OPERATOR(pg_catalog.=) p.id_a
+         JOIN t b ON b.id OPERATOR(pg_catalog.=) p.id_b
+         CROSS JOIN LATERAL (SELECT @extschema@.simhash_similarity(a.body, b.body, $3)) s(similarity)
+         WHERE s.similarity OPERATOR(pg_catalog.>=) $2',
+        q, pg_catalog.format(E'SELECT q.id, q.fp FROM (\n%s\n) q(id, fp, body)', q))
+        USING k, min_similarity, n;
+END $$;
+
+-- A table's column: on a Citus table distributed by id_column, the pairs are found on the workers
+-- (simhash_pairs of the table), and their texts are joined in and compared on the workers, in two
+-- work tables co-located with the table (created in its schema and dropped before returning), so
+-- that only verified pairs reach the coordinator. Elsewhere as the query form.
+CREATE FUNCTION simhash_pairs(tbl regclass, fp_column name, k integer, text_column name,
+                              min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer, similarity double precision)
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    by_id boolean := false;
+    schema name;
+    rel name;
+    id_type text;
+    work text;
+    pairs text;
+    texts text;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
+       AND min_similarity BETWEEN 0 AND 1 AND n BETWEEN 1 AND 32 THEN
+        -- (pg_dist_partition, column_to_column_name and citus_is_coordinator are Citus'; named
+        -- only where it is installed; the arguments' errors are the query form's)
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1
+                                AND partmethod OPERATOR(pg_catalog.=) ''h''
+                                AND pg_catalog.column_to_column_name(logicalrelid, partkey) OPERATOR(pg_catalog.=) $2)'
+            INTO by_id USING tbl, id_column;
+    END IF;
+    SELECT ns.nspname, c.relname INTO schema, rel
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
+    WHERE c.oid OPERATOR(pg_catalog.=) tbl;
+    IF by_id AND (k > 11 OR pg_catalog.current_setting('transaction_read_only')::boolean
+                  OR NOT pg_catalog.has_schema_privilege(schema, 'CREATE')) THEN
+        RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on the coordinator, with all its texts in memory', tbl
+            USING DETAIL = 'The workers verify pairs within at most 11, in a transaction that may write, '
+                           'with CREATE on the table''s schema for two work tables.';
+        by_id := false;
+    ELSIF by_id THEN
+        EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO by_id;
+        IF NOT by_id THEN
+            RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on this node, with all its texts in memory', tbl
+                USING DETAIL = 'The workers verify pairs where the query runs on the coordinator.';
+        END IF;
+    END IF;
+    IF NOT by_id THEN
+        RETURN QUERY SELECT * FROM @extschema@.simhash_pairs(
+            pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n);
+        RETURN;
+    END IF;
+    SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO id_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = id_column;
+    work := 'simhash_verify_' || pg_catalog.pg_backend_pid() || '_' || (pg_catalog.random() OPERATOR(pg_catalog.*) 1e9)::bigint;
+    pairs := pg_catalog.format('%I.%I', schema, work || '_a');
+    texts := pg_catalog.format('%I.%I', schema, work || '_b');
+    -- The pairs, with the shard of their first row ...
+    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_a %s NOT NULL, id_b %s NOT NULL, distance integer NOT NULL)',
+                              pairs, id_type, id_type);
+    PERFORM pg_catalog.create_distributed_table(pairs, 'id_a', colocate_with => pg_catalog.format('%I.%I', schema, rel));
+    EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_a, p.id_b, p.distance FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L) p',
+                              pairs, tbl, fp_column, k, id_column);
+    -- ... with the first row's text, moved to the shard of the second ...
+    EXECUTE pg_catalog.format('CREATE UNLOGGED TABLE %s (id_b %s NOT NULL, id_a %s NOT NULL, distance integer NOT NULL, body_a text)',
+                              texts, id_type, id_type);
+    PERFORM pg_catalog.create_distributed_table(texts, 'id_b', colocate_with => pg_catalog.format('%I.%I', schema, rel));
+    EXECUTE pg_catalog.format('INSERT INTO %s SELECT p.id_b, p.id_a, p.distance, t.%I::pg_catalog.text FROM %s p JOIN %s t ON t.%I OPERATOR(pg_catalog.=) p.id_a',
+                              texts, text_column, pairs, tbl, id_column);
+    -- ... compared there with the second's.
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT s.id_a::pg_catalog.int8, s.id_b::pg_catalog.int8, s.distance, s.similarity FROM (
+             SELECT p.id_a, p.id_b, p.distance, @extschema@.simhash_similarity(p.body_a, t.%I::pg_catalog.text, $2) AS similarity
+             FROM %s p JOIN %s t ON t.%I OPERATOR(pg_catalog.=) p.id_b) s
+         WHERE s.similarity OPERATOR(pg_catalog.>=) $1',
+        text_column, texts, tbl, id_column) USING min_similarity, n;
+    EXECUTE pg_catalog.format('DROP TABLE %s, %s', pairs, texts);
+END $$;
+
+-- The groups of any (id_a, id_b) pairs: each id with the smallest id of its group.
+CREATE FUNCTION simhash_clusters_from_pairs(query text)
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_clusters_from_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION simhash_clusters(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
+    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L, %s, %L::pg_catalog.float8, %s)',
+        query, k, min_similarity, n))
+$$;
+
+-- A table's column: the groups of its verified pairs (on the workers for a Citus table, as above).
+CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, text_column name,
+                                 min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
+RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
+    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
+        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L, %s, %L, %L::pg_catalog.float8, %L, %s)',
+        tbl, fp_column, k, text_column, min_similarity, id_column, n))
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- The simhash index access method (src/index/)
+-- ---------------------------------------------------------------------------------------------
+
+-- A radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k, and what the planner
+-- rewrite turns that test into where the column has a simhash index.
+CREATE TYPE simhash_ball AS (center simhash64, radius integer);
+CREATE FUNCTION simhash_ball(center simhash64, radius integer) RETURNS simhash_ball
+    AS $$ SELECT ROW(center, radius)::@extschema@.simhash_ball $$ LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- Estimates: the share of uniform fingerprints within the radius (src/index/selectivity.rs).
+CREATE FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_ball_sel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_ball_joinsel(internal, oid, internal, smallint, internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_ball_joinsel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <@ (
+    LEFTARG = simhash64, RIGHTARG = simhash_ball, FUNCTION = simhash_internal.simhash_within_ball,
+    RESTRICT = simhash_internal.simhash_ball_sel, JOIN = simhash_internal.simhash_ball_joinsel
+);
+
+-- The same distance as a plain integer, for ORDER BY fp <-> q: the form a simhash index serves
+-- (an ORDER BY of <~>'s domain sorts as its base type integer, which hides the operator from
+-- the index).
+CREATE FUNCTION simhash_internal.simhash_distance_integer(simhash64, simhash64) RETURNS integer
+    AS 'MODULE_PATHNAME', 'hamming_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE OPERATOR <-> (
+    LEFTARG = simhash64, RIGHTARG = simhash64, FUNCTION = simhash_internal.simhash_distance_integer,
+    COMMUTATOR = <->
+);
+
+CREATE FUNCTION simhash_internal.simhash_amhandler(internal) RETURNS index_am_handler
+    AS 'MODULE_PATHNAME', 'simhash_amhandler' LANGUAGE C;
+CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandler;
+-- Strategy 1: radius tests; 2: ORDER BY fp <-> q, nearest first (<->, not <~>: see above).
+CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
+    OPERATOR 1 <@ (simhash64, simhash_ball),
+    OPERATOR 2 <-> (simhash64, simhash64) FOR ORDER BY integer_ops;
+-- The structure of a simhash index, checked (as amcheck checks a B-tree); the number of rows in it.
+CREATE FUNCTION simhash_index_check(index regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'simhash_index_check_wrapper' LANGUAGE C STRICT;
+-- (like amcheck's functions: it locks the index against writers while it runs)
+REVOKE EXECUTE ON FUNCTION simhash_index_check(regclass) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------
+-- Index helpers
+-- ---------------------------------------------------------------------------------------------
+
+-- An index name of at most 63 bytes (NAMEDATALEN - 1) that keeps its suffix: the prefix is cut,
+-- a whole character at a time, so that the four segment indexes never collide.
+CREATE FUNCTION simhash_internal.simhash_index_name(prefix text, suffix text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+BEGIN
+    WHILE pg_catalog.octet_length(prefix || suffix) > 63 LOOP
+        prefix := pg_catalog.left(prefix, -1);
+    END LOOP;
+    RETURN prefix || suffix;
+END $$;
+
+-- The recommended index definitions for a simhash64 column, as statements to run as they are or,
+-- with concurrently => true, through psql's \gexec (CREATE INDEX CONCURRENTLY cannot run inside a
+-- function). method 'btree': four B-trees on simhash_segment(col, 0..3) that INCLUDE col, so that
+-- the SimHash Radius Scan checks distances inside them (src/lookup/); 'btree_compact': the
+-- same B-trees without col (about a quarter of the size; the planner uses a BitmapOr over them);
+-- 'gin': one GIN index on simhash_bands(col).
+CREATE FUNCTION simhash_index_statements(tbl regclass, col name, method text DEFAULT 'btree',
+                                         concurrently boolean DEFAULT false)
+RETURNS SETOF text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    col_type regtype;
+    rel_name name;
+    how text := CASE WHEN simhash_index_statements.concurrently THEN 'CONCURRENTLY ' ELSE '' END;
+BEGIN
+    SELECT a.atttypid::regtype, c.relname INTO col_type, rel_name
+    FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation % does not exist', col, tbl USING ERRCODE = 'undefined_column';
+    END IF;
+    -- simhash64 or a domain over it (@extschema@ is replaced, already quoted, at CREATE EXTENSION)
+    IF col_type <> '@extschema@.simhash64'::regtype AND
+       (SELECT typbasetype FROM pg_catalog.pg_type WHERE oid = col_type) <> '@extschema@.simhash64'::regtype THEN
+        RAISE EXCEPTION 'column "%" of relation % is of type %, not simhash64', col, tbl, col_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF method IN ('btree', 'btree_compact') THEN
+        FOR n IN 0..3 LOOP
+            RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I, %s))%s',
+                how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_segment_' || n), tbl, col, n,
+                CASE WHEN method = 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
+        END LOOP;
+    ELSIF method = 'simhash' THEN
+        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING simhash (%I)',
+            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_simhash'), tbl, col);
+    ELSIF method = 'gin' THEN
+        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
+            how, simhash_internal.simhash_index_name(rel_name || '_' || col, '_bands'), tbl, col);
+    ELSE
+        RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones), ''gin'' (one bands index) or ''simhash'' (the extension''s own index).';
+    END IF;
+END $$;
+
+-- Creates the recommended indexes (not concurrently) and returns the statements it ran.
+CREATE FUNCTION simhash_create_indexes(tbl regclass, col name, method text DEFAULT 'btree')
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    statement text;
+BEGIN
+    FOR statement IN SELECT @extschema@.simhash_index_statements(tbl, col, method) LOOP
+        EXECUTE statement;
+        RETURN NEXT statement;
+    END LOOP;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Near-duplicate constraint (src/dedup/)
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION simhash_indexed(tbl regclass, col name) RETURNS boolean
+STRICT STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_indexed_wrapper';
+
+CREATE FUNCTION simhash_dedup_lookup(tbl regclass, col name, k integer, verify name DEFAULT NULL,
+                                     min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3) RETURNS text
+STABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_lookup_wrapper';
+
+-- The argument checks of simhash_add_dedup (the limits live in src/dedup/config.rs).
+CREATE FUNCTION simhash_internal.simhash_dedup_check(function text, k integer, verify name,
+                                                      min_similarity double precision, n integer) RETURNS void
+IMMUTABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_check_wrapper';
+
+CREATE FUNCTION simhash_dedup_trigger() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_trigger';
+
+CREATE FUNCTION simhash_dedup_notice() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
+
+-- Attaches the near-duplicate constraint to tbl.col: the row trigger, the statement trigger that
+-- reports skipped rows (action 'skip'), and the report table (action 'report'; default name
+-- <table>_near_duplicates, created if missing). Calling it again replaces the triggers. Returns the
+-- row trigger's name.
+-- With verify (a text column), a row within k is a near-duplicate only if
+-- simhash_similarity(its text, the stored row's text, n) >= min_similarity.
+-- With deferred, the rows are checked when the transaction commits, all together (an AFTER row
+-- trigger remembers them; actions 'error' and 'skip', without verify).
+CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
+                                  report_table text DEFAULT NULL, verify name DEFAULT NULL,
+                                  min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3,
+                                  deferred boolean DEFAULT false)
+-- (extra_float_digits: min_similarity goes into the trigger arguments as text, every digit kept)
+RETURNS name LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
+DECLARE
+    rel_name name;
+    rel_schema name;
+    row_trigger name;
+    notice_trigger name;
+    report_name text;
+    statements text;
+    update_of text;
+    verify_args text;
+    citus_table boolean := false;
+BEGIN
+    -- The radius, and with verify the threshold and the shingle length (22023).
+    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
+    -- A Citus table's rows are in its shards, which a trigger here would not see (0A000).
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+            INTO citus_table USING tbl;
+    END IF;
+    IF citus_table THEN
+        RAISE EXCEPTION 'the near-duplicate constraint is not supported on Citus table %', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its rows are in shards that a trigger on this table does not see.',
+                  HINT = pg_catalog.format('Load the rows, then remove near-duplicates with simhash_clusters(%L, %L, %s) '
+                                           '(see "Sharding with Citus" in the README).', tbl::text, col, k);
+    END IF;
+    IF action IS NULL OR action NOT IN ('error', 'skip', 'report') THEN
+        RAISE EXCEPTION 'invalid action "%" for simhash_add_dedup', action
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The action is ''error'', ''skip'' or ''report''.';
+    END IF;
+    IF report_table IS NOT NULL AND action <> 'report' THEN
+        RAISE EXCEPTION 'only action "report" takes a report table' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF deferred IS NULL THEN
+        RAISE EXCEPTION 'deferred must be true or false, not NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF deferred AND (action = 'report' OR verify IS NOT NULL) THEN
+        RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'' without verify'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Use deferred => false (the check at each row) for action ''report'' or verify.';
+    END IF;
+    IF verify IS NOT NULL THEN
+        -- The text column, checked as the trigger will check it (42703, 42804).
+        PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k, verify, min_similarity, n);
+        verify_args := pg_catalog.format(', %L, %L, %L', 'verify=' || verify, 'min_similarity=' || min_similarity,
+                                         'n=' || n);
+    ELSE
+        verify_args := '';
+    END IF;
+    SELECT c.relname, n.nspname INTO rel_name, rel_schema
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
+    SELECT pg_catalog.string_agg(s || ';', E'\n') INTO statements FROM @extschema@.simhash_index_statements(tbl, col) s;
+    row_trigger := simhash_internal.simhash_index_name(rel_name || '_' || col, '_dedup');
+    notice_trigger := simhash_internal.simhash_index_name(rel_name || '_' || col, '_dedup_notice');
+    IF action = 'report' THEN
+        IF report_table IS NULL THEN
+            report_name := pg_catalog.format('%I.%I', rel_schema,
+                                             simhash_internal.simhash_index_name(rel_name, '_near_duplicates'));
+        ELSE
+            -- Schema-qualified (the table's schema by default), so that no search_path decides later.
+            SELECT pg_catalog.string_agg(pg_catalog.quote_ident(part), '.') INTO report_name
+            FROM pg_catalog.unnest(CASE WHEN pg_catalog.array_length(pg_catalog.parse_ident(report_table), 1) = 1
+                                        THEN ARRAY[rel_schema::text] || pg_catalog.parse_ident(report_table)
+                                        ELSE pg_catalog.parse_ident(report_table) END) part;
+        END IF;
+        EXECUTE pg_catalog.format(
+            'CREATE TABLE IF NOT EXISTS %s (
+                relation regclass NOT NULL,
+                trigger_name name NOT NULL,
+                new_key text,
+                existing_key text,
+                distance integer NOT NULL,
+                new_fingerprint @extschema@.simhash64 NOT NULL,
+                reported_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+                similarity double precision)', report_name);
+        IF verify IS NOT NULL AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
+                                              WHERE attrelid = report_name::pg_catalog.regclass
+                                                AND attname = 'similarity' AND NOT attisdropped) THEN
+            -- A report table made before for a trigger without verification gets the column.
+            EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN similarity double precision', report_name);
+        END IF;
+    END IF;
+    -- Fire on every UPDATE, not UPDATE OF col: the fingerprint may be set by another BEFORE trigger
+    -- or be a generated column; the trigger skips rows whose fingerprint did not change.
+    update_of := '';
+    -- Deferred: AFTER the row is written, which gives the trigger the row's place, to check at commit.
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE TRIGGER %I %s INSERT OR UPDATE%s ON %s FOR EACH ROW
+         EXECUTE FUNCTION @extschema@.simhash_dedup_trigger(%L, %L, %L%s%s)',
+        row_trigger, CASE WHEN deferred THEN 'AFTER' ELSE 'BEFORE' END, update_of, tbl, col, k, action,
+        CASE WHEN report_name IS NULL THEN '' ELSE ', ' || pg_catalog.quote_literal(report_name) END, verify_args);
+    -- (The deferred check reports the rows it skips at commit.)
+    IF action = 'skip' AND NOT deferred THEN
+        EXECUTE pg_catalog.format(
+            'CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE%s ON %s FOR EACH STATEMENT
+             EXECUTE FUNCTION @extschema@.simhash_dedup_notice()', notice_trigger, update_of, tbl);
+    ELSIF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid = tbl AND tgname = notice_trigger) THEN
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', notice_trigger, tbl);
+    END IF;
+    IF NOT @extschema@.simhash_indexed(tbl, col) THEN
+        RAISE WARNING 'column "%" of relation "%" has no simhash index: every row is checked with a sequential scan',
+            col, rel_name USING HINT = 'Create the indexes:' || E'\n' || statements;
+    END IF;
+    RETURN row_trigger;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Comments
+-- ---------------------------------------------------------------------------------------------
+
+COMMENT ON DOMAIN simhash_distance IS 'number of differing bits between two simhash64 values (0..64)';
+COMMENT ON OPERATOR < (simhash64, simhash64) IS 'less than, in unsigned order (as the hex text sorts)';
+COMMENT ON OPERATOR <= (simhash64, simhash64) IS 'less than or equal, in unsigned order';
+COMMENT ON OPERATOR > (simhash64, simhash64) IS 'greater than, in unsigned order';
+COMMENT ON OPERATOR >= (simhash64, simhash64) IS 'greater than or equal, in unsigned order';
+COMMENT ON OPERATOR = (simhash64, simhash64) IS 'equal';
+COMMENT ON OPERATOR <> (simhash64, simhash64) IS 'not equal';
+COMMENT ON OPERATOR <= (simhash_distance, integer) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, integer) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (integer, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (integer, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR <= (simhash_distance, bigint) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, bigint) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (bigint, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (bigint, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR <= (simhash_distance, smallint) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, smallint) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (smallint, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (smallint, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR <= (simhash_distance, simhash_distance) IS 'radius test: at most k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR < (simhash_distance, simhash_distance) IS 'radius test: fewer than k bits apart (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR >= (simhash_distance, simhash_distance) IS 'radius test, commuted: k >= distance (rewritten into index lookups where the segment indexes exist)';
+COMMENT ON OPERATOR > (simhash_distance, simhash_distance) IS 'radius test, commuted: k > distance (rewritten into index lookups where the segment indexes exist)';
+-- The type's support functions and the radius comparisons: internal, called through the type and
+-- its operators; commented so that \df+ explains every object of the extension.
+COMMENT ON FUNCTION simhash_internal.simhash64_in(cstring) IS 'input function of simhash64 (16 hexadecimal digits); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_out(simhash64) IS 'output function of simhash64 (16 lower-case hexadecimal digits); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_recv(internal) IS 'binary input function of simhash64 (8 bytes, big-endian); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_send(simhash64) IS 'binary output function of simhash64 (8 bytes, big-endian); internal';
+COMMENT ON FUNCTION simhash_internal.simhash64_eq(simhash64, simhash64) IS 'implementation of = for simhash64';
+COMMENT ON FUNCTION simhash_internal.simhash64_ne(simhash64, simhash64) IS 'implementation of <> for simhash64';
+COMMENT ON FUNCTION simhash_internal.simhash64_lt(simhash64, simhash64) IS 'implementation of < for simhash64 (unsigned order, as the hex text sorts)';
+COMMENT ON FUNCTION simhash_internal.simhash64_le(simhash64, simhash64) IS 'implementation of <= for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_gt(simhash64, simhash64) IS 'implementation of > for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_ge(simhash64, simhash64) IS 'implementation of >= for simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_cmp(simhash64, simhash64) IS 'B-tree comparison support of simhash64 (unsigned order)';
+COMMENT ON FUNCTION simhash_internal.simhash64_hash(simhash64) IS 'hash support of simhash64 (the int8 hash of the same 64 bits)';
+COMMENT ON FUNCTION simhash_internal.simhash64_hash_extended(simhash64, bigint) IS 'extended hash support of simhash64 (the int8 hash of the same 64 bits)';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, integer) IS 'implementation of simhash_distance <= integer, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, integer) IS 'implementation of simhash_distance < integer, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(integer, simhash_distance) IS 'implementation of integer >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(integer, simhash_distance) IS 'implementation of integer > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, bigint) IS 'implementation of simhash_distance <= bigint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, bigint) IS 'implementation of simhash_distance < bigint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(bigint, simhash_distance) IS 'implementation of bigint >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(bigint, simhash_distance) IS 'implementation of bigint > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, smallint) IS 'implementation of simhash_distance <= smallint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, smallint) IS 'implementation of simhash_distance < smallint, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(smallint, simhash_distance) IS 'implementation of smallint >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(smallint, simhash_distance) IS 'implementation of smallint > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le(simhash_distance, simhash_distance) IS 'implementation of simhash_distance <= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt(simhash_distance, simhash_distance) IS 'implementation of simhash_distance < simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_le_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance >= simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_lt_commuted(simhash_distance, simhash_distance) IS 'implementation of simhash_distance > simhash_distance, with the planner support that turns a radius test into index lookups';
+COMMENT ON FUNCTION simhash(text) IS 'SimHash fingerprint of a text (folded; jieba-rs words, the 20 heaviest TF-IDF keywords, FNV-1a-64); NULL when the text has no words';
+COMMENT ON FUNCTION simhash(text, integer) IS 'SimHash of the top_n heaviest keywords of the folded text (simhash(text) uses 20)';
+COMMENT ON FUNCTION simhash_ngrams(text, integer) IS 'SimHash of the set of the folded text''s character n-grams (each votes once)';
+COMMENT ON FUNCTION minhash64(text, integer, integer) IS '1-bit MinHash of the folded text''s character n-gram set: distance is about 32 x (1 - Jaccard^hashes_per_bit)';
+COMMENT ON FUNCTION simhash_similarity(text, text, integer) IS 'Jaccard similarity of the two folded texts'' sets of character n-grams (the set minhash64(text, n) fingerprints); NULL when either has no letter or digit';
+COMMENT ON FUNCTION simhash_containment(text, text, integer) IS 'share of the smaller of the two folded texts'' character n-gram sets found in the larger (1 for a text inside the other); NULL when either has no letter or digit';
+COMMENT ON FUNCTION simhash_fold(text) IS 'the folded text: NFKC, lower case, Traditional (Taiwan) to Simplified Chinese, whitespace collapsed';
+COMMENT ON FUNCTION simhash(text[], double precision[]) IS 'SimHash of custom features (FNV-1a-64 each), each voting with its weight';
+COMMENT ON AGGREGATE simhash_agg(text, double precision) IS 'SimHash of the (feature, weight) rows of a group; NULL features are left out';
+COMMENT ON FUNCTION simhash_internal.simhash_agg_transition(bigint[], text, double precision) IS 'transition function of simhash_agg: the 64 vote totals';
+COMMENT ON FUNCTION simhash_internal.simhash_agg_combine(bigint[], bigint[]) IS 'combine function of simhash_agg';
+COMMENT ON FUNCTION simhash_internal.simhash_agg_final(bigint[]) IS 'final function of simhash_agg';
+COMMENT ON FUNCTION simhash_features(text) IS 'the features of simhash(text), heaviest first, with their weights and hashes';
+COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
+COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
+COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';
+COMMENT ON FUNCTION simhash_pairs(text, integer) IS 'all pairs within Hamming distance k among the (id, fingerprint) rows of a query';
+COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name) IS 'all pairs within Hamming distance k in a table column, read through its simhash index where it has one, found on the workers for a Citus table';
+COMMENT ON FUNCTION simhash_clusters(text, integer) IS 'each row that has a near-duplicate, with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name) IS 'each row of a table that has a near-duplicate, with the smallest id of its group, read through its simhash index where it has one, found on the workers for a Citus table';
+COMMENT ON FUNCTION simhash_pairs(text, integer, double precision, integer) IS 'pairs within k among the (id, fingerprint, text) rows of a query whose texts have simhash_similarity >= min_similarity';
+COMMENT ON FUNCTION simhash_pairs(regclass, name, integer, name, double precision, name, integer) IS 'pairs within k in a table column whose texts have simhash_similarity >= min_similarity';
+COMMENT ON FUNCTION simhash_pair_keys(simhash64, integer) IS 'the keys of a fingerprint for pairs within k: rows sharing a key are paired by simhash_key_pairs, and every pair within k comes out under exactly one key';
+COMMENT ON FUNCTION simhash_key_pairs(integer, bigint[], simhash64[], integer, boolean) IS 'the pairs within k among the (id, fingerprint) rows of one key of simhash_pair_keys that are reported under that key (with links_only, enough of them to form the same groups)';
+COMMENT ON FUNCTION simhash_clusters_from_pairs(text) IS 'the groups (connected components) of the (id_a, id_b) pairs of a query: each id with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(text, integer, double precision, integer) IS 'each row with a verified near-duplicate (see simhash_pairs with min_similarity), with the smallest id of its group';
+COMMENT ON FUNCTION simhash_clusters(regclass, name, integer, name, double precision, name, integer) IS 'each row of a table with a verified near-duplicate, with the smallest id of its group';
+COMMENT ON TYPE simhash_ball IS 'a radius around a fingerprint: fp <@ simhash_ball(q, k) is fp <~> q <= k';
+COMMENT ON FUNCTION simhash_ball(simhash64, integer) IS 'the ball of fingerprints within radius bits of center';
+COMMENT ON FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) IS 'implementation of simhash64 <@ simhash_ball';
+COMMENT ON OPERATOR <@ (simhash64, simhash_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) IS 'selectivity of simhash64 <@ simhash_ball (uniform fingerprints)';
+COMMENT ON FUNCTION simhash_internal.simhash_ball_joinsel(internal, oid, internal, smallint, internal) IS 'join selectivity of simhash64 <@ simhash_ball (uniform fingerprints)';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_integer(simhash64, simhash64) IS 'implementation of simhash64 <-> simhash64';
+COMMENT ON OPERATOR <-> (simhash64, simhash64) IS 'Hamming distance as an integer, for ORDER BY fp <-> q LIMIT n (nearest first, served by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_amhandler(internal) IS 'handler of the simhash index access method';
+COMMENT ON FUNCTION simhash_index_check(regclass) IS 'checks the structure of a simhash index (XX002 if corrupt); returns the number of rows in it';
+COMMENT ON ACCESS METHOD simhash IS 'index of simhash64 fingerprints by their 16-bit segments, for radius tests and ORDER BY distance';
+COMMENT ON FUNCTION simhash_internal.simhash_index_name(text, text) IS 'an index name of at most 63 bytes ending in the given suffix';
+COMMENT ON FUNCTION simhash_index_statements(regclass, name, text, boolean) IS 'CREATE INDEX statements for radius lookups on a simhash64 column (btree, btree_compact, gin or simhash)';
+COMMENT ON FUNCTION simhash_create_indexes(regclass, name, text) IS 'creates the indexes simhash_index_statements() lists';
+COMMENT ON FUNCTION simhash_segment_probes(simhash64, integer, integer) IS 'values of segment n within r bits of the fingerprint''s (r = 0..3)';
+COMMENT ON FUNCTION simhash_bands(simhash64) IS 'the four segments tagged with their number (n << 16 | value), for a GIN index';
+COMMENT ON FUNCTION simhash_band_probes(simhash64, integer) IS 'band keys within r bits per segment of the fingerprint''s (r = 0..3)';
+COMMENT ON FUNCTION simhash_internal.simhash_distance_support(internal) IS 'planner support: rewrites fp <~> q <= k (k <= 11) into segment-index lookups';
+COMMENT ON FUNCTION simhash_internal.simhash64_to_bit(simhash64) IS 'cast simhash64 to bit(64)';
+COMMENT ON FUNCTION simhash_internal.simhash64_from_bit(bit) IS 'cast bit(64) to simhash64';
+COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups on a simhash64 column can use an index (segment B-trees or bands GIN)';
+COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row; fired AFTER ROW, checks the rows at commit (deferred)';
+COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
+COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred)';
+COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';
+COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
+COMMENT ON OPERATOR CLASS simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
+COMMENT ON OPERATOR FAMILY simhash64_hash_ops USING hash IS 'hashing of simhash64 (as int8 hashes the same 64 bits)';
+COMMENT ON OPERATOR CLASS simhash64_ops USING simhash IS 'radius tests (fp <@ simhash_ball(q, k)) and ORDER BY fp <-> q of simhash64 in a simhash index';
+COMMENT ON OPERATOR FAMILY simhash64_ops USING simhash IS 'radius tests and ORDER BY distance of simhash64 in a simhash index';
+COMMENT ON CAST (simhash64 AS bigint) IS 'the same 64 bits as a two''s complement bigint';
+COMMENT ON CAST (bigint AS simhash64) IS 'the same 64 bits as a fingerprint';
+COMMENT ON CAST (simhash64 AS bit) IS 'the 64 bits, most significant first (write fp::bit(64))';
+COMMENT ON CAST (bit AS simhash64) IS 'a bit(64), most significant first (other lengths: 22026)';
