@@ -325,7 +325,9 @@ fn read_pairs_of_columns(
         let simhash64 = client
             .select(
                 "SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e \
-                 ON t.typnamespace = e.extnamespace WHERE e.extname = 'simhash' AND t.typname = 'simhash64'",
+                 ON t.typnamespace OPERATOR(pg_catalog.=) e.extnamespace \
+                 WHERE e.extname OPERATOR(pg_catalog.=) 'simhash'::pg_catalog.name \
+                 AND t.typname OPERATOR(pg_catalog.=) 'simhash64'::pg_catalog.name",
                 None,
                 &[],
             )

@@ -1,0 +1,116 @@
+-- The Security page (docs/security.md), statement by statement: who may attach the near-duplicate
+-- constraint, whose report table it writes and as whom, what its error tells a role that may not
+-- read the stored rows, and that no function crashes on a relation that does not exist.
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS simhash_sec_owner;
+DROP ROLE IF EXISTS simhash_sec_other;
+RESET client_min_messages;
+CREATE ROLE simhash_sec_owner;
+CREATE ROLE simhash_sec_other;
+GRANT CREATE ON SCHEMA public TO simhash_sec_owner, simhash_sec_other;
+SET ROLE simhash_sec_owner;
+CREATE TABLE sec_docs (id int PRIMARY KEY, body text, fp simhash64);
+INSERT INTO sec_docs VALUES (1, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
+SELECT count(*) FROM simhash_create_indexes('sec_docs', 'fp', 'simhash');
+RESET ROLE;
+
+-- Attaching the constraint needs ownership of the table: the TRIGGER privilege is not enough.
+GRANT TRIGGER, INSERT ON sec_docs TO simhash_sec_other;
+SET ROLE simhash_sec_other;
+\set VERBOSITY sqlstate
+SELECT simhash_add_dedup('sec_docs', 'fp', 3);
+\set VERBOSITY default
+
+-- A report table that another role made first is refused: the trigger writes the report as the
+-- table's owner, and that role's triggers on it would run with the owner's rights.
+CREATE TABLE sec_docs_near_duplicates (relation regclass, trigger_name name, new_key text, existing_key text,
+                                       distance integer, new_fingerprint simhash64, reported_at timestamptz,
+                                       similarity double precision);
+GRANT ALL ON sec_docs_near_duplicates TO PUBLIC;
+RESET ROLE;
+SET ROLE simhash_sec_owner;
+\set VERBOSITY sqlstate
+SELECT simhash_add_dedup('sec_docs', 'fp', 3, 'report');
+\set VERBOSITY default
+-- A new one belongs to the table's owner, also when a superuser attaches the constraint.
+RESET ROLE;
+SELECT simhash_add_dedup('sec_docs', 'fp', 3, 'report', report_table => 'sec_reports');
+SELECT relowner::regrole AS report_table_owner FROM pg_class WHERE oid = 'sec_reports'::regclass;
+-- The report is written as the owner: the inserting role needs no privilege on the report table.
+SET ROLE simhash_sec_other;
+INSERT INTO sec_docs VALUES (2, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
+RESET ROLE;
+SELECT new_key, existing_key, distance FROM sec_reports;
+-- A report table given away afterwards is not written (42501).
+ALTER TABLE sec_reports OWNER TO simhash_sec_other;
+SET ROLE simhash_sec_other;
+\set VERBOSITY sqlstate
+INSERT INTO sec_docs VALUES (3, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
+\set VERBOSITY default
+RESET ROLE;
+DROP TABLE sec_reports, sec_docs_near_duplicates;
+DELETE FROM sec_docs WHERE id <> 1;
+
+-- The error of the constraint tells a role that may not read the table (no SELECT, or row-level
+-- security) no more than a unique violation would: no key, no distance, no similarity.
+SELECT simhash_add_dedup('sec_docs', 'fp', 11, 'error', verify => 'body', min_similarity => 0.5);
+SET ROLE simhash_sec_other;
+INSERT INTO sec_docs VALUES (4, 'the quarterly numbers are up by five percent', minhash64('the quarterly numbers are up by five percent'));
+RESET ROLE;
+GRANT SELECT ON sec_docs TO simhash_sec_other;
+SET ROLE simhash_sec_other;
+INSERT INTO sec_docs VALUES (4, 'the quarterly numbers are up by five percent', minhash64('the quarterly numbers are up by five percent'));
+RESET ROLE;
+ALTER TABLE sec_docs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sec_own_rows ON sec_docs TO simhash_sec_other USING (id >= 100) WITH CHECK (true);
+SET ROLE simhash_sec_other;
+SELECT count(*) AS rows_the_tenant_sees FROM sec_docs;
+INSERT INTO sec_docs VALUES (4, 'the quarterly numbers are up by five percent', minhash64('the quarterly numbers are up by five percent'));
+RESET ROLE;
+-- The deferred check too (at commit).
+SELECT simhash_add_dedup('sec_docs', 'fp', 11, 'error', deferred => true);
+SET ROLE simhash_sec_other;
+INSERT INTO sec_docs VALUES (5, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
+RESET ROLE;
+ALTER TABLE sec_docs DISABLE ROW LEVEL SECURITY;
+DROP POLICY sec_own_rows ON sec_docs;
+
+-- A relation that does not exist (a dropped table's OID is still a valid regclass): 42P01 from
+-- every function that takes one, and the backend lives on.
+CREATE TABLE sec_gone (id int, fp simhash64, body text);
+SELECT 'sec_gone'::regclass::oid AS gone \gset
+DROP TABLE sec_gone;
+\set VERBOSITY sqlstate
+SELECT simhash_indexed(:gone, 'fp');
+SELECT simhash_indexed(999999::regclass, 'fp');
+SELECT * FROM simhash_index_statements(:gone, 'fp');
+SELECT * FROM simhash_create_indexes(:gone, 'fp');
+SELECT simhash_add_dedup(:gone, 'fp');
+SELECT simhash_dedup_lookup(:gone, 'fp', 3);
+SELECT * FROM simhash_pairs(:gone, 'fp', 3);
+SELECT * FROM simhash_clusters(:gone, 'fp', 3);
+SELECT * FROM simhash_pairs(:gone, 'fp', 3, 'body', 0.5);
+SELECT * FROM simhash_clusters(:gone, 'fp', 3, 'body', 0.5);
+SELECT simhash_index_check(:gone);
+\set VERBOSITY default
+SELECT 'still connected' AS backend;
+
+-- A table dropped between the rows `skip` dropped and the notice that counts them (here the
+-- table's own notice trigger is gone, so another table's notice reports them).
+CREATE TABLE sec_skip_a (id int, fp simhash64);
+CREATE TABLE sec_skip_b (id int, fp simhash64);
+CREATE INDEX ON sec_skip_a USING simhash (fp);
+CREATE INDEX ON sec_skip_b USING simhash (fp);
+SELECT simhash_add_dedup('sec_skip_a', 'fp', 3, 'skip') IS NOT NULL, simhash_add_dedup('sec_skip_b', 'fp', 3, 'skip') IS NOT NULL;
+BEGIN;
+DROP TRIGGER sec_skip_a_fp_dedup_notice ON sec_skip_a;
+INSERT INTO sec_skip_a VALUES (1, '0000000000000000'), (2, '0000000000000000');
+DROP TABLE sec_skip_a;
+INSERT INTO sec_skip_b VALUES (1, '0000000000000000');
+COMMIT;
+DROP TABLE sec_skip_b;
+
+DROP TABLE sec_docs;
+REVOKE CREATE ON SCHEMA public FROM simhash_sec_owner, simhash_sec_other;
+DROP ROLE simhash_sec_owner;
+DROP ROLE simhash_sec_other;
