@@ -5,10 +5,15 @@
 # a COPY of 100,000 rows in one transaction; loaders 2-8 insert 20 batches of 250 rows, each batch a
 # multi-row INSERT in its own transaction. Near-duplicates of each other's rows are planted across
 # all loaders. A batch that fails with a deadlock or serialization error (as with a UNIQUE
-# constraint, concurrent writers can deadlock) is retried. Afterwards:
-#   - a self-join finds no pair within k among the stored rows;
+# constraint, concurrent writers can deadlock) is retried. Afterwards, each of these invariants
+# fails the script with a message naming it:
+#   - no near pair stored: no two stored rows are within k;
 #   - stored + skipped (from the loaders' NOTICEs) = attempted, every row was stored at most once;
-#   - every attempted row that is not stored has a stored row within k (nothing lost).
+#   - nothing lost: every attempted row that is not stored has a stored row within k;
+#   - rows unaltered: every stored row has the fingerprint and text it was written with;
+# and the constraint skipped something. The pairs within k are found by brute force, every stored
+# row against every other (tests/concurrency/near_pairs.rs, built with rustc), not through the
+# index or the lookup under test: an index that misses rows cannot hide a pair it let in.
 # A radius written K:verify runs the same with verification (simhash_add_dedup(..., verify => 'body')):
 # rows carry texts; planted variants of a seed have similar texts, and a tenth of the planted
 # rows are decoys, within k of a seed but with an unrelated text, which must be stored. "Within k"
@@ -31,6 +36,7 @@ chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 db=simhash_concurrency
 q() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+rustc -O -C target-cpu=native --edition 2021 -o "$work/near_pairs" "$REPO_ROOT/tests/concurrency/near_pairs.rs"
 
 for radius in "${radii[@]}"; do
     k=${radius%%:*}
@@ -93,38 +99,50 @@ SQL
     elapsed=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     skipped=$(cat "$work"/skipped.* | awk '{s += $1} END {print s}')
     retries=$( (cat "$work"/*.retries 2>/dev/null || true) | wc -l)
-    q -v k="$k" -v skipped="$skipped" -v verify="$verify" <<'SQL'
-\pset footer off
-ANALYZE docs;
-SET enable_seqscan = off;
+    # Every pair within k among the stored rows, and every (unstored attempt, stored row) pair
+    # within k, by brute force outside PostgreSQL.
+    q -c "\copy (SELECT id, fp::bigint FROM docs) TO '$work/stored.tsv'" \
+      -c "\copy (SELECT id, fp::bigint FROM attempts a WHERE NOT EXISTS (SELECT FROM docs d WHERE d.id = a.id)) TO '$work/unstored.tsv'"
+    "$work/near_pairs" "$k" "$work/stored.tsv" >"$work/near.tsv"
+    "$work/near_pairs" "$k" "$work/stored.tsv" "$work/unstored.tsv" >"$work/cover.tsv"
+    counts=$(q -At -F ' ' -v k="$k" -v verify="$verify" <<SQL
 SET jit = off;
+CREATE TEMP TABLE near (a bigint, b bigint);
+CREATE TEMP TABLE cover (attempt bigint, stored bigint);
+\copy near FROM '$work/near.tsv'
+\copy cover FROM '$work/cover.tsv'
 -- "Near": within k, and with verification also at least 0.7 similar (the default threshold).
 SELECT CASE WHEN :verify THEN 0.7 ELSE 0 END AS t \gset
-SELECT (SELECT count(*) FROM attempts) AS attempted, (SELECT count(*) FROM docs) AS stored, :skipped AS skipped \gset
-SELECT count(*) AS near_pairs FROM docs a JOIN docs b ON a.id < b.id AND a.fp <~> b.fp <= :k
-WHERE NOT :verify OR simhash_similarity(a.body, b.body) >= :t \gset
-SELECT count(*) AS lost FROM attempts a
-WHERE NOT EXISTS (SELECT FROM docs d WHERE d.id = a.id)
-  AND NOT EXISTS (SELECT FROM docs d WHERE d.fp <~> a.fp <= :k AND (NOT :verify OR simhash_similarity(d.body, a.body) >= :t)) \gset
-SELECT count(*) AS altered FROM docs d JOIN attempts a USING (id) WHERE a.fp <> d.fp OR a.body <> d.body \gset
--- With verification, decoys (within k of a seed's variants, unrelated text) are stored.
-SELECT count(*) AS decoys_stored, count(*) FILTER (WHERE EXISTS (
-           SELECT FROM docs o WHERE o.id <> d.id AND o.fp <~> d.fp <= :k)) AS decoys_within_k
-FROM docs d WHERE body LIKE 'decoy%' \gset
-SELECT :attempted AS attempted, :stored AS stored, :skipped AS skipped, :near_pairs AS near_pairs,
-       :lost AS lost, :altered AS altered, :decoys_stored AS decoys_stored, :decoys_within_k AS decoys_within_k;
-SELECT CASE WHEN :stored + :skipped = :attempted AND :near_pairs = 0 AND :lost = 0 AND :altered = 0
-            AND :stored < :attempted AND (NOT :verify OR :decoys_within_k > 0)
-       THEN 'ok' ELSE 'FAILED' END AS result \gset
-\echo result: :result
-\if :{?result}
-\endif
-SELECT :'result' = 'ok' AS passed \gset
-\if :passed
-\else
-\echo 'concurrency test FAILED'
-\quit 3
-\endif
+SELECT (SELECT count(*) FROM attempts) AS attempted,
+       (SELECT count(*) FROM docs) AS stored,
+       (SELECT count(*) FROM near n JOIN docs a ON a.id = n.a JOIN docs b ON b.id = n.b
+        WHERE NOT :verify OR simhash_similarity(a.body, b.body) >= :t) AS near_pairs,
+       (SELECT count(*) FROM attempts a
+        WHERE NOT EXISTS (SELECT FROM docs d WHERE d.id = a.id)
+          AND NOT EXISTS (SELECT FROM cover c JOIN docs d ON d.id = c.stored
+                          WHERE c.attempt = a.id AND (NOT :verify OR simhash_similarity(d.body, a.body) >= :t))) AS lost,
+       (SELECT count(*) FROM docs d JOIN attempts a USING (id) WHERE a.fp <> d.fp OR a.body <> d.body) AS altered,
+       -- With verification, decoys (within k of a seed's variants, unrelated text) are stored.
+       (SELECT count(*) FROM docs WHERE body LIKE 'decoy%') AS decoys_stored,
+       (SELECT count(*) FROM docs d WHERE body LIKE 'decoy%'
+          AND EXISTS (SELECT FROM near n WHERE d.id IN (n.a, n.b))) AS decoys_within_k;
 SQL
-    echo "k = $k$($deferred && echo ' (deferred)'), $method index: passed in ${elapsed} s ($retries batches retried after a deadlock or serialization failure)"
+    )
+    read -r attempted stored near_pairs lost altered decoys_stored decoys_within_k <<<"$counts"
+    echo "attempted $attempted, stored $stored, skipped $skipped, near pairs stored $near_pairs, lost $lost, altered $altered$($verify && echo ", decoys stored $decoys_stored ($decoys_within_k within k of another row)")"
+    failures=()
+    ((near_pairs == 0)) || failures+=("no near pair stored: $near_pairs pairs of stored rows are within k = $k (brute force over all $stored stored rows), e.g. $(head -3 "$work/near.tsv" | tr '\t\n' '~ ')")
+    ((stored + skipped == attempted)) || failures+=("stored + skipped = attempted: $stored stored + $skipped skipped = $((stored + skipped)), but $attempted were attempted")
+    ((lost == 0)) || failures+=("nothing lost: $lost attempted rows are neither stored nor within k of a stored row")
+    ((altered == 0)) || failures+=("rows unaltered: $altered stored rows differ from the rows written")
+    ((stored < attempted)) || failures+=("the constraint skipped nothing: all $attempted attempted rows were stored")
+    if $verify && ((decoys_within_k == 0)); then
+        failures+=("verification: no stored decoy is within k of another stored row (the decoys test nothing)")
+    fi
+    if ((${#failures[@]} > 0)); then
+        echo "concurrency test FAILED (k = $k$($deferred && echo ', deferred')$($verify && echo ', verified'), $method index):" >&2
+        printf '  invariant broken: %s\n' "${failures[@]}" >&2
+        exit 1
+    fi
+    echo "k = $k$($deferred && echo ' (deferred)')$($verify && echo ' (verified)'), $method index: passed in ${elapsed} s ($retries batches retried after a deadlock or serialization failure)"
 done
