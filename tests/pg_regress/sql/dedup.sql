@@ -219,6 +219,73 @@ SELECT simhash_add_dedup('dropped', 'fp', 3, 'error') \g /dev/null
 INSERT INTO dropped VALUES (1, '7777777777777777');
 DROP TABLE dropped;
 COMMIT;
+-- 8. The SQLSTATEs a loader acts on (40001 and 40P01: retry; 23505: a near-duplicate), the
+--    outcomes above once more with only their codes.
+\set VERBOSITY sqlstate
+-- A near-duplicate of a committed row: 23505 from the row trigger.
+INSERT INTO shared VALUES (39, '1111111111111110');
+-- An older writer of a near-duplicate in progress: 40001 at COMMIT, also of the deferred check.
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (30, 'a0a0a0a0a0a0a0a0')$$);
+BEGIN;
+INSERT INTO shared VALUES (31, 'a0a0a0a0a0a0a0a1');
+COMMIT;
+SELECT dblink_exec('other', 'COMMIT');
+SELECT simhash_add_dedup('shared', 'fp', 3, 'error', deferred => true);
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (37, 'a7a7a7a7a7a7a7a7')$$);
+INSERT INTO shared VALUES (38, 'a7a7a7a7a7a7a7a6');
+SELECT dblink_exec('other', 'COMMIT');
+SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
+-- A near-duplicate committed after the row was checked: 23505 at COMMIT.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) > 0 AS snapshot_taken FROM shared;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (32, 'b1b1b1b1b1b1b1b1')$$);
+INSERT INTO shared VALUES (33, 'b1b1b1b1b1b1b1b0');
+COMMIT;
+-- 'skip' where foreign keys reference the table: 40001 at COMMIT; an older row updated onto a
+-- near-duplicate: 23505 at COMMIT.
+SELECT simhash_add_dedup('shared', 'fp', 3, 'skip');
+CREATE TABLE refs (shared_id integer REFERENCES shared);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) > 0 AS snapshot_taken FROM shared;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (34, 'c2c2c2c2c2c2c2c2')$$);
+INSERT INTO shared VALUES (35, 'c2c2c2c2c2c2c2c3');
+COMMIT;
+DROP TABLE refs;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) > 0 AS snapshot_taken FROM shared;
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (36, 'd3d3d3d3d3d3d3d3')$$);
+UPDATE shared SET fp = 'd3d3d3d3d3d3d3d2' WHERE id = 30;
+COMMIT;
+SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
+-- A deadlock between the recheck's wait and another wait: 40P01. This older transaction's
+-- COMMIT waits for the younger other, which wrote a near-duplicate (row 41) and then waits on the
+-- primary key for this one's row 40. This session's deadlock_timeout is the short one: it is the
+-- one PostgreSQL cancels; the other then stores both its rows.
+CREATE FUNCTION pg_temp.wait_until_blocked(pid integer) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WHILE NOT pg_catalog.pg_blocking_pids(pid) @> ARRAY[pg_catalog.pg_backend_pid()] LOOP
+        PERFORM pg_catalog.pg_sleep(0.01);
+    END LOOP;
+END $$;
+SELECT pid AS other_pid FROM dblink('other', 'SELECT pg_backend_pid()') AS t(pid integer) \gset
+SELECT dblink_exec('other', 'SET deadlock_timeout = ''10min''');
+SET deadlock_timeout = '10ms';
+BEGIN;
+INSERT INTO shared VALUES (40, 'e4e4e4e4e4e4e4e4');
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (41, 'e4e4e4e4e4e4e4e5')$$);
+SELECT dblink_send_query('other', $$INSERT INTO shared VALUES (40, 'f5f5f5f5f5f5f5f5')$$);
+SELECT pg_temp.wait_until_blocked(:other_pid);
+COMMIT;
+SELECT * FROM dblink_get_result('other') AS t(status text);
+SELECT * FROM dblink_get_result('other') AS t(status text);
+SELECT dblink_exec('other', 'COMMIT');
+RESET deadlock_timeout;
+SELECT dblink_exec('other', 'RESET deadlock_timeout');
+\set VERBOSITY default
+SELECT id, fp FROM shared WHERE id BETWEEN 30 AND 99 ORDER BY id;
 SELECT dblink_disconnect('other');
 DROP TABLE shared;
 DROP EXTENSION dblink;

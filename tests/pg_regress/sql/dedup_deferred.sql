@@ -325,3 +325,58 @@ INSERT INTO dhand VALUES (1, '0000000000000000');
 SELECT simhash_add_dedup('ddocs', 'fp', 3, 'skip');
 SELECT tgname, tgtype & 2 = 2 AS before FROM pg_trigger WHERE tgrelid = 'ddocs'::regclass AND NOT tgisinternal ORDER BY tgname;
 DROP TABLE ddocs, dbig, dbig_row, dhand, drw, dmix, dnewtbl, dnewtbl2, dgen, dpart, dord, dpub;
+
+-- The SQLSTATEs of the refusals above, each once more with only its code: 0A000 for what the
+-- deferred check does not support, 55000 for a COMMIT that cannot skip its rows or finds them
+-- moved, 23505 for an older row updated onto a near-duplicate under 'skip'.
+CREATE TABLE dcodes (id integer PRIMARY KEY, fp simhash64, body text);
+SELECT count(*) FROM simhash_create_indexes('dcodes', 'fp');
+SELECT simhash_add_dedup('dcodes', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dcodes VALUES (1, '0000000000000000'), (2, 'ffffffffffffffff');
+\set VERBOSITY sqlstate
+-- 0A000: action 'report' or verify; COPY FREEZE; a second deferred check of the table while one
+-- skips rows; a trigger not fired on every UPDATE (AFTER INSERT only); a table of another access
+-- method than heap (here one that is heap under another name).
+SELECT simhash_add_dedup('dcodes', 'fp', 3, 'report', deferred => true);
+SELECT simhash_add_dedup('dcodes', 'fp', 3, 'skip', verify => 'body', deferred => true);
+BEGIN;
+TRUNCATE dcodes;
+COPY dcodes (id, fp) FROM stdin WITH (FREEZE);
+1	0000000000000000
+\.
+ROLLBACK;
+CREATE TRIGGER dcodes_a_second AFTER INSERT OR UPDATE ON dcodes FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp', '5', 'error');
+INSERT INTO dcodes VALUES (3, '3333333333333333');
+DROP TRIGGER dcodes_a_second ON dcodes;
+CREATE TRIGGER dcodes_a_insert_only AFTER INSERT ON dcodes FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp', '3', 'error');
+INSERT INTO dcodes VALUES (3, '3333333333333333');
+DROP TRIGGER dcodes_a_insert_only ON dcodes;
+CREATE ACCESS METHOD dcodes_heap TYPE TABLE HANDLER heap_tableam_handler;
+CREATE TABLE dcodes_am (id integer, fp simhash64) USING dcodes_heap;
+SELECT count(*) FROM simhash_create_indexes('dcodes_am', 'fp');
+SELECT simhash_add_dedup('dcodes_am', 'fp', 3, 'skip', deferred => true);
+INSERT INTO dcodes_am VALUES (1, '0000000000000000');
+DROP TABLE dcodes_am;
+DROP ACCESS METHOD dcodes_heap;
+-- 55000: a row to skip at commit from a table with DELETE triggers, foreign keys that reference
+-- it, or rules; a table truncated after the transaction wrote rows to it.
+CREATE TRIGGER dcodes_on_delete BEFORE DELETE ON dcodes FOR EACH ROW EXECUTE FUNCTION pg_temp.nothing();
+INSERT INTO dcodes VALUES (4, '0000000000000001');
+DROP TRIGGER dcodes_on_delete ON dcodes;
+CREATE TABLE dcodes_refs (id integer REFERENCES dcodes);
+INSERT INTO dcodes VALUES (4, '0000000000000001');
+DROP TABLE dcodes_refs;
+CREATE RULE dcodes_rule AS ON DELETE TO dcodes DO ALSO NOTHING;
+INSERT INTO dcodes VALUES (4, '0000000000000001');
+DROP RULE dcodes_rule ON dcodes;
+BEGIN;
+INSERT INTO dcodes VALUES (5, '5555555555555555');
+TRUNCATE dcodes;
+COMMIT;
+-- 23505: an older row updated onto a near-duplicate cannot be skipped.
+UPDATE dcodes SET fp = 'fffffffffffffffe' WHERE id = 1;
+\set VERBOSITY default
+SELECT id, fp FROM dcodes ORDER BY id;
+DROP TABLE dcodes;
