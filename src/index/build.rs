@@ -90,10 +90,11 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         let mut next_block = first_bucket_page;
         let mut directory = vec![DirectoryEntry::EMPTY; SEGMENTS as usize * buckets];
         let mut counts = vec![0usize; SEGMENTS as usize * buckets];
-        for entry in entries {
+        for (i, entry) in entries.iter().enumerate() {
             for segment in 0..SEGMENTS {
                 counts[segment as usize * buckets + bucket_of(entry.fp, segment, bits) as usize] += 1;
             }
+            interrupt_point(i);
         }
         for (slot, &count) in counts.iter().enumerate() {
             if count > 0 {
@@ -162,18 +163,20 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
         for segment in 0..SEGMENTS {
             let mut starts = vec![0usize; values + 1];
-            for entry in entries {
+            for (i, entry) in entries.iter().enumerate() {
                 starts[usize::from(simhash_core::buckets::segment_value(entry.fp, segment)) + 1] += 1;
+                interrupt_point(i);
             }
             for value in 0..values {
                 starts[value + 1] += starts[value];
             }
             // The ends of the buckets (a bucket's values are consecutive).
             let ends: Vec<usize> = (1..=buckets).map(|bucket| starts[bucket << (SEGMENT_BITS - bits)]).collect();
-            for entry in entries {
+            for (i, entry) in entries.iter().enumerate() {
                 let slot = &mut starts[usize::from(simhash_core::buckets::segment_value(entry.fp, segment))];
                 sorted[*slot] = *entry;
                 *slot += 1;
+                interrupt_point(i);
             }
             let mut start = 0;
             for &end in &ends {
@@ -181,6 +184,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
                 for (i, chunk) in chunks.iter().enumerate() {
                     write_chain_page(block, Kind::Bucket, segment as u16, chunk, i + 1 == chunks.len());
                     block += 1;
+                    if block.is_multiple_of(64) {
+                        pgrx::check_for_interrupts!();
+                    }
                 }
                 start = end;
             }
@@ -194,6 +200,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         for (i, chunk) in nulls.chunks(per_page).enumerate() {
             write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, chunk, i as u32 + 1 == null_pages);
             block += 1;
+            if block.is_multiple_of(64) {
+                pgrx::check_for_interrupts!();
+            }
         }
 
         // WAL: every page whole (the init fork of an unlogged index too, which GenericXLog would
@@ -202,6 +211,13 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
             pg_sys::log_newpage_range(index, fork, 0, block, true);
         }
+    }
+}
+
+/// Checks for interrupts at every 65,536th `i` (of a loop over rows).
+fn interrupt_point(i: usize) {
+    if i.is_multiple_of(1 << 16) {
+        pgrx::check_for_interrupts!();
     }
 }
 

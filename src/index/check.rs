@@ -83,7 +83,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                         format!("segment {segment} of its built part holds {} of {} rows", fps.len(), built.rows),
                     );
                 }
-                fps.sort_unstable();
+                super::sort_interruptibly(&mut fps, |&fp| fp);
                 if segment == 0 {
                     segment_0 = fps;
                 } else if fps != segment_0 {
@@ -137,6 +137,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 last = block;
                 block = (*page::special(chain_page)).next;
                 pg_sys::UnlockReleaseBuffer(buffer);
+                pgrx::check_for_interrupts!();
             }
             if last != chain.tail {
                 corrupt(index, format!("{name} ends at block {last}, not its tail {}", chain.tail));
@@ -168,19 +169,24 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         } else {
             0
         };
-        // Pages in no chain: only new (empty) ones, left by an insert that failed after extending.
+        // Pages in no chain: only new ones, left by an insert that failed after extending (an
+        // initialized one must be a bucket page or a page of NULL rows, and hold nothing).
         for block in first_chain_block..blocks {
             if !seen[block as usize] {
                 let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-                let orphan = !pg_sys::PageIsNew(pg_sys::BufferGetPage(buffer))
-                    && !page::entries(pg_sys::BufferGetPage(buffer)).is_empty();
-                pg_sys::UnlockReleaseBuffer(buffer);
-                if orphan {
-                    corrupt(index, format!("block {block} holds entries but is in no bucket"));
+                let any_page = pg_sys::BufferGetPage(buffer);
+                if !pg_sys::PageIsNew(any_page) {
+                    let kind = if page::is_kind(any_page, Kind::Nulls) { Kind::Nulls } else { Kind::Bucket };
+                    page::expect_kind(any_page, kind, index, block);
+                    if !page::entries(any_page).is_empty() {
+                        corrupt(index, format!("block {block} holds entries but is in no bucket"));
+                    }
                 }
+                pg_sys::UnlockReleaseBuffer(buffer);
+                pgrx::check_for_interrupts!();
             }
         }
-        rows.sort_unstable();
+        super::sort_interruptibly(&mut rows, |&row| row);
         if let Some(twice) = rows.windows(2).find(|pair| pair[0] == pair[1]) {
             let tid = crate::pg::tid::tid_of_order(twice[0]);
             let (block, offset) = pgrx::itemptr::item_pointer_get_both(tid);

@@ -168,10 +168,13 @@ impl Reader {
         unsafe {
             match self.current {
                 Some((current, buffer)) if current == block => return pg_sys::BufferGetPage(buffer),
-                Some((_, buffer)) => pg_sys::UnlockReleaseBuffer(buffer),
+                Some((_, buffer)) => {
+                    pg_sys::UnlockReleaseBuffer(buffer);
+                    self.current = None;
+                    pgrx::check_for_interrupts!();
+                }
                 None => {}
             }
-            self.current = None;
             let buffer = page::read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
             self.current = Some((block, buffer));
             let dense_page = pg_sys::BufferGetPage(buffer);
@@ -359,6 +362,7 @@ pub(super) unsafe fn read_runs(
                 part += 1;
             }
             pg_sys::UnlockReleaseBuffer(buffer);
+            pgrx::check_for_interrupts!();
         }
     }
 }
@@ -405,7 +409,7 @@ pub(super) unsafe fn rows_of(
     mut each: impl FnMut(u64, pg_sys::ItemPointerData),
 ) {
     unsafe {
-        fps.sort_unstable();
+        super::sort_interruptibly(fps, |&fp| fp);
         fps.dedup();
         if fps.is_empty() {
             return;
@@ -501,8 +505,7 @@ pub(super) unsafe fn write(
                 let (value, residual) = layout::order_key(entry.fp, n);
                 ((u64::from(value) << 48) | residual, i as u32)
             }));
-            keys.sort_unstable();
-            pgrx::check_for_interrupts!();
+            super::sort_interruptibly(&mut keys, |&key| key);
             let starts = layout::directory(keys.iter().map(|&(key, _)| (key >> 48) as u16));
             let per_directory = directory_per_page();
             for d in 0..directory_pages() as usize {
@@ -532,6 +535,9 @@ pub(super) unsafe fn write(
                     page::set_used(data, used_bytes(n));
                 });
                 block += 1;
+                if block.is_multiple_of(64) {
+                    pgrx::check_for_interrupts!();
+                }
             }
             pgrx::check_for_interrupts!();
         }

@@ -3,12 +3,15 @@
 //! probes: `page::sort_entries`). Each is one GenericXLog record over the directory page
 //! (exclusively locked, which serializes the writers of its buckets), the last page and the new one.
 //! A row whose fingerprint is NULL goes to the chain of NULL rows the same way, under the metapage.
+//! The last page of a chain is checked before it is locked (`page::Links`: a damaged directory entry
+//! naming the directory page the insert holds would have it wait for itself) and after (its kind,
+//! segment, and no next page).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use simhash_core::buckets::bucket_of;
 
-use super::page::{self, ChainSlot, Entry, INVALID_BLOCK};
+use super::page::{self, ChainSlot, Entry, Links, INVALID_BLOCK};
 use super::{fingerprint_of, SEGMENTS};
 
 #[pg_guard]
@@ -25,18 +28,26 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
 ) -> bool {
     unsafe {
         let meta = page::load_meta(index);
+        let mut links = Links::of(index, &meta);
         let Some(fp) = fingerprint_of(*values, *isnull) else {
             // For ORDER BY, which returns every row (no radius test is true for them). An index
             // built by 0.3.0 has no such chain: the update to 0.4.0 rebuilds it.
             if meta.indexes_nulls() {
-                insert_into_chain(index, ChainSlot::Nulls, Entry { fp: 0, tid: *heap_tid }, false, meta.keeps_apart());
+                insert_into_chain(
+                    index,
+                    &mut links,
+                    ChainSlot::Nulls,
+                    Entry { fp: 0, tid: *heap_tid },
+                    false,
+                    meta.keeps_apart(),
+                );
             }
             return false;
         };
         let entry = Entry { fp, tid: *heap_tid };
         for segment in 0..SEGMENTS {
             let slot = ChainSlot::bucket(&meta, segment, bucket_of(fp, segment, meta.bits));
-            insert_into_chain(index, slot, entry, meta.sorts_pages(), meta.keeps_apart());
+            insert_into_chain(index, &mut links, slot, entry, meta.sorts_pages(), meta.keeps_apart());
         }
         false
     }
@@ -44,17 +55,34 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
 
 /// Appends `entry` to the chain of `slot`; with `sort`, a full last page is sorted before a new
 /// one is linked; a new page keeps its entries apart with `apart` (`page::Meta::keeps_apart`).
-unsafe fn insert_into_chain(index: pg_sys::Relation, slot: ChainSlot, entry: Entry, sort: bool, apart: bool) {
+unsafe fn insert_into_chain(
+    index: pg_sys::Relation,
+    links: &mut Links,
+    slot: ChainSlot,
+    entry: Entry,
+    sort: bool,
+    apart: bool,
+) {
     unsafe {
         let (kind, segment) = slot.page_kind();
         let directory_block = slot.block();
         let directory = page::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
         page::expect_kind(pg_sys::BufferGetPage(directory), slot.holder_kind(), index, directory_block);
-        let tail = (*slot.ends(pg_sys::BufferGetPage(directory))).tail;
+        let ends = *slot.ends(pg_sys::BufferGetPage(directory));
+        page::expect_both_ends(index, &ends, &slot);
+        let tail = ends.tail;
 
         if tail != INVALID_BLOCK {
+            // The tail checked before it is locked (a damaged link to the page held here, the
+            // directory's or the metapage, would have the backend wait for itself), and after.
+            links.check(tail, &slot);
             let tail_buffer = page::read_locked(index, tail, pg_sys::BUFFER_LOCK_EXCLUSIVE);
-            page::expect_kind(pg_sys::BufferGetPage(tail_buffer), kind, index, tail);
+            let tail_page = pg_sys::BufferGetPage(tail_buffer);
+            page::expect_chain_page(tail_page, (kind, segment), index, tail, &slot);
+            let next = (*page::special(tail_page)).next;
+            if next != INVALID_BLOCK {
+                page::corrupt(index, format!("block {tail}, the last page of {slot}, links to block {next}"));
+            }
             let mut change = page::Change::start(index);
             let tail_page = change.page(tail_buffer, false);
             if page::push_entry(tail_page, entry, apart) {

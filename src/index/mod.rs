@@ -38,11 +38,40 @@ pub(super) fn reserve<T>(vec: &mut Vec<T>, more: usize) {
     if vec.try_reserve(more).is_err() {
         raise(
             PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            format!("out of memory for {more} more entries of a simhash index"),
+            format!(
+                "out of memory for {more} more entries of a simhash index ({} bytes each, {} held)",
+                std::mem::size_of::<T>(),
+                vec.len()
+            ),
             None,
-            None,
+            Some(
+                "A build or a check of a simhash index holds every row's entry in memory, and a radius \
+                 lookup every match: give the server more memory, or use a smaller radius."
+                    .into(),
+            ),
         );
     }
+}
+
+/// Elements that [`sort_interruptibly`] sorts in one go (about 30 ms for 16-byte keys).
+const SORTED_AT_ONCE: usize = 1 << 20;
+
+/// `items.sort_unstable_by_key(key)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a
+/// check for interrupts between them (a sort of ten million entries takes a third of a second,
+/// more for a hundred million): each slice beyond that is split at its median
+/// (`select_nth_unstable_by_key`, linear: 40 ms for ten million), and its halves sorted alone.
+pub(super) fn sort_interruptibly<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K + Copy) {
+    if items.len() <= SORTED_AT_ONCE {
+        items.sort_unstable_by_key(key);
+    } else {
+        let middle = items.len() / 2;
+        items.select_nth_unstable_by_key(middle, key);
+        pgrx::check_for_interrupts!();
+        let (low, high) = items.split_at_mut(middle);
+        sort_interruptibly(low, key);
+        sort_interruptibly(high, key);
+    }
+    pgrx::check_for_interrupts!();
 }
 
 /// `vec.push(item)`, or an ERROR (53200) when memory runs out.
@@ -590,5 +619,243 @@ mod tests {
         Spi::run("SET enable_seqscan = off").unwrap();
         Spi::get_one::<i64>("SELECT count(*) FROM (SELECT id FROM v1_order ORDER BY fp <-> '0123456789abcdef') o")
             .unwrap();
+    }
+
+    /// What of the index of a table a corruption test runs (`Damaged::errors`).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Op {
+        /// A radius lookup through the index.
+        Lookup,
+        /// An insert of a row with the fingerprint of row 1.
+        Insert,
+        /// An insert of a row whose fingerprint is NULL.
+        InsertNull,
+        /// A full ordered scan (every row, through the index).
+        Ordered,
+        /// `simhash_index_check`.
+        Check,
+    }
+
+    const ALL_OPS: [Op; 4] = [Op::Lookup, Op::Insert, Op::Ordered, Op::Check];
+
+    /// A table `name` (id, fp) of 2,000 rows with the index `{name}_fp` of page format `version`
+    /// (3, 4 or 5; in 5, 300 rows and 10 NULL ones inserted after the build, so that its buckets
+    /// have pages), and the fingerprint of row 1 as text.
+    fn damaged_table(name: &str, version: u32) -> String {
+        if version < 5 {
+            table_with_index(name);
+            if version == 3 {
+                each_page(&format!("{name}_fp"), true, |block, any_page| unsafe {
+                    if block == 0 {
+                        (*page::meta(any_page)).version = 3;
+                    }
+                });
+                pack_pages(&format!("{name}_fp"));
+            }
+        } else {
+            Spi::run(&format!(
+                "CREATE TABLE {name} (id int, fp simhash64);
+                 INSERT INTO {name} SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
+                 FROM generate_series(1, 2000) i;
+                 CREATE INDEX {name}_fp ON {name} USING simhash (fp);
+                 INSERT INTO {name} SELECT i, ('x' || substr(md5(i::text), 1, 16))::bit(64)::bigint::simhash64
+                 FROM generate_series(2001, 2300) i;
+                 INSERT INTO {name} SELECT -i, NULL FROM generate_series(1, 10) i;"
+            ))
+            .unwrap();
+        }
+        assert_eq!(format(&format!("{name}_fp")), version);
+        Spi::get_one::<String>(&format!("SELECT fp::text FROM {name} WHERE id = 1")).unwrap().unwrap()
+    }
+
+    /// The SQLSTATE and message of the error `op` raises on the table `name` ("" when none),
+    /// caught in a PL/pgSQL block (a subtransaction, which releases what the failed statement
+    /// held); `fp` is the fingerprint of row 1.
+    fn error_of(name: &str, fp: &str, op: Op) -> String {
+        let query = match op {
+            Op::Lookup => format!("SELECT count(*) FROM {name} WHERE fp <~> '{fp}' <= 3"),
+            Op::Insert => format!("INSERT INTO {name} VALUES (-100, '{fp}')"),
+            Op::InsertNull => format!("INSERT INTO {name} VALUES (-101, NULL)"),
+            Op::Ordered => format!("SELECT count(*) FROM (SELECT id FROM {name} ORDER BY fp <-> '{fp}') s"),
+            Op::Check => format!("SELECT simhash_index_check('{name}_fp')"),
+        };
+        Spi::run(
+            "CREATE OR REPLACE FUNCTION pg_temp.error_of(query text) RETURNS text LANGUAGE plpgsql AS $f$
+             BEGIN
+                 EXECUTE query;
+                 RETURN '';
+             EXCEPTION WHEN OTHERS THEN
+                 RETURN SQLSTATE || ': ' || SQLERRM;
+             END $f$",
+        )
+        .unwrap();
+        // (only the index can serve the lookup and the ordered scan)
+        Spi::run("SET enable_seqscan = off").unwrap();
+        let error = Spi::get_one::<String>(&format!("SELECT pg_temp.error_of($q${query}$q$)")).unwrap().unwrap();
+        Spi::run("RESET enable_seqscan").unwrap();
+        error
+    }
+
+    /// Asserts that each of `ops` on the table `name`, whose index `damage` damaged, fails with
+    /// XX002 (index corrupted) and a message that names the index and a block.
+    fn assert_corrupt(name: &str, fp: &str, damage: &str, ops: &[Op]) {
+        for &op in ops {
+            let error = error_of(name, fp, op);
+            assert!(
+                error.starts_with("XX002: ") && error.contains(&format!("\"{name}_fp\"")) && error.contains("block"),
+                "{damage}: {op:?} gave {error:?}"
+            );
+        }
+    }
+
+    /// The header of `any_page`.
+    unsafe fn header(any_page: pg_sys::Page) -> *mut pg_sys::PageHeaderData {
+        any_page as *mut pg_sys::PageHeaderData
+    }
+
+    /// A page whose header puts its entries or its special space outside the page (of any kind:
+    /// bucket pages of formats 3 and 4, pages of the built part, directory, metapage) is reported
+    /// as corrupt (XX002) by lookups, inserts, ordered scans and the check, which read nothing
+    /// outside the page.
+    #[pg_test]
+    fn pages_whose_header_leaves_the_page_are_corrupt() {
+        // Entries apart, their fingerprints up to pd_lower beyond the page, pd_upper below them.
+        let fp = damaged_table("hdr_apart", 4);
+        each_page("hdr_apart_fp", true, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) {
+                ((*header(any_page)).pd_lower, (*header(any_page)).pd_upper) = (0xFFF8, 32);
+            }
+        });
+        assert_corrupt("hdr_apart", &fp, "pd_lower beyond the page (apart)", &ALL_OPS);
+        // Entries packed (format 3), up to pd_lower beyond the page.
+        let fp = damaged_table("hdr_packed", 3);
+        each_page("hdr_packed_fp", true, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) {
+                (*header(any_page)).pd_lower = 0xFFF8;
+            }
+        });
+        assert_corrupt("hdr_packed", &fp, "pd_lower beyond the page (packed)", &ALL_OPS);
+        // The special space beyond the page.
+        let fp = damaged_table("hdr_special", 4);
+        each_page("hdr_special_fp", true, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) {
+                (*header(any_page)).pd_special = 0xFFF0;
+            }
+        });
+        assert_corrupt("hdr_special", &fp, "pd_special beyond the page", &ALL_OPS);
+        // Pages of the built part: the special space beyond the page, or pd_lower (an insert
+        // does not read the built part).
+        for (name, lower) in [("hdr_dense", false), ("hdr_dense_lower", true)] {
+            let fp = damaged_table(name, 5);
+            each_page(&format!("{name}_fp"), true, |_, any_page| unsafe {
+                if page::is_kind(any_page, page::Kind::Dense) || page::is_kind(any_page, page::Kind::DenseDirectory) {
+                    if lower {
+                        (*header(any_page)).pd_lower = 0xFFF8;
+                    } else {
+                        (*header(any_page)).pd_special = 0xFFF0;
+                    }
+                }
+            });
+            assert_corrupt(name, &fp, "a page of the built part", &[Op::Lookup, Op::Ordered, Op::Check]);
+            assert_eq!(error_of(name, &fp, Op::Insert), "");
+        }
+        // The directory's pages and the metapage.
+        let fp = damaged_table("hdr_directory", 5);
+        each_page("hdr_directory_fp", true, |_, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Directory) {
+                (*header(any_page)).pd_special = 0xFFF0;
+            }
+        });
+        assert_corrupt("hdr_directory", &fp, "directory pages", &ALL_OPS);
+        let fp = damaged_table("hdr_meta", 5);
+        each_page("hdr_meta_fp", true, |block, any_page| unsafe {
+            if block == 0 {
+                (*header(any_page)).pd_special = 0xFFF0;
+            }
+        });
+        assert_corrupt("hdr_meta", &fp, "the metapage", &ALL_OPS);
+    }
+
+    /// A link to a block that cannot be a page of a chain (the metapage, the directory page that
+    /// holds it, the built part, beyond the index's end) is reported as corrupt (XX002) before the
+    /// block is locked: an insert, which holds the directory page or the metapage while it locks
+    /// the last page of the chain, does not wait for itself.
+    #[pg_test]
+    fn links_to_blocks_of_no_chain_are_corrupt() {
+        // Every bucket of segment 0 starts and ends at its own directory page (block 1).
+        let fp = damaged_table("link_directory", 5);
+        each_page("link_directory_fp", true, |block, any_page| unsafe {
+            if block == 1 {
+                assert!(page::is_kind(any_page, page::Kind::Directory) && (*page::special(any_page)).segment() == 0);
+                let slots = page::used(any_page) / std::mem::size_of::<page::DirectoryEntry>();
+                for slot in 0..slots {
+                    *page::directory_entry(any_page, slot) = page::DirectoryEntry { head: 1, tail: 1 };
+                }
+            }
+        });
+        assert_corrupt("link_directory", &fp, "links to the directory", &ALL_OPS);
+        // The chain of NULL rows starts and ends at the metapage.
+        let fp = damaged_table("link_meta", 5);
+        each_page("link_meta_fp", true, |block, any_page| unsafe {
+            if block == 0 {
+                (*page::meta(any_page)).nulls = page::DirectoryEntry { head: 0, tail: 0 };
+            }
+        });
+        assert_corrupt("link_meta", &fp, "links to the metapage", &[Op::InsertNull, Op::Ordered, Op::Check]);
+        // Every bucket links beyond the index's end, or into its built part.
+        for (name, target) in [("link_beyond", 1_000_000), ("link_built", 0)] {
+            let fp = damaged_table(name, 5);
+            let mut built = 0;
+            each_page(&format!("{name}_fp"), true, |block, any_page| unsafe {
+                if block == 0 {
+                    built = (*page::meta(any_page)).dense_start;
+                }
+                if page::is_kind(any_page, page::Kind::Directory) {
+                    let slots = page::used(any_page) / std::mem::size_of::<page::DirectoryEntry>();
+                    let target = if target == 0 { built } else { target };
+                    for slot in 0..slots {
+                        *page::directory_entry(any_page, slot) = page::DirectoryEntry { head: target, tail: target };
+                    }
+                }
+            });
+            assert_corrupt(name, &fp, "links beyond the end or into the built part", &ALL_OPS);
+        }
+        // A metapage whose built part does not fit the index.
+        let fp = damaged_table("link_rows", 5);
+        each_page("link_rows_fp", true, |block, any_page| unsafe {
+            if block == 0 {
+                (*page::meta(any_page)).dense_rows = 4_000_000_000;
+            }
+        });
+        assert_corrupt("link_rows", &fp, "a built part beyond the end", &ALL_OPS);
+    }
+
+    /// A chain that loops (each last page linking to itself) is reported as corrupt (XX002) by the
+    /// walks along it, which would follow it forever, and by an insert (its last page has a next
+    /// page).
+    #[pg_test]
+    fn chains_that_loop_are_corrupt() {
+        let fp = damaged_table("looped", 4);
+        each_page("looped_fp", true, |block, any_page| unsafe {
+            if page::is_kind(any_page, page::Kind::Bucket) && (*page::special(any_page)).next == page::INVALID_BLOCK {
+                (*page::special(any_page)).next = block;
+            }
+        });
+        assert_corrupt("looped", &fp, "chains that loop", &ALL_OPS);
+        // The same in the buckets of an index of format 5 (the rows inserted since its build), and
+        // in its chain of NULL rows, which only ordered scans read.
+        let fp = damaged_table("looped_5", 5);
+        each_page("looped_5_fp", true, |block, any_page| unsafe {
+            let chain = page::is_kind(any_page, page::Kind::Bucket) || page::is_kind(any_page, page::Kind::Nulls);
+            if chain && (*page::special(any_page)).next == page::INVALID_BLOCK {
+                (*page::special(any_page)).next = block;
+            }
+        });
+        assert_corrupt(
+            "looped_5",
+            &fp,
+            "chains of format 5 that loop",
+            &[Op::Insert, Op::InsertNull, Op::Ordered, Op::Check],
+        );
     }
 }

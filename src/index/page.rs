@@ -33,6 +33,18 @@
 //! Pages are never freed: VACUUM compacts bucket pages in place, and a chain only grows. So a scan
 //! that follows a chain one page at a time, with a share lock on each, never lands on a page that
 //! became something else.
+//!
+//! A damaged page must not take a reader outside the page or the index, have it wait for a lock it
+//! holds, or walk a chain forever (issue 35). So every read of a page's contents first checks its
+//! kind and that its header keeps its parts inside the page ([`expect_kind`]; [`entries`] gives
+//! none of a page whose header does not, and [`special`] is read where every page has it, not
+//! where `pd_special` says); each link of a chain is checked before the block it names is read,
+//! pinned or locked ([`Links`]: not the metapage, a directory page or the built part, and below
+//! the index's number of blocks), and a walk along a chain counts its pages (no more than the
+//! index has blocks); the metapage's directory and built part must fit the index
+//! ([`load_meta`]). Each fault is an ERROR XX002 (index corrupted) naming the index and the block.
+//! Every loop over pages checks for interrupts between pages (not under a page's lock, which holds
+//! them off).
 
 use std::mem::size_of;
 
@@ -288,11 +300,19 @@ pub(super) unsafe fn init_page(page: Page, kind: Kind, segment: u16) {
     }
 }
 
+/// Where the special space of every page of the index starts (`pd_special`).
+fn special_offset() -> usize {
+    pg_sys::BLCKSZ as usize - maxalign(size_of::<Special>())
+}
+
+/// The special space of a page of the index, where [`init_page`] puts it (not where the page's
+/// `pd_special` says, which a damaged page may set outside the page: [`is_kind`] checks it).
+///
 /// # Safety
 ///
-/// `page` is an initialized page of this index.
+/// `page` is a page-sized buffer.
 pub(super) unsafe fn special(page: Page) -> *mut Special {
-    unsafe { pg_sys::PageGetSpecialPointer(page).cast() }
+    unsafe { (page as *mut u8).add(special_offset()).cast() }
 }
 
 /// Whether `page` is of `kind` (a page of this index with the special space of one).
@@ -302,19 +322,85 @@ pub(super) unsafe fn special(page: Page) -> *mut Special {
 /// `page` is a locked page of this index.
 pub(super) unsafe fn is_kind(page: Page, kind: Kind) -> bool {
     unsafe {
+        let header = page as *const pg_sys::PageHeaderData;
         !pg_sys::PageIsNew(page)
-            && pg_sys::PageGetSpecialSize(page) as usize == maxalign(size_of::<Special>())
+            && usize::from((*header).pd_special) == special_offset()
             && (*special(page)).kind == kind as u16
     }
 }
 
+/// Whether the header of `page` keeps its parts inside the page, in order: the header, the
+/// contents up to `pd_lower`, the free space up to `pd_upper`, the TIDs of a page whose entries
+/// are apart up to `pd_special`, the special space (as every page the index writes has them).
+///
 /// # Safety
 ///
-/// `page` is a page of this index, of `kind` (else an ERROR: the index is corrupt).
+/// `page` is a page-sized buffer.
+unsafe fn header_fits(page: Page) -> bool {
+    unsafe {
+        let header = page as *const pg_sys::PageHeaderData;
+        let (lower, upper, special) =
+            (usize::from((*header).pd_lower), usize::from((*header).pd_upper), usize::from((*header).pd_special));
+        header_contents_offset() <= lower && lower <= upper && upper <= special && special <= pg_sys::BLCKSZ as usize
+    }
+}
+
+/// What is wrong with the header of `page`, if anything ([`header_fits`]).
+///
+/// # Safety
+///
+/// `page` is a page-sized buffer.
+unsafe fn header_fault(page: Page) -> Option<String> {
+    unsafe {
+        if header_fits(page) {
+            return None;
+        }
+        let header = page as *const pg_sys::PageHeaderData;
+        Some(format!(
+            "pd_lower {}, pd_upper {} and pd_special {} do not fit",
+            (*header).pd_lower,
+            (*header).pd_upper,
+            (*header).pd_special
+        ))
+    }
+}
+
+/// Checks that `page`, block `block` of `index`, is a page of `kind` whose header keeps its
+/// contents inside the page (else an ERROR XX002: the index is corrupt), as every read of a page's
+/// contents does first.
+///
+/// # Safety
+///
+/// `page` is that page, locked.
 pub(super) unsafe fn expect_kind(page: Page, kind: Kind, index: pg_sys::Relation, block: BlockNumber) {
     unsafe {
         if !is_kind(page, kind) {
             corrupt(index, format!("block {block} is not a {kind:?} page"));
+        }
+        if let Some(fault) = header_fault(page) {
+            corrupt(index, format!("block {block} ({kind:?} page): {fault}"));
+        }
+    }
+}
+
+/// [`expect_kind`] for a page of a chain (a bucket's or that of the NULL rows), which must also
+/// be of the chain's segment (`Special::segment`); `chain` names the chain.
+///
+/// # Safety
+///
+/// `page` is block `block` of `index`, locked.
+pub(super) unsafe fn expect_chain_page(
+    page: Page,
+    (kind, segment): (Kind, u16),
+    index: pg_sys::Relation,
+    block: BlockNumber,
+    chain: &dyn std::fmt::Display,
+) {
+    unsafe {
+        expect_kind(page, kind, index, block);
+        let found = (*special(page)).segment();
+        if found != segment {
+            corrupt(index, format!("block {block} of {chain} is a page of segment {found}, not {segment}"));
         }
     }
 }
@@ -407,17 +493,127 @@ unsafe fn read_meta(index: pg_sys::Relation, page: Page) -> Meta {
     }
 }
 
-/// The metapage of `index`, read under a share lock and checked.
+/// The metapage of `index`, read under a share lock and checked, with the blocks it names (the
+/// directory, the built part) inside the index.
 ///
 /// # Safety
 ///
 /// `index` is an open simhash index.
 pub(super) unsafe fn load_meta(index: pg_sys::Relation) -> Meta {
     unsafe {
+        // (Read before the metapage: the blocks it names were there at the build, and an index
+        // only grows.)
+        let blocks = number_of_blocks(index);
+        if blocks == 0 {
+            corrupt(index, "it has no metapage".into());
+        }
         let buffer = read_locked(index, 0, pg_sys::BUFFER_LOCK_SHARE);
         let meta = read_meta(index, pg_sys::BufferGetPage(buffer));
         pg_sys::UnlockReleaseBuffer(buffer);
+        let directory_end = 1 + simhash_core::SEGMENTS * meta.directory_pages;
+        if directory_end > blocks {
+            corrupt(
+                index,
+                format!("its {blocks} blocks cannot hold its directory (blocks 1 to {})", directory_end - 1),
+            );
+        }
+        let built = super::dense::blocks(&meta);
+        if built.end > blocks {
+            corrupt(
+                index,
+                format!(
+                    "its {blocks} blocks cannot hold its built part of {} rows (blocks {} to {})",
+                    meta.dense_rows,
+                    built.start,
+                    built.end - 1
+                ),
+            );
+        }
         meta
+    }
+}
+
+/// The number of blocks of the main fork of `index` now.
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn number_of_blocks(index: pg_sys::Relation) -> BlockNumber {
+    unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) }
+}
+
+/// The blocks that a link of a chain (a directory entry, the metapage's ends of the chain of NULL
+/// rows, a page's `next`) may name: after the directory, outside the built part, and below the
+/// index's number of blocks. Each link is checked before its block is read, pinned or locked, so
+/// that a damaged link never has a reader lock the metapage or a directory page that it holds
+/// already (an insert holds the page of the chain's ends), or read past the index's end; and a
+/// walk along a chain counts its pages, so that a chain that loops ends in an ERROR.
+pub(super) struct Links {
+    index: pg_sys::Relation,
+    first: BlockNumber,
+    built: std::ops::Range<BlockNumber>,
+    /// The index's blocks as last read (0: not yet): read again when a link names a block beyond,
+    /// which an insert may have added since (it extends the index before it links the new page).
+    blocks: BlockNumber,
+}
+
+impl Links {
+    /// The links of the chains of `index`, whose metapage is `meta`.
+    pub fn of(index: pg_sys::Relation, meta: &Meta) -> Links {
+        Links {
+            index,
+            first: 1 + simhash_core::SEGMENTS * meta.directory_pages,
+            built: super::dense::blocks(meta),
+            blocks: 0,
+        }
+    }
+
+    /// The index's blocks, read again if `at_least` is not below the count read last.
+    unsafe fn blocks(&mut self, at_least: BlockNumber) -> BlockNumber {
+        if at_least >= self.blocks {
+            self.blocks = unsafe { number_of_blocks(self.index) };
+        }
+        self.blocks
+    }
+
+    /// Checks `block`, which `from` (a chain's ends or one of its pages) links to as a page of the
+    /// chain, before it is read (else an ERROR XX002: the index is corrupt).
+    ///
+    /// # Safety
+    ///
+    /// The link was read from a page of the index (so that a block it names is below the index's
+    /// number of blocks read after that).
+    pub unsafe fn check(&mut self, block: BlockNumber, from: &dyn std::fmt::Display) {
+        unsafe {
+            let fault = if block < self.first {
+                Some("the metapage or a directory page".to_string())
+            } else if self.built.contains(&block) {
+                Some("a page of the built part".to_string())
+            } else {
+                let blocks = self.blocks(block);
+                (block >= blocks).then(|| format!("beyond its {blocks} blocks"))
+            };
+            if let Some(fault) = fault {
+                corrupt(self.index, format!("{from} links to block {block}, {fault}"));
+            }
+        }
+    }
+
+    /// Checks that a chain (named `chain`) whose walk has met `pages` pages, the last one
+    /// `block`, has not looped: it has no more pages than the index has blocks.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Links::check`].
+    pub unsafe fn check_length(&mut self, pages: u32, block: BlockNumber, chain: &dyn std::fmt::Display) {
+        unsafe {
+            if pages > self.blocks(pages) {
+                corrupt(
+                    self.index,
+                    format!("{chain} loops: at block {block} it has {pages} pages, more than the index's blocks"),
+                );
+            }
+        }
     }
 }
 
@@ -425,8 +621,17 @@ pub(super) unsafe fn load_meta(index: pg_sys::Relation) -> Meta {
 /// the chain of NULL rows.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum ChainSlot {
-    Bucket { segment: u32, block: BlockNumber, slot: usize },
+    Bucket { segment: u32, bucket: u32, block: BlockNumber, slot: usize },
     Nulls,
+}
+
+impl std::fmt::Display for ChainSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ChainSlot::Bucket { segment, bucket, .. } => write!(f, "the chain of segment {segment} bucket {bucket}"),
+            ChainSlot::Nulls => write!(f, "the chain of NULL rows"),
+        }
+    }
 }
 
 /// `Special::segment` of the pages of the chain of NULL rows.
@@ -435,7 +640,7 @@ pub(super) const NULLS_SEGMENT: u16 = simhash_core::SEGMENTS as u16;
 impl ChainSlot {
     pub(super) fn bucket(meta: &Meta, segment: u32, bucket: u32) -> ChainSlot {
         let (block, slot) = directory_position(meta, segment, bucket);
-        ChainSlot::Bucket { segment, block, slot }
+        ChainSlot::Bucket { segment, bucket, block, slot }
     }
 
     /// The page that holds the chain's ends.
@@ -477,22 +682,33 @@ impl ChainSlot {
     }
 }
 
-/// The chain (first and last page) of `slot`, read under a share lock.
+/// The chain (first and last page) of `slot`, read under a share lock; an ERROR (XX002) if it has
+/// a first page and no last one or the other way round.
 ///
 /// # Safety
 ///
 /// `index` is an open simhash index, and `slot` one of its chains.
 pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> DirectoryEntry {
     unsafe {
-        if let ChainSlot::Nulls = slot {
-            return load_meta(index).nulls; // (empty in a version 1 metapage, which has no such field)
-        }
-        let block = slot.block();
-        let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-        expect_kind(pg_sys::BufferGetPage(buffer), slot.holder_kind(), index, block);
-        let entry = *slot.ends(pg_sys::BufferGetPage(buffer));
-        pg_sys::UnlockReleaseBuffer(buffer);
-        entry
+        let ends = if let ChainSlot::Nulls = slot {
+            load_meta(index).nulls // (empty in a version 1 metapage, which has no such field)
+        } else {
+            let block = slot.block();
+            let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+            expect_kind(pg_sys::BufferGetPage(buffer), slot.holder_kind(), index, block);
+            let ends = *slot.ends(pg_sys::BufferGetPage(buffer));
+            pg_sys::UnlockReleaseBuffer(buffer);
+            ends
+        };
+        expect_both_ends(index, &ends, &slot);
+        ends
+    }
+}
+
+/// Checks that a chain's ends are both there or both not (else an ERROR XX002).
+pub(super) fn expect_both_ends(index: pg_sys::Relation, ends: &DirectoryEntry, chain: &dyn std::fmt::Display) {
+    if (ends.head == INVALID_BLOCK) != (ends.tail == INVALID_BLOCK) {
+        corrupt(index, format!("{chain} has a first page ({}) or a last one ({}), not both", ends.head, ends.tail));
     }
 }
 
@@ -500,11 +716,17 @@ pub(super) unsafe fn chain_of(index: pg_sys::Relation, slot: ChainSlot) -> Direc
 ///
 /// # Safety
 ///
-/// `index` is an open simhash index, and `slot` one of its chains.
-pub(super) unsafe fn read_chain(index: pg_sys::Relation, slot: ChainSlot, mut each: impl FnMut(Entries<'_>)) {
+/// `index` is an open simhash index with that `meta`, and `slot` one of its chains.
+pub(super) unsafe fn read_chain(
+    index: pg_sys::Relation,
+    meta: &Meta,
+    slot: ChainSlot,
+    mut each: impl FnMut(Entries<'_>),
+) {
     unsafe {
-        let (kind, _) = slot.page_kind();
-        walk_chain(index, chain_of(index, slot).head, kind, |entries, _| each(entries));
+        let mut links = Links::of(index, meta);
+        let head = chain_of(index, slot).head;
+        walk_chain(&mut links, head, None, slot, |entries, _| each(entries));
     }
 }
 
@@ -544,13 +766,20 @@ pub(super) unsafe fn read_buckets(
             let directory = pg_sys::BufferGetPage(buffer);
             expect_kind(directory, Kind::Directory, index, block);
             for (j, &bucket) in run.iter().enumerate() {
-                let head = (*directory_entry(directory, (bucket % per_page) as usize)).head;
-                if head != INVALID_BLOCK {
-                    heads.push((first + j, head));
+                let ends = *directory_entry(directory, (bucket % per_page) as usize);
+                if ends.head != INVALID_BLOCK {
+                    heads.push((first + j, ends.head));
                 }
+                expect_both_ends(index, &ends, &ChainSlot::bucket(meta, segment, bucket));
             }
             pg_sys::UnlockReleaseBuffer(buffer);
+            pgrx::check_for_interrupts!();
             first += run.len();
+        }
+        // Every first page checked before any is pinned.
+        let mut links = Links::of(index, meta);
+        for &(i, head) in &heads {
+            links.check(head, &ChainSlot::bucket(meta, segment, buckets[i]));
         }
         let guesses = super::recent::guesses(index, heads.iter().map(|&(_, head)| head));
         let runs = values.filter(|_| meta.sorts_pages());
@@ -587,12 +816,14 @@ pub(super) unsafe fn read_buckets(
             }
             pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
             let chain_page = pg_sys::BufferGetPage(buffer);
-            expect_kind(chain_page, Kind::Bucket, index, head);
+            let slot = ChainSlot::bucket(meta, segment, buckets[i]);
+            expect_chain_page(chain_page, slot.page_kind(), index, head, &slot);
             let sorted = if meta.sorts_pages() { (*special(chain_page)).sorted() } else { 0 };
             each(i, entries(chain_page), sorted);
             let next_page = (*special(chain_page)).next;
             pg_sys::UnlockReleaseBuffer(buffer);
-            walk_chain(index, next_page, Kind::Bucket, |entries, sorted| {
+            pgrx::check_for_interrupts!();
+            walk_chain(&mut links, next_page, Some(head), slot, |entries, sorted| {
                 each(i, entries, if meta.sorts_pages() { sorted } else { 0 })
             });
         }
@@ -666,15 +897,33 @@ pub(super) unsafe fn prefetch_ends(page: Page) {
     let _ = page;
 }
 
-/// Calls `each(entries, sorted)` for every page of the chain from `head` (pages of `kind`).
-unsafe fn walk_chain(index: pg_sys::Relation, head: BlockNumber, kind: Kind, mut each: impl FnMut(Entries<'_>, usize)) {
+/// Calls `each(entries, sorted)` for every page of the chain of `slot` from `from`, the first
+/// page or the one after `previous` (each link checked before it is followed, and the pages
+/// counted: a chain that loops is an ERROR XX002).
+unsafe fn walk_chain(
+    links: &mut Links,
+    from: BlockNumber,
+    previous: Option<BlockNumber>,
+    slot: ChainSlot,
+    mut each: impl FnMut(Entries<'_>, usize),
+) {
     unsafe {
-        let mut block = head;
+        let index = links.index;
+        let mut block = from;
+        let mut pages = u32::from(previous.is_some());
+        let mut linked_from = previous;
         while block != INVALID_BLOCK {
+            match linked_from {
+                Some(previous) => links.check(block, &format_args!("block {previous} of {slot}")),
+                None => links.check(block, &slot),
+            }
+            pages += 1;
+            links.check_length(pages, block, &slot);
             let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
             let chain_page = pg_sys::BufferGetPage(buffer);
-            expect_kind(chain_page, kind, index, block);
+            expect_chain_page(chain_page, slot.page_kind(), index, block, &slot);
             each(entries(chain_page), (*special(chain_page)).sorted());
+            linked_from = Some(block);
             block = (*special(chain_page)).next;
             pg_sys::UnlockReleaseBuffer(buffer);
             pgrx::check_for_interrupts!();
@@ -695,13 +944,17 @@ unsafe fn is_apart(page: Page) -> bool {
     }
 }
 
-/// The entries of a bucket page.
+/// The entries of a bucket page; none when its header does not fit the page (which
+/// [`expect_kind`] reports, as every reader checks first): never a byte outside the page.
 ///
 /// # Safety
 ///
 /// `page` is a locked bucket page.
 pub(super) unsafe fn entries<'a>(page: Page) -> Entries<'a> {
     unsafe {
+        if !header_fits(page) {
+            return Entries::Packed(&[]);
+        }
         if is_apart(page) {
             let header = page as *const pg_sys::PageHeaderData;
             let tids = usize::from((*header).pd_special - (*header).pd_upper) / TID;
@@ -726,13 +979,13 @@ pub(super) unsafe fn entries<'a>(page: Page) -> Entries<'a> {
 /// `page` is a locked bucket page.
 pub(super) unsafe fn layout_fault(page: Page, keeps_apart: bool) -> Option<String> {
     unsafe {
+        if let Some(fault) = header_fault(page) {
+            return Some(fault);
+        }
         let header = page as *const pg_sys::PageHeaderData;
         let (lower, upper, special) =
             (usize::from((*header).pd_lower), usize::from((*header).pd_upper), usize::from((*header).pd_special));
         let start = header_contents_offset();
-        if lower < start || lower > upper || upper > special {
-            return Some(format!("pd_lower {lower}, pd_upper {upper} and pd_special {special} do not fit"));
-        }
         if upper < special {
             let (fps, tids) = (lower - start, special - upper);
             if !keeps_apart {

@@ -229,7 +229,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                         .into_iter()
                         .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
                         .collect();
-                    found.sort_unstable();
+                    super::sort_interruptibly(&mut found, |&found| found);
                     state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
                     state.distances = found.into_iter().map(|(d, _)| d).collect();
                 }
@@ -273,22 +273,33 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
     }
 }
 
+/// The rows a bitmap scan without a key adds to the bitmap at a time.
+const BITMAP_BATCH: usize = 4096;
+
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
     unsafe {
         let state = state_of(scan);
         let index = (*scan).indexRelation;
-        let mut results = if state.balls.is_empty() {
-            // No key (a partial index's predicate is the query's only condition): every row.
+        if state.balls.is_empty() {
+            // No key (a partial index's predicate is the query's only condition): every row,
+            // added a batch at a time (the bitmap keeps to work_mem).
             let mut ordered = Ordered::new(index, None);
-            let mut all = Vec::new();
-            while let Some((tid, _)) = ordered.next_tid(index) {
-                super::push(&mut all, tid);
+            let mut batch = Vec::with_capacity(BITMAP_BATCH);
+            let mut n = 0;
+            loop {
+                let next = ordered.next_tid(index);
+                if next.is_none() || batch.len() == BITMAP_BATCH {
+                    pg_sys::tbm_add_tuples(tbm, batch.as_mut_ptr(), batch.len() as i32, false);
+                    n += batch.len() as i64;
+                    batch.clear();
+                    pgrx::check_for_interrupts!();
+                }
+                let Some((tid, _)) = next else { return n };
+                batch.push(tid);
             }
-            all
-        } else {
-            search(index, &state.balls)
-        };
+        }
+        let mut results = search(index, &state.balls);
         let n = results.len();
         if n > 0 {
             pg_sys::tbm_add_tuples(tbm, results.as_mut_ptr(), n as i32, false);
@@ -310,7 +321,7 @@ pub(super) unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
 pub(super) unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
         let mut found = search_fingerprints(index, balls);
-        found.sort_unstable_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
+        super::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
         found.into_iter().map(|(_, tid)| tid).collect()
     }
 }
@@ -499,7 +510,7 @@ pub(super) unsafe fn search_many(
             });
         }
         if let (Some(built), false) = (built, unresolved.is_empty()) {
-            unresolved.sort_unstable();
+            super::sort_interruptibly(&mut unresolved, |&pair| pair);
             unresolved.dedup();
             let mut fps: Vec<u64> = unresolved.iter().map(|&(fp, _)| fp).collect();
             dense::rows_of(index, &built, &mut fps, |fp, tid| {
@@ -583,7 +594,7 @@ impl Ordered {
                     self.nulls_done = true;
                     self.ready.clear();
                     self.ready_distance = None;
-                    page::read_chain(index, ChainSlot::Nulls, |entries| {
+                    page::read_chain(index, &self.meta, ChainSlot::Nulls, |entries| {
                         for (_, tid) in entries.iter() {
                             super::push(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
                         }
