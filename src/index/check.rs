@@ -21,6 +21,8 @@ use crate::pg::errors::raise;
 fn simhash_index_check(index_oid: Oid) -> i64 {
     unsafe {
         // ShareLock: no row is inserted while the segments are counted (as bt_index_parent_check).
+        // (a dangling OID is a valid regclass: 42P01, not index_open's internal error)
+        crate::pg::names::require_relation(index_oid);
         let index = pg_sys::index_open(index_oid, pg_sys::ShareLock as i32);
         let access_method = pg_sys::get_index_am_oid(c"simhash".as_ptr(), true);
         if (*(*index).rd_rel).relam != access_method || access_method == Oid::INVALID {
