@@ -547,10 +547,18 @@ DECLARE
     col_type pg_catalog.oid;
     base_type pg_catalog.oid;
     rel_name pg_catalog.name;
+    rel pg_catalog.text;
+    cast_ pg_catalog.text := '';
     prefix pg_catalog.text;
     how pg_catalog.text := CASE WHEN simhash_index_statements.concurrently THEN 'CONCURRENTLY ' ELSE '' END;
 BEGIN
-    SELECT c.relname INTO rel_name FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'the table must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT c.relname, CASE WHEN c.relpersistence OPERATOR(pg_catalog.=) 't'::pg_catalog.char
+                           THEN pg_catalog.format('pg_temp.%I', c.relname) ELSE tbl::pg_catalog.text END
+    INTO rel_name, rel
+    FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::pg_catalog.oid USING ERRCODE = 'undefined_table';
     END IF;
@@ -567,19 +575,24 @@ BEGIN
         RAISE EXCEPTION 'column "%" of relation % is of type %, not simhash64', col, tbl, pg_catalog.format_type(col_type, NULL)
             USING ERRCODE = 'datatype_mismatch';
     END IF;
+    -- A domain's column is cast to simhash64 itself, which the extension's functions take: a
+    -- function declared for the domain would otherwise match it more exactly.
+    IF base_type OPERATOR(pg_catalog.<>) 0::pg_catalog.oid THEN
+        cast_ := '::@extschema@.simhash64';
+    END IF;
     prefix := pg_catalog.format('%s_%s', rel_name, col);
     IF method OPERATOR(pg_catalog.=) 'btree' OR method OPERATOR(pg_catalog.=) 'btree_compact' THEN
         FOR n IN 0..3 LOOP
-            RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I, %s))%s',
-                how, simhash_internal.simhash_index_name(prefix, pg_catalog.format('_segment_%s', n)), tbl, col, n,
+            RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s (@extschema@.simhash_segment(%I%s, %s))%s',
+                how, simhash_internal.simhash_index_name(prefix, pg_catalog.format('_segment_%s', n)), rel, col, cast_, n,
                 CASE WHEN method OPERATOR(pg_catalog.=) 'btree' THEN pg_catalog.format(' INCLUDE (%I)', col) ELSE '' END);
         END LOOP;
     ELSIF method OPERATOR(pg_catalog.=) 'simhash' THEN
         RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING simhash (%I)',
-            how, simhash_internal.simhash_index_name(prefix, '_simhash'), tbl, col);
+            how, simhash_internal.simhash_index_name(prefix, '_simhash'), rel, col);
     ELSIF method OPERATOR(pg_catalog.=) 'gin' THEN
-        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I))',
-            how, simhash_internal.simhash_index_name(prefix, '_bands'), tbl, col);
+        RETURN NEXT pg_catalog.format('CREATE INDEX %sIF NOT EXISTS %I ON %s USING gin (@extschema@.simhash_bands(%I%s))',
+            how, simhash_internal.simhash_index_name(prefix, '_bands'), rel, col, cast_);
     ELSE
         RAISE EXCEPTION 'unknown simhash index method "%"', method USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Use ''btree'' (four covering segment indexes), ''btree_compact'' (four smaller ones), ''gin'' (one bands index) or ''simhash'' (the extension''s own index).';
@@ -643,6 +656,13 @@ DECLARE
     report_name pg_catalog.text;
     report_oid pg_catalog.oid;
     report_owner pg_catalog.oid;
+    report_kind pg_catalog.char;
+    report_persistence pg_catalog.char;
+    report_schema pg_catalog.name;
+    report_rel pg_catalog.name;
+    report_namespace pg_catalog.oid;
+    rel_persistence pg_catalog.char;
+    grantee pg_catalog.oid;
     statements pg_catalog.text;
     update_of pg_catalog.text;
     verify_args pg_catalog.text;
@@ -650,7 +670,7 @@ DECLARE
 BEGIN
     -- The radius, and with verify the threshold and the shingle length (22023).
     PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
-    SELECT c.relname, ns.nspname, c.relowner INTO rel_name, rel_schema, rel_owner
+    SELECT c.relname, ns.nspname, c.relowner, c.relpersistence INTO rel_name, rel_schema, rel_owner, rel_persistence
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
     IF NOT FOUND THEN
@@ -733,21 +753,45 @@ BEGIN
             SELECT c.relowner INTO report_owner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) report_oid;
             IF report_owner OPERATOR(pg_catalog.<>) rel_owner THEN
                 EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO %I', report_name, pg_catalog.pg_get_userbyid(rel_owner));
-            END IF;
-        ELSE
-            SELECT c.relowner INTO report_owner FROM pg_catalog.pg_class c
-            WHERE c.oid OPERATOR(pg_catalog.=) report_oid
-              AND (c.relkind OPERATOR(pg_catalog.=) 'r'::pg_catalog.char OR c.relkind OPERATOR(pg_catalog.=) 'p'::pg_catalog.char);
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'report table % is not a table', report_name USING ERRCODE = 'wrong_object_type';
-            END IF;
-            IF report_owner OPERATOR(pg_catalog.<>) rel_owner THEN
-                RAISE EXCEPTION 'report table % is owned by role %, not by %, the owner of table %', report_name,
-                    pg_catalog.pg_get_userbyid(report_owner), pg_catalog.pg_get_userbyid(rel_owner), rel_name
-                    USING ERRCODE = 'insufficient_privilege',
-                          HINT = 'Use a report table of the table''s owner, or another name (report_table => ...).';
+                -- (grants the creating role's default privileges gave to others: the owner's table)
+                FOR grantee IN
+                    SELECT DISTINCT a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                    WHERE c.oid OPERATOR(pg_catalog.=) report_oid AND a.grantee OPERATOR(pg_catalog.<>) rel_owner
+                LOOP
+                    EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', report_name,
+                        CASE WHEN grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                             ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(grantee)) END);
+                END LOOP;
             END IF;
         END IF;
+        SELECT c.relowner, c.relkind, c.relpersistence, ns.nspname, c.relname, c.relnamespace
+        INTO report_owner, report_kind, report_persistence, report_schema, report_rel, report_namespace
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
+        WHERE c.oid OPERATOR(pg_catalog.=) report_oid;
+        IF NOT (report_kind OPERATOR(pg_catalog.=) 'r'::pg_catalog.char OR report_kind OPERATOR(pg_catalog.=) 'p'::pg_catalog.char) THEN
+            RAISE EXCEPTION 'report table % is not a table', report_name USING ERRCODE = 'wrong_object_type';
+        END IF;
+        IF report_owner OPERATOR(pg_catalog.<>) rel_owner THEN
+            RAISE EXCEPTION 'report table % is owned by role %, not by %, the owner of table %', report_name,
+                pg_catalog.pg_get_userbyid(report_owner), pg_catalog.pg_get_userbyid(rel_owner), rel_name
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'Use a report table of the table''s owner, or another name (report_table => ...).';
+        END IF;
+        -- A temporary report table lives only in this session: only for a temporary table.
+        IF report_persistence OPERATOR(pg_catalog.=) 't'::pg_catalog.char
+           AND rel_persistence OPERATOR(pg_catalog.<>) 't'::pg_catalog.char THEN
+            RAISE EXCEPTION 'report table % is temporary, and table % is not', report_name, rel_name
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT pg_catalog.has_schema_privilege(rel_owner, report_namespace, 'USAGE')
+           OR NOT pg_catalog.has_table_privilege(rel_owner, report_oid, 'INSERT') THEN
+            RAISE EXCEPTION 'the owner of table %, role %, may not insert into report table %', rel_name,
+                pg_catalog.pg_get_userbyid(rel_owner), report_name
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'The trigger writes the report as the table''s owner: it needs USAGE on the report table''s schema and INSERT on it.';
+        END IF;
+        -- As the trigger will name it: schema and name from the catalog (pg_temp_N for a temporary one).
+        report_name := pg_catalog.format('%I.%I', report_schema, report_rel);
         IF verify IS NOT NULL AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
                                               WHERE attrelid OPERATOR(pg_catalog.=) report_oid
                                                 AND attname OPERATOR(pg_catalog.=) 'similarity' AND NOT attisdropped) THEN

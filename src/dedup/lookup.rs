@@ -124,7 +124,13 @@ unsafe fn lookup_statement(
 ) -> String {
     unsafe {
         let s = quote_identifier(&namespace_name(schema));
-        let column = format!("t.{}", quote_identifier(column));
+        // A column of a domain over simhash64 is cast to simhash64 itself: it would match an
+        // operator declared for that domain more exactly than the extension's own.
+        let name = std::ffi::CString::new(column).unwrap_or_default();
+        let attnum = pg_sys::get_attnum((*rel).rd_id, name.as_ptr());
+        let domain = attnum > 0 && pg_sys::get_typtype(pg_sys::get_atttype((*rel).rd_id, attnum)) as u8 == b'd';
+        let cast = if domain { format!("::{s}.simhash64") } else { String::new() };
+        let column = format!("t.{}{cast}", quote_identifier(column));
         let key = key_columns(rel).expression();
         let table = qualified_name((*rel).rd_id);
         let within =
@@ -206,7 +212,7 @@ pub(super) unsafe fn find_near_duplicate(
     fp: u64,
     exclude: pg_sys::ItemPointerData,
     new_text: Option<Datum>,
-) -> Option<(String, i32, Option<f64>)> {
+) -> Option<(Option<String>, i32, Option<f64>)> {
     unsafe {
         let text = lookup_statement(rel, &config.column, config.k, schema, config.verify.as_ref());
         let mut types = vec![crate::lookup::catalog::simhash64_type(schema), pg_sys::TIDOID];
@@ -242,7 +248,10 @@ pub(super) unsafe fn find_near_duplicate(
         }
         let table = pg_sys::SPI_tuptable;
         let tuple = *(*table).vals;
-        let key = CStr::from_ptr(pg_sys::SPI_getvalue(tuple, (*table).tupdesc, 1)).to_string_lossy().into_owned();
+        // (NULL where the key's cast to text gives NULL: a type's own cast may; the row is then
+        // named without its key)
+        let key = pg_sys::SPI_getvalue(tuple, (*table).tupdesc, 1);
+        let key = (!key.is_null()).then(|| CStr::from_ptr(key).to_string_lossy().into_owned());
         let mut is_null = false;
         let distance = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 2, &mut is_null).value() as i32;
         let similarity = config

@@ -164,7 +164,10 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             }
             return Datum::from(row);
         };
-        let existing_key = key_readable(relid).then_some(existing_key);
+        // The report (the owner's table, written as the owner) keeps the key; the error shows it
+        // only to a role that may read the table.
+        let reported_key = existing_key.clone();
+        let existing_key = existing_key.filter(|_| key_readable(relid));
         let result = match config.action {
             Action::Error => None,
             Action::Skip => {
@@ -181,7 +184,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             }
             Action::Report => {
                 let new_key = row_key(rel, row);
-                let found = Found { existing_key: existing_key.as_deref(), distance, similarity };
+                let found = Found { existing_key: reported_key.as_deref(), distance, similarity };
                 report(trigger_oid, trigger, relid, &config, schema, fp, new_key, found);
                 Some(Datum::from(row))
             }

@@ -230,7 +230,7 @@ pub(super) unsafe fn spread_pairs(
             crate::pg::names::quote_literal(&work)
         ));
         run(&format!(
-            "INSERT INTO {work} (key, id, fp) SELECT pg_catalog.unnest({ext}.simhash_pair_keys(t.{fp}, {k})), t.{id}, t.{fp} \
+            "INSERT INTO {work} (key, id, fp) SELECT pg_catalog.unnest({ext}.simhash_pair_keys(t.{fp}::{ext}.simhash64, {k})), t.{id}, t.{fp} \
              FROM {tbl} t WHERE t.{fp} IS NOT NULL",
             fp = quote_identifier(&fp_column.to_string_lossy()),
             id = quote_identifier(&id_column.to_string_lossy()),

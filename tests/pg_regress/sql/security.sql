@@ -48,6 +48,14 @@ SET ROLE simhash_sec_other;
 INSERT INTO sec_docs VALUES (3, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
 \set VERBOSITY default
 RESET ROLE;
+-- A temporary report table for a permanent table (it would exist in one session only), and one
+-- the owner may not write, are refused.
+\set VERBOSITY sqlstate
+SELECT simhash_add_dedup('sec_docs', 'fp', 3, 'report', report_table => 'pg_temp.sec_temp_reports');
+CREATE SCHEMA sec_closed;
+SELECT simhash_add_dedup('sec_docs', 'fp', 3, 'report', report_table => 'sec_closed.sec_reports');
+\set VERBOSITY default
+DROP SCHEMA sec_closed CASCADE;
 DROP TABLE sec_reports, sec_docs_near_duplicates;
 DELETE FROM sec_docs WHERE id <> 1;
 
@@ -74,6 +82,20 @@ INSERT INTO sec_docs VALUES (5, 'the quarterly numbers are up by four percent', 
 RESET ROLE;
 ALTER TABLE sec_docs DISABLE ROW LEVEL SECURITY;
 DROP POLICY sec_own_rows ON sec_docs;
+
+-- A key whose cast to text gives NULL (a type's own cast may): the stored row goes unnamed.
+CREATE TYPE sec_mood AS ENUM ('calm', 'tense');
+CREATE FUNCTION sec_mood_text(sec_mood) RETURNS text LANGUAGE sql AS 'SELECT NULL::text';
+CREATE CAST (sec_mood AS text) WITH FUNCTION sec_mood_text(sec_mood);
+CREATE TABLE sec_moods (id sec_mood PRIMARY KEY, fp simhash64);
+CREATE INDEX ON sec_moods USING simhash (fp);
+SELECT simhash_add_dedup('sec_moods', 'fp', 3) IS NOT NULL AS attached;
+INSERT INTO sec_moods VALUES ('calm', '0000000000000000');
+INSERT INTO sec_moods VALUES ('tense', '0000000000000001');
+DROP TABLE sec_moods;
+DROP CAST (sec_mood AS text);
+DROP FUNCTION sec_mood_text(sec_mood);
+DROP TYPE sec_mood;
 
 -- A relation that does not exist (a dropped table's OID is still a valid regclass): 42P01 from
 -- every function that takes one, and the backend lives on.
