@@ -5,9 +5,10 @@
 use pgrx::prelude::*;
 
 use super::simhash64::SimHash64;
-use super::text::{text_as_utf8, utf8_to_server};
+use super::text::{text_as_utf8, utf8_to_server, INTERRUPTS};
 use crate::pg::errors::raise;
-use simhash_core::fingerprint::{integer_weight, VoteTotals};
+use simhash_core::fingerprint::{feature_hash_interruptible, integer_weight, VoteTotals};
+use simhash_core::interrupt::STEP;
 
 fn bad_weight(weight: f64) -> ! {
     raise(
@@ -43,7 +44,10 @@ fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Opti
         return None;
     }
     let mut totals = VoteTotals::default();
-    for (feature, weight) in features.iter().zip(weights.iter()) {
+    for (i, (feature, weight)) in features.iter().zip(weights.iter()).enumerate() {
+        if i % STEP == 0 {
+            INTERRUPTS.check();
+        }
         let (Some(feature), Some(weight)) = (feature, weight) else {
             raise(
                 PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
@@ -54,7 +58,8 @@ fn simhash_weighted(features: Array<'_, &[u8]>, weights: Array<'_, f64>) -> Opti
         };
         let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
         // The feature's text as UTF-8, whatever the database encoding (as simhash(text) reads text).
-        totals.add(simhash_core::feature_hash(&text_as_utf8(feature)), weight).unwrap_or_else(|_| overflow());
+        let hash = feature_hash_interruptible(&text_as_utf8(feature), INTERRUPTS);
+        totals.add(hash, weight).unwrap_or_else(|_| overflow());
     }
     Some(SimHash64(totals.fingerprint()))
 }
@@ -80,7 +85,8 @@ fn simhash_agg_transition(state: Option<Vec<i64>>, feature: Option<&[u8]>, weigh
     };
     let mut totals = totals_from(state);
     let weight = integer_weight(weight).unwrap_or_else(|| bad_weight(weight));
-    totals.add(simhash_core::feature_hash(&text_as_utf8(feature)), weight).unwrap_or_else(|_| overflow());
+    let hash = feature_hash_interruptible(&text_as_utf8(feature), INTERRUPTS);
+    totals.add(hash, weight).unwrap_or_else(|_| overflow());
     Some(totals.0.to_vec())
 }
 
@@ -110,9 +116,9 @@ fn simhash_features(
     text: &[u8],
 ) -> TableIterator<'static, (name!(feature, Vec<u8>), name!(weight, f64), name!(hash, SimHash64))> {
     // The feature column is declared as text in SQL: its bytes are in the server encoding.
-    let features = simhash_core::text_features(&text_as_utf8(text));
+    let features = simhash_core::features::text_features_interruptible(&text_as_utf8(text), INTERRUPTS);
     TableIterator::new(features.into_iter().map(|(feature, weight)| {
         let hash = SimHash64(simhash_core::feature_hash(&feature));
-        (utf8_to_server(&feature), weight as f64 / simhash_core::features::WEIGHT_SCALE, hash)
+        (utf8_to_server(feature), weight as f64 / simhash_core::features::WEIGHT_SCALE, hash)
     }))
 }

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
-use super::text::{shingle_length, text_as_utf8};
+use super::text::{shingle_length, text_as_utf8, INTERRUPTS};
 
 /// The last text seen in one argument position, with its shingle length and set.
 struct Memo {
@@ -38,7 +38,7 @@ fn shingle_set(slot: usize, text: &[u8], n: usize) -> Rc<ShingleSet> {
                 return m.set.clone();
             }
         }
-        let set = Rc::new(ShingleSet::of(&text_as_utf8(text), n));
+        let set = Rc::new(ShingleSet::of_interruptible(&text_as_utf8(text), n, INTERRUPTS));
         if text.len() <= MEMO_MAX_BYTES {
             last[slot] = Some(Memo { n, text: text.to_vec(), set: set.clone() });
         }
@@ -49,7 +49,7 @@ fn shingle_set(slot: usize, text: &[u8], n: usize) -> Rc<ShingleSet> {
 /// The overlap of the n-gram sets of `a` and `b` (n checked: 1 to 32).
 pub(crate) fn overlap(a: &[u8], b: &[u8], n: i32, function: &str) -> Overlap {
     let n = shingle_length(n, function);
-    Overlap::of(&shingle_set(0, a, n), &shingle_set(1, b, n))
+    Overlap::of_interruptible(&shingle_set(0, a, n), &shingle_set(1, b, n), INTERRUPTS)
 }
 
 /// Jaccard similarity of the folded character n-gram sets; NULL when either text has no letter

@@ -1,14 +1,28 @@
 //! The text -> fingerprint functions (`simhash(text)`, `simhash(text, top_n)`, `simhash_ngrams`,
 //! `minhash64`, `simhash_fold`), `hamming(a, b)` (the `<~>` operator) and `simhash_segment(fp, n)`.
+//!
+//! Every function that goes through a text passes [`INTERRUPTS`] to the core, whose loops check for
+//! a cancel request or a statement timeout every few thousand characters, words or shingles: a
+//! call on a text of hundreds of megabytes stops within milliseconds of either.
 
 use std::cell::RefCell;
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use simhash_core::Interrupt;
 
 use super::simhash64::SimHash64;
 use crate::pg::errors::raise;
+
+/// `CHECK_FOR_INTERRUPTS()`: a cancel request or a statement timeout raises its error here (57014),
+/// which unwinds out of the core's computation.
+fn check_for_interrupts() {
+    pg_sys::check_for_interrupts!();
+}
+
+/// What the core's long loops call (see [`check_for_interrupts`]).
+pub(crate) const INTERRUPTS: Interrupt<'static> = Interrupt::new(&check_for_interrupts);
 
 /// The last text one text -> fingerprint function fingerprinted in this backend, with which
 /// parameter, and the result.
@@ -98,7 +112,7 @@ pub(crate) fn text_as_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 /// NULL when the text has no features (see `simhash_core::simhash_text`).
 #[pg_extern(sql = false)]
 fn simhash(text: &[u8]) -> Option<SimHash64> {
-    memoized(Mode::SimHash, text, simhash_core::simhash_text)
+    memoized(Mode::SimHash, text, |t| simhash_core::features::simhash_text_interruptible(t, INTERRUPTS))
 }
 
 /// The seeds' variant: only the `top_n` heaviest keywords vote.
@@ -112,7 +126,9 @@ fn simhash_top_n(text: &[u8], top_n: i32) -> Option<SimHash64> {
             None,
         );
     }
-    memoized(Mode::SimHashTopN(top_n), text, |t| simhash_core::features::simhash_top_n(t, top_n as usize))
+    memoized(Mode::SimHashTopN(top_n), text, |t| {
+        simhash_core::features::simhash_top_n_interruptible(t, top_n as usize, INTERRUPTS)
+    })
 }
 
 /// `value` when it is 1 to `max`; otherwise SQLSTATE 22023, "{function} {what} {value} is out of
@@ -145,7 +161,9 @@ pub(crate) fn shingle_length(n: i32, function: &str) -> usize {
 #[pg_extern(sql = false)]
 fn simhash_ngrams(text: &[u8], n: i32) -> Option<SimHash64> {
     let n = shingle_length(n, "simhash_ngrams");
-    memoized(Mode::SimHashNgrams(n as i32), text, |t| simhash_core::shingles::simhash_ngrams(t, n))
+    memoized(Mode::SimHashNgrams(n as i32), text, |t| {
+        simhash_core::shingles::simhash_ngrams_interruptible(t, n, INTERRUPTS)
+    })
 }
 
 /// The 1-bit MinHash of the text's character n-gram set, `hashes_per_bit` min-hashes per bit:
@@ -161,22 +179,37 @@ fn minhash64(text: &[u8], n: i32, hashes_per_bit: i32) -> Option<SimHash64> {
         "hashes_per_bit",
         format!("Each bit combines 1 to {max} min-hashes; the default is 1."),
     );
-    memoized(Mode::MinHash64(n as i32, hashes_per_bit), text, |t| simhash_core::shingles::minhash64_with(t, n, per_bit))
+    memoized(Mode::MinHash64(n as i32, hashes_per_bit), text, |t| {
+        simhash_core::shingles::minhash64_interruptible(t, n, per_bit, INTERRUPTS)
+    })
 }
 
 /// The folded text the fingerprints see (NFKC, lower case, Chinese in one script and vocabulary,
 /// whitespace collapsed). Declared in SQL as returning text: the bytes are in the server encoding.
+/// Folding can lengthen a text (NFKC spells some characters out in many): a result longer than a
+/// text value can be is an error (54000), as for PostgreSQL's own `repeat()`.
 #[pg_extern(sql = false)]
 fn simhash_fold(text: &[u8]) -> Vec<u8> {
-    utf8_to_server(&simhash_core::fold::fold(&text_as_utf8(text)))
+    let folded = utf8_to_server(simhash_core::fold::fold_interruptible(&text_as_utf8(text), INTERRUPTS));
+    // MaxAllocSize (utils/memutils.h, a macro pg_sys does not have), less the varlena header.
+    const MAX_TEXT_BYTES: usize = 0x3fff_ffff - pg_sys::VARHDRSZ;
+    if folded.len() > MAX_TEXT_BYTES {
+        raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            "simhash_fold result is too long".into(),
+            Some(format!("The folded text has {} bytes; a text value has at most {MAX_TEXT_BYTES}.", folded.len())),
+            None,
+        );
+    }
+    folded
 }
 
 /// UTF-8 text as the bytes of a `text` in the server encoding (an error for a character the
 /// encoding lacks, as PostgreSQL's own conversions give).
-pub(crate) fn utf8_to_server(text: &str) -> Vec<u8> {
+pub(crate) fn utf8_to_server(text: String) -> Vec<u8> {
     let encoding = unsafe { pg_sys::GetDatabaseEncoding() } as u32;
     if encoding == pg_sys::pg_enc::PG_UTF8 || encoding == pg_sys::pg_enc::PG_SQL_ASCII || text.is_empty() {
-        return text.as_bytes().to_vec();
+        return text.into_bytes();
     }
     unsafe {
         let converted =

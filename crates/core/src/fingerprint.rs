@@ -8,6 +8,8 @@
 
 use std::hash::Hasher;
 
+use crate::interrupt::{Interrupt, STEP};
+
 /// Fixed-point scale applied to float weights (TF-IDF, the user's) before the integer vote.
 pub const WEIGHT_SCALE: f64 = (1u64 << 24) as f64;
 
@@ -21,14 +23,36 @@ pub fn feature_hash(feature: &str) -> u64 {
     hasher.finish()
 }
 
+/// [`feature_hash`], checking `interrupt` every [`STEP`] bytes (FNV-1a goes a byte at a time, so
+/// the pieces hash to the same value as the whole).
+pub fn feature_hash_interruptible(feature: &str, interrupt: Interrupt<'_>) -> u64 {
+    let mut hasher = fnv::FnvHasher::default();
+    for piece in feature.as_bytes().chunks(STEP) {
+        interrupt.check();
+        hasher.write(piece);
+    }
+    hasher.finish()
+}
+
 /// The weighted bit vote: bit `i` of the result is 1 iff the sum over features of
 /// `+w` (bit `i` of the hash set) or `-w` (clear) is > 0. Bit 0 is the least significant bit.
 pub fn weighted_vote<I>(hashed_features: I) -> u64
 where
     I: IntoIterator<Item = (u64, i64)>,
 {
+    weighted_vote_interruptible(hashed_features, Interrupt::NEVER)
+}
+
+/// [`weighted_vote`], checking `interrupt` every [`STEP`] features.
+pub fn weighted_vote_interruptible<I>(hashed_features: I, interrupt: Interrupt<'_>) -> u64
+where
+    I: IntoIterator<Item = (u64, i64)>,
+{
     let mut totals = [0i128; 64];
-    for (hash, weight) in hashed_features {
+    for (i, (hash, weight)) in hashed_features.into_iter().enumerate() {
+        if i % STEP == 0 {
+            interrupt.check();
+        }
         let weight = weight as i128;
         for (bit, total) in totals.iter_mut().enumerate() {
             if hash >> bit & 1 == 1 {
@@ -118,6 +142,10 @@ mod tests {
         assert_eq!(feature_hash(""), 0xcbf29ce484222325);
         assert_eq!(feature_hash("a"), 0xaf63dc4c8601ec8c);
         assert_eq!(feature_hash("foobar"), 0x85944171f73967e8);
+        let long = "指纹 fingerprint ".repeat(STEP);
+        assert_eq!(feature_hash_interruptible(&long, Interrupt::NEVER), feature_hash(&long));
+        assert_eq!(feature_hash_interruptible("foobar", Interrupt::NEVER), 0x85944171f73967e8);
+        assert_eq!(feature_hash_interruptible("", Interrupt::NEVER), 0xcbf29ce484222325);
     }
 
     /// The seeds' 6-bit example (seed 001): "美国" hashes to 100101 with weight 4, "51区" to 101011

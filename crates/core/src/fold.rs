@@ -18,6 +18,8 @@ use fnv::FnvHashSet as HashSet;
 
 use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
+use crate::interrupt::{pieces, Checked, Interrupt, STEP};
+
 /// The hasher of the converters' maps: one multiplication per character (FNV takes four, a byte
 /// at a time, and hashing phrases was most of the time spent converting Chinese text).
 #[derive(Default)]
@@ -214,8 +216,8 @@ impl Converter {
     }
 
     /// Appends the conversion of `text` to `out`: unchanged stretches are copied as they are.
-    fn convert(&self, text: &[char], out: &mut Vec<char>) {
-        let converted = self.convert_unless_changed_by(None, &self.gate, text, out);
+    fn convert(&self, text: &[char], out: &mut Vec<char>, interrupt: Interrupt<'_>) {
+        let converted = self.convert_unless_changed_by(None, &self.gate, text, out, interrupt);
         debug_assert!(converted);
     }
 
@@ -230,58 +232,64 @@ impl Converter {
         either: &Gate,
         text: &[char],
         out: &mut Vec<char>,
+        interrupt: Interrupt<'_>,
     ) -> bool {
         let pair_at = |j: usize| pair_bit(text[j], text.get(j + 1).copied().unwrap_or('\0'));
         let mut copied = 0; // text[..copied] is done
         let mut i = 0;
-        'next: while i < text.len() {
-            let c = text[i];
-            let pair = pair_at(i);
-            // Most characters neither change nor start a phrase with the next one.
-            if !either.may_change(c, pair) {
-                i += 1;
-                continue;
-            }
-            if first.is_some_and(|f| f.gate.may_change(c, pair)) {
-                return false;
-            }
-            if !self.gate.may_change(c, pair) {
-                i += 1;
-                continue;
-            }
-            let (replacement, longest) = self.lookup(c);
-            if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.gate.pairs[..], pair) {
-                // The lengths of the prefixes of text[i..] whose hash bit is set (bit `len` of
-                // `lengths`), then the longest of them that is a phrase.
-                let mut lengths = 0u64;
-                let mut h = PhraseHash::START;
-                for (len, &c) in text[i..i + longest.min(text.len() - i)].iter().enumerate() {
-                    h = h.add(c);
-                    lengths |= u64::from(bit_is_set(&self.phrase_hashes, h.bit())) << (len + 1);
+        while i < text.len() {
+            // A check every STEP characters or so (a phrase can take `i` past `stop`).
+            interrupt.check();
+            let stop = (i + STEP).min(text.len());
+            'next: while i < stop {
+                let c = text[i];
+                let pair = pair_at(i);
+                // Most characters neither change nor start a phrase with the next one.
+                if !either.may_change(c, pair) {
+                    i += 1;
+                    continue;
                 }
-                lengths &= !0b11;
-                while lengths != 0 {
-                    let len = 63 - lengths.leading_zeros() as usize;
-                    lengths &= !(1 << len);
-                    if let Some(value) = self.phrases.get(&text[i..i + len]) {
-                        // The rest of the phrase must be left alone by `first` too.
-                        if first.is_some_and(|f| (i + 1..i + len).any(|j| f.gate.may_change(text[j], pair_at(j)))) {
-                            return false;
+                if first.is_some_and(|f| f.gate.may_change(c, pair)) {
+                    return false;
+                }
+                if !self.gate.may_change(c, pair) {
+                    i += 1;
+                    continue;
+                }
+                let (replacement, longest) = self.lookup(c);
+                if longest >= 2 && i + 1 < text.len() && bit_is_set(&self.gate.pairs[..], pair) {
+                    // The lengths of the prefixes of text[i..] whose hash bit is set (bit `len` of
+                    // `lengths`), then the longest of them that is a phrase.
+                    let mut lengths = 0u64;
+                    let mut h = PhraseHash::START;
+                    for (len, &c) in text[i..i + longest.min(text.len() - i)].iter().enumerate() {
+                        h = h.add(c);
+                        lengths |= u64::from(bit_is_set(&self.phrase_hashes, h.bit())) << (len + 1);
+                    }
+                    lengths &= !0b11;
+                    while lengths != 0 {
+                        let len = 63 - lengths.leading_zeros() as usize;
+                        lengths &= !(1 << len);
+                        if let Some(value) = self.phrases.get(&text[i..i + len]) {
+                            // The rest of the phrase must be left alone by `first` too.
+                            if first.is_some_and(|f| (i + 1..i + len).any(|j| f.gate.may_change(text[j], pair_at(j)))) {
+                                return false;
+                            }
+                            out.extend_from_slice(&text[copied..i]);
+                            out.extend_from_slice(value);
+                            i += len;
+                            copied = i;
+                            continue 'next;
                         }
-                        out.extend_from_slice(&text[copied..i]);
-                        out.extend_from_slice(value);
-                        i += len;
-                        copied = i;
-                        continue 'next;
                     }
                 }
+                if replacement != c {
+                    out.extend_from_slice(&text[copied..i]);
+                    out.push(replacement);
+                    copied = i + 1;
+                }
+                i += 1;
             }
-            if replacement != c {
-                out.extend_from_slice(&text[copied..i]);
-                out.push(replacement);
-                copied = i + 1;
-            }
-            i += 1;
         }
         out.extend_from_slice(&text[copied..]);
         true
@@ -324,7 +332,7 @@ static CHARACTERS: LazyLock<Converter> = LazyLock::new(|| {
 static VOCABULARY: LazyLock<Converter> = LazyLock::new(|| {
     let simplify = |s: &str| {
         let mut out = Vec::with_capacity(s.len());
-        CHARACTERS.convert(&fold_without_script(s).chars().collect::<Vec<char>>(), &mut out);
+        CHARACTERS.convert(&fold_without_script(s).chars().collect::<Vec<char>>(), &mut out, Interrupt::NEVER);
         out.into_iter().collect::<String>()
     };
     let pairs: Vec<(String, String)> =
@@ -354,35 +362,54 @@ pub fn preload() {
 
 /// The folded form of `text` (see the module documentation).
 pub fn fold(text: &str) -> String {
-    fold_chars(text).into_iter().collect()
+    fold_interruptible(text, Interrupt::NEVER)
+}
+
+/// [`fold`], checking `interrupt` as it goes.
+pub fn fold_interruptible(text: &str, interrupt: Interrupt<'_>) -> String {
+    chars_to_string(&fold_chars(text, interrupt), interrupt)
+}
+
+/// `chars` as a string, checking `interrupt` as it goes.
+fn chars_to_string(chars: &[char], interrupt: Interrupt<'_>) -> String {
+    let mut string = String::with_capacity(chars.len());
+    for piece in chars.chunks(STEP) {
+        interrupt.check();
+        string.extend(piece);
+    }
+    string
 }
 
 /// [`fold`] as characters (what shingles are cut from).
-pub(crate) fn fold_chars(text: &str) -> Vec<char> {
-    let folded = fold_without_script_chars(text);
-    if !folded.iter().any(|&c| c as u32 >= 0x2E80) {
+pub(crate) fn fold_chars(text: &str, interrupt: Interrupt<'_>) -> Vec<char> {
+    let folded = fold_without_script_chars(text, interrupt);
+    if !folded.chunks(STEP).any(|piece| {
+        interrupt.check();
+        piece.iter().any(|&c| c as u32 >= 0x2E80)
+    }) {
         return folded;
     }
     // Text without Traditional characters or phrases (most Chinese text here) in one pass.
     let mut out = Vec::with_capacity(folded.len());
-    if VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &EITHER, &folded, &mut out) {
+    if VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &EITHER, &folded, &mut out, interrupt) {
         return out;
     }
     let mut step = Vec::with_capacity(folded.len());
-    CHARACTERS.convert(&folded, &mut step);
+    CHARACTERS.convert(&folded, &mut step, interrupt);
     out.clear();
-    VOCABULARY.convert(&step, &mut out);
+    VOCABULARY.convert(&step, &mut out, interrupt);
     out
 }
 
 /// NFKC, lower case and whitespace (conversions do not touch whitespace, so it can go first).
 fn fold_without_script(text: &str) -> String {
-    fold_without_script_chars(text).into_iter().collect()
+    fold_without_script_chars(text, Interrupt::NEVER).into_iter().collect()
 }
 
 /// [`fold_without_script`] as characters: one pass for simple characters, else the general path.
-fn fold_without_script_chars(text: &str) -> Vec<char> {
-    fold_simple_characters(text).unwrap_or_else(|| fold_without_script_general(text).chars().collect())
+fn fold_without_script_chars(text: &str, interrupt: Interrupt<'_>) -> Vec<char> {
+    fold_simple_characters(text, interrupt)
+        .unwrap_or_else(|| Checked::new(fold_without_script_general(text, interrupt).chars(), interrupt).collect())
 }
 
 /// What [`fold_simple_characters`] does with each character of the Basic Multilingual Plane: the
@@ -431,36 +458,51 @@ const ELLIPSIS: u32 = u32::MAX - 2;
 /// are each complete NFKC texts with combining class 0 passes NFKC's quick check, so it is already
 /// normalized; lower-casing it character by character is what `str::to_lowercase` does (but for
 /// final sigma). The unit tests compare both paths on every character.
-fn fold_simple_characters(text: &str) -> Option<Vec<char>> {
+fn fold_simple_characters(text: &str, interrupt: Interrupt<'_>) -> Option<Vec<char>> {
     let table = &*SIMPLE_CHARACTERS;
     // A character folds to at most as many characters as it has bytes in UTF-8 ("..." for '…'),
     // and a space is written only for whitespace that wrote nothing: the text's length is room enough.
     let mut folded = vec!['\0'; text.len()];
     let mut len = 0;
     let mut after_whitespace = false;
-    for c in text.chars() {
-        let to = table.get(c as usize).copied().unwrap_or(NOT_SIMPLE);
-        if to == NOT_SIMPLE {
-            return None;
-        }
-        if to == ELLIPSIS {
-            if after_whitespace && len > 0 {
+    // The loop over the characters of a piece of the text.
+    macro_rules! fold_piece {
+        ($piece:expr) => {
+            for c in $piece.chars() {
+                let to = table.get(c as usize).copied().unwrap_or(NOT_SIMPLE);
+                if to == NOT_SIMPLE {
+                    return None;
+                }
+                if to == ELLIPSIS {
+                    if after_whitespace && len > 0 {
+                        folded[len] = ' ';
+                        len += 1;
+                    }
+                    folded[len..len + 3].fill('.');
+                    len += 3;
+                    after_whitespace = false;
+                    continue;
+                }
+                // Without a branch on whitespace (a sixth of English text): one space before a
+                // character that follows whitespace (none at the start), then the character
+                // unless it is whitespace.
+                let whitespace = to == WHITESPACE;
                 folded[len] = ' ';
-                len += 1;
+                len += usize::from(after_whitespace & !whitespace & (len > 0));
+                folded[len] = char::from_u32(to).unwrap_or(' ');
+                len += usize::from(!whitespace);
+                after_whitespace = whitespace;
             }
-            folded[len..len + 3].fill('.');
-            len += 3;
-            after_whitespace = false;
-            continue;
+        };
+    }
+    // A short text (most) in one loop: the loop over pieces costs a few percent of this hot path.
+    if text.len() <= STEP {
+        interrupt.check();
+        fold_piece!(text);
+    } else {
+        for piece in pieces(text, interrupt) {
+            fold_piece!(piece);
         }
-        // Without a branch on whitespace (a sixth of English text): one space before a character
-        // that follows whitespace (none at the start), then the character unless it is whitespace.
-        let whitespace = to == WHITESPACE;
-        folded[len] = ' ';
-        len += usize::from(after_whitespace & !whitespace & (len > 0));
-        folded[len] = char::from_u32(to).unwrap_or(' ');
-        len += usize::from(!whitespace);
-        after_whitespace = whitespace;
     }
     folded.truncate(len);
     Some(folded)
@@ -472,48 +514,90 @@ fn fold_simple_characters(text: &str) -> Option<Vec<char>> {
 /// character that is not simple or that folds to U+2E80 or above, which [`fold_chars`] would run
 /// through the script conversion: the caller then takes [`fold_chars`].
 #[inline]
-pub(crate) fn fold_unscripted(text: &str, mut each: impl FnMut(Option<char>)) -> bool {
+pub(crate) fn fold_unscripted(text: &str, interrupt: Interrupt<'_>, mut each: impl FnMut(Option<char>)) -> bool {
     let table = &*SIMPLE_CHARACTERS;
-    for c in text.chars() {
-        let to = table.get(c as usize).copied().unwrap_or(NOT_SIMPLE);
-        if to < 0x2E80 {
-            each(Some(char::from_u32(to).unwrap_or(' ')));
-        } else if to == WHITESPACE || to == ELLIPSIS {
-            each(None);
-        } else {
-            return false;
+    for piece in pieces(text, interrupt) {
+        for c in piece.chars() {
+            let to = table.get(c as usize).copied().unwrap_or(NOT_SIMPLE);
+            if to < 0x2E80 {
+                each(Some(char::from_u32(to).unwrap_or(' ')));
+            } else if to == WHITESPACE || to == ELLIPSIS {
+                each(None);
+            } else {
+                return false;
+            }
         }
     }
     true
 }
 
 /// NFKC, lower case and whitespace, for any text (ASCII text always takes the one-pass fold).
-fn fold_without_script_general(text: &str) -> String {
+fn fold_without_script_general(text: &str, interrupt: Interrupt<'_>) -> String {
     // Full-width ASCII (，：（） in Chinese text) is what most often keeps text out of NFKC: map it
     // here, as NFKC would, so that the slow full normalization runs only where something else needs it.
     // The same for no-break spaces (from &nbsp;) and the ellipsis.
     let mut narrowed = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c as u32 {
-            0xFF01..=0xFF5E => narrowed.push(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c)),
-            0x3000 | 0xA0 => narrowed.push(' '),
-            0x2026 => narrowed.push_str("..."),
-            _ => narrowed.push(c),
+    for piece in pieces(text, interrupt) {
+        for c in piece.chars() {
+            match c as u32 {
+                0xFF01..=0xFF5E => narrowed.push(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c)),
+                0x3000 | 0xA0 => narrowed.push(' '),
+                0x2026 => narrowed.push_str("..."),
+                _ => narrowed.push(c),
+            }
         }
     }
-    let normalized: String = if is_nfkc_quick(narrowed.chars()) == IsNormalized::Yes {
-        narrowed.to_lowercase()
+    // Normalization is another crate's, fed characters through an iterator that checks.
+    let normalized: String = if is_nfkc_quick(Checked::new(narrowed.chars(), interrupt)) == IsNormalized::Yes {
+        to_lowercase(&narrowed, STEP, interrupt)
     } else {
-        narrowed.nfkc().collect::<String>().to_lowercase()
+        let nfkc = Checked::new(narrowed.chars(), interrupt).nfkc().collect::<String>();
+        drop(narrowed);
+        to_lowercase(&nfkc, STEP, interrupt)
     };
     let mut folded = String::with_capacity(normalized.len());
-    for word in normalized.split_whitespace() {
+    for (n, word) in normalized.split_whitespace().enumerate() {
+        if n % STEP == 0 {
+            interrupt.check();
+        }
         if !folded.is_empty() {
             folded.push(' ');
         }
         folded.push_str(word);
     }
     folded
+}
+
+/// `str::to_lowercase`, in pieces of about `piece_bytes`, checking `interrupt` before each.
+///
+/// Only capital sigma's lower case depends on its neighbours: it is final (ς) where a cased letter
+/// comes before it and none after it, both searched for across case-ignorable characters. A piece
+/// ends before a character that is neither cased nor case-ignorable ([`ends_lowercase_piece`]),
+/// where both searches stop and find no cased letter, as they do at the end or the start of a
+/// piece: so the pieces give what the whole text gives. A text with no such character for a long
+/// stretch (words of a cased script without spaces) takes that stretch in one piece.
+fn to_lowercase(text: &str, piece_bytes: usize, interrupt: Interrupt<'_>) -> String {
+    let mut lower = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        interrupt.check();
+        let mut from = piece_bytes.clamp(1, rest.len());
+        while !rest.is_char_boundary(from) {
+            from += 1;
+        }
+        let end =
+            rest[from..].char_indices().find(|&(_, c)| ends_lowercase_piece(c)).map_or(rest.len(), |(i, _)| from + i);
+        lower.push_str(&rest[..end].to_lowercase());
+        rest = &rest[end..];
+    }
+    lower
+}
+
+/// Characters that are neither cased nor case-ignorable (in Unicode's sense, which `to_lowercase`
+/// follows): the space, ASCII digits, the CJK Unified Ideographs (a unit test checks each).
+#[inline]
+fn ends_lowercase_piece(c: char) -> bool {
+    c == ' ' || c.is_ascii_digit() || ('\u{4E00}'..='\u{9FFF}').contains(&c)
 }
 
 #[cfg(test)]
@@ -551,9 +635,10 @@ mod tests {
         for code in 0..0x10000u32 {
             let Some(c) = char::from_u32(code) else { continue };
             for text in [c.to_string(), format!("A{c}b"), format!("x {c}\t{c}{c} 中"), format!("{c}\u{3000}Ｚ…")] {
-                if let Some(fast) = fold_simple_characters(&text) {
+                if let Some(fast) = fold_simple_characters(&text, Interrupt::NEVER) {
                     accepted += 1;
-                    assert_eq!(String::from_iter(fast), fold_without_script_general(&text), "U+{code:04X} in {text:?}");
+                    let general = fold_without_script_general(&text, Interrupt::NEVER);
+                    assert_eq!(String::from_iter(fast), general, "U+{code:04X} in {text:?}");
                 }
             }
         }
@@ -562,9 +647,10 @@ mod tests {
         for text in
             ["  ＰｏｓｔｇｒｅＳＱＬ\t１５\n\n is  GREAT ", "資料庫，伺服器。", "ΟΔΟΣ", "e\u{301}", "Ǆ ǅ ǆ", "ﬁ ① ㈱"]
         {
-            assert_eq!(fold_without_script(text), fold_without_script_general(text), "{text}");
+            assert_eq!(fold_without_script(text), fold_without_script_general(text, Interrupt::NEVER), "{text}");
         }
-        assert!(fold_simple_characters("ΟΔΟΣ").is_none() && fold_simple_characters("e\u{301}").is_none());
+        assert!(fold_simple_characters("ΟΔΟΣ", Interrupt::NEVER).is_none());
+        assert!(fold_simple_characters("e\u{301}", Interrupt::NEVER).is_none());
     }
 
     /// Fingerprints depend on Unicode tables: Rust's standard library's (lower case, letters and
@@ -595,9 +681,9 @@ mod tests {
     fn one_pass_conversion_equals_two_steps() {
         let two_steps = |text: &[char]| {
             let mut step = Vec::new();
-            CHARACTERS.convert(text, &mut step);
+            CHARACTERS.convert(text, &mut step, Interrupt::NEVER);
             let mut out = Vec::new();
-            VOCABULARY.convert(&step, &mut out);
+            VOCABULARY.convert(&step, &mut out, Interrupt::NEVER);
             (step == text, out)
         };
         let mut texts: Vec<String> = [
@@ -628,7 +714,8 @@ mod tests {
             let chars: Vec<char> = fold_without_script(text).chars().collect();
             let (unchanged_by_first, expected) = two_steps(&chars);
             let mut out = Vec::new();
-            let done = VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &EITHER, &chars, &mut out);
+            let done =
+                VOCABULARY.convert_unless_changed_by(Some(&CHARACTERS), &EITHER, &chars, &mut out, Interrupt::NEVER);
             if done {
                 one_pass += 1;
                 assert!(unchanged_by_first, "{text}");
@@ -636,6 +723,61 @@ mod tests {
             }
         }
         assert!(one_pass > texts.len() / 4, "only {one_pass} of {} texts took one pass", texts.len());
+    }
+
+    /// The characters a lower-casing piece may end before are neither cased nor case-ignorable:
+    /// a capital sigma before one of them, after a cased letter, is final whatever follows.
+    #[test]
+    fn lowercase_pieces_end_before_uncased_characters() {
+        let ends: Vec<char> = (0..=0x10_FFFF).filter_map(char::from_u32).filter(|&c| ends_lowercase_piece(c)).collect();
+        assert_eq!(ends.len(), 1 + 10 + (0x9FFF - 0x4E00 + 1));
+        for c in ends {
+            assert_eq!(format!("aΣ{c}b").to_lowercase(), format!("aς{c}b"), "U+{:04X}", c as u32);
+            assert_eq!(format!("{c}Σb").to_lowercase(), format!("{c}σb"), "U+{:04X}", c as u32);
+        }
+    }
+
+    /// Lower case in pieces is `str::to_lowercase`, for texts full of sigmas, case-ignorable
+    /// characters and piece ends, cut in pieces of every small size.
+    #[test]
+    fn lowercase_in_pieces_equals_to_lowercase() {
+        let alphabet: Vec<char> = "ΣΣσςAaİǅ 1中'.:\u{301}\u{2019}-ͅ·".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5_000 {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let len = (state >> 58) as usize;
+            let text: String = (0..len)
+                .map(|_| {
+                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    alphabet[(state >> 33) as usize % alphabet.len()]
+                })
+                .collect();
+            for piece_bytes in [0, 1, 2, 3, 5, 8] {
+                assert_eq!(to_lowercase(&text, piece_bytes, Interrupt::NEVER), text.to_lowercase(), "{text:?}");
+            }
+        }
+    }
+
+    /// Long texts of each path (one pass, conversion in one pass and in two steps, the general
+    /// path) fold as before with checks all along, and stop when a check unwinds.
+    #[test]
+    fn long_texts_fold_interruptibly() {
+        for unit in [
+            "PostgreSQL is a database. ",
+            "海量网页去重是搜索引擎的基础工作。",
+            "軟體開發的資料庫伺服器，",
+            "Café ﬁnal ΣΑΣ 資料庫 e\u{301} ",
+        ] {
+            let text = unit.repeat(20 * STEP / unit.len());
+            let expected: String = fold_chars(&text, Interrupt::NEVER).into_iter().collect();
+            let (stopped, checks) = crate::interrupt::tests::run_stopping(usize::MAX, |i| {
+                assert_eq!(fold_interruptible(&text, i), expected);
+            });
+            assert!(!stopped && checks >= 20, "{unit}: {checks} checks");
+            for stop_at in [1, checks / 2, checks - 1] {
+                assert!(crate::interrupt::tests::run_stopping(stop_at, |i| fold_interruptible(&text, i)).0);
+            }
+        }
     }
 
     /// Every OpenCC phrase fits the converters' limit (a longer one would be left out).

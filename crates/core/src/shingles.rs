@@ -8,8 +8,9 @@
 
 use std::sync::LazyLock;
 
-use crate::fingerprint::weighted_vote;
+use crate::fingerprint::weighted_vote_interruptible;
 use crate::fold::{fold_chars, fold_unscripted};
+use crate::interrupt::{Interrupt, STEP};
 
 /// The shingle length the SQL functions use by default.
 pub const DEFAULT_SHINGLE: usize = 3;
@@ -18,17 +19,17 @@ pub const MAX_SHINGLE: usize = 32;
 
 /// The text shingles are cut from: folded, only letters, digits and single spaces.
 pub fn shingle_text(text: &str) -> String {
-    shingle_chars(text).into_iter().collect()
+    shingle_chars(text, Interrupt::NEVER).into_iter().collect()
 }
 
 /// [`shingle_text`] as characters: folded and kept in one pass where no script conversion applies
 /// (the same characters as the two steps, which the rest of the text takes).
-fn shingle_chars(text: &str) -> Vec<char> {
+fn shingle_chars(text: &str, interrupt: Interrupt<'_>) -> Vec<char> {
     // A character folds to at most as many as it has bytes, and a space is kept only after a
     // character left out: the text's length in bytes is room enough.
     let mut chars = vec!['\0'; text.len() + 1];
     let mut keeper = Keeper::new();
-    let unscripted = fold_unscripted(text, |c| match c {
+    let unscripted = fold_unscripted(text, interrupt, |c| match c {
         Some(c) => keeper.push(&mut chars, c),
         None => keeper.leave_out(),
     });
@@ -36,19 +37,26 @@ fn shingle_chars(text: &str) -> Vec<char> {
         chars.truncate(keeper.kept);
         return chars;
     }
-    let mut chars = fold_chars(text);
-    keep_shingle_chars(&mut chars);
+    drop(chars);
+    let mut chars = fold_chars(text, interrupt);
+    keep_shingle_chars(&mut chars, interrupt);
     chars
 }
 
 /// Keeps the characters of folded text that shingles are cut from, in place (a space is added only
 /// where at least one character was left out, so the text never grows).
-fn keep_shingle_chars(chars: &mut Vec<char>) {
+fn keep_shingle_chars(chars: &mut Vec<char>, interrupt: Interrupt<'_>) {
     let mut keeper = Keeper::new();
-    for i in 0..chars.len() {
-        // (kept <= i: writing at `kept` never overwrites a character not yet read)
-        let c = chars[i];
-        keeper.push(chars, c);
+    let (len, mut start) = (chars.len(), 0);
+    while start < len {
+        interrupt.check();
+        let end = (start + STEP).min(len);
+        for i in start..end {
+            // (kept <= i: writing at `kept` never overwrites a character not yet read)
+            let c = chars[i];
+            keeper.push(chars, c);
+        }
+        start = end;
     }
     chars.truncate(keeper.kept);
 }
@@ -184,13 +192,21 @@ pub const MAX_HASHES_PER_BIT: usize = 4;
 /// 32 x (1 - J^r) bits, r = `hashes_per_bit`: with r = 2 the distance grows faster as J falls
 /// below 1, which separates J = 0.9 from J = 0.7 by more bits (6 against 16) than r = 1 (3 against 10).
 pub fn minhash64_with(text: &str, n: usize, hashes_per_bit: usize) -> Option<u64> {
+    minhash64_interruptible(text, n, hashes_per_bit, Interrupt::NEVER)
+}
+
+/// [`minhash64_with`], checking `interrupt` as it goes.
+pub fn minhash64_interruptible(text: &str, n: usize, hashes_per_bit: usize, interrupt: Interrupt<'_>) -> Option<u64> {
     const EMPTY: u64 = u64::MAX;
     let per_bit = hashes_per_bit.clamp(1, MAX_HASHES_PER_BIT);
     let bin_count = 64 * per_bit;
-    let chars = shingle_chars(text);
+    let chars = shingle_chars(text, interrupt);
     let mut bins = [EMPTY; 64 * MAX_HASHES_PER_BIT];
     let bins = &mut bins[..bin_count];
-    for h in shingle_hashes(&chars, n) {
+    for (i, h) in shingle_hashes(&chars, n).enumerate() {
+        if i % STEP == 0 {
+            interrupt.check();
+        }
         let bin = (((h >> 32) * bin_count as u64) >> 32) as usize;
         let value = h & ((1 << 58) - 1);
         if value < bins[bin] {
@@ -224,14 +240,26 @@ pub fn minhash64_with(text: &str, n: usize, hashes_per_bit: usize) -> Option<u64
 /// rest in a long text, so unrelated long texts of one language landed 16-20 bits apart instead of
 /// about 32, and the false-positive rule kept the radius at 0 (the quality harness).
 pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
-    let chars = shingle_chars(text);
+    simhash_ngrams_interruptible(text, n, Interrupt::NEVER)
+}
+
+/// [`simhash_ngrams`], checking `interrupt` as it goes.
+pub fn simhash_ngrams_interruptible(text: &str, n: usize, interrupt: Interrupt<'_>) -> Option<u64> {
+    let chars = shingle_chars(text, interrupt);
     if chars.is_empty() {
         return None;
     }
-    let mut hashes: Vec<u64> = shingle_hashes(&chars, n).collect();
-    hashes.sort_unstable();
-    hashes.dedup();
-    Some(weighted_vote(hashes.into_iter().map(|h| (h, 1))))
+    let mut hashes = Vec::with_capacity(chars.len().saturating_sub(n.max(1)) + 1);
+    for (i, h) in shingle_hashes(&chars, n).enumerate() {
+        if i % STEP == 0 {
+            interrupt.check();
+        }
+        hashes.push(h);
+    }
+    drop(chars);
+    // The distinct hashes (in ascending order, which the vote does not depend on).
+    let hashes = sorted_distinct(hashes, interrupt);
+    Some(weighted_vote_interruptible(hashes.into_iter().map(|h| (h, 1)), interrupt))
 }
 
 /// The set of n-character shingles of a text, as 64-bit keys: the set [`minhash64`] and
@@ -245,9 +273,10 @@ pub fn simhash_ngrams(text: &str, n: usize) -> Option<u64> {
 ///
 /// The distinct keys in ascending order. The keys are spread evenly, so one pass that scatters them
 /// into about twice as many buckets as there are keys, by their top bits, leaves them nearly
-/// sorted, and an insertion sort finishes in linear time; two sets then meet in one sequential
-/// merge ([`Overlap::of`]). (A hash table was slower: its random probes into two tables of 32 KB
-/// each miss the cache.)
+/// sorted, and an insertion sort finishes in linear time (a list of more than 65,536 keys, whose
+/// scattering would miss the cache, is radix-sorted by its top bytes instead); two sets then meet
+/// in one sequential merge ([`Overlap::of`]). (A hash table was slower: its random probes into two
+/// tables of 32 KB each miss the cache.)
 #[derive(Clone, Debug, Default)]
 pub struct ShingleSet {
     hashes: Vec<u64>,
@@ -256,11 +285,18 @@ pub struct ShingleSet {
 impl ShingleSet {
     /// The shingle set of `text` (n-character shingles of its folded letters and digits).
     pub fn of(text: &str, n: usize) -> ShingleSet {
-        let chars = shingle_chars(text);
+        ShingleSet::of_interruptible(text, n, Interrupt::NEVER)
+    }
+
+    /// [`ShingleSet::of`], checking `interrupt` as it goes.
+    pub fn of_interruptible(text: &str, n: usize, interrupt: Interrupt<'_>) -> ShingleSet {
+        let chars = shingle_chars(text, interrupt);
         if chars.is_empty() {
             return ShingleSet::default();
         }
-        ShingleSet { hashes: sorted_distinct(shingle_keys(&chars, n)) }
+        let keys = shingle_keys(&chars, n, interrupt);
+        drop(chars);
+        ShingleSet { hashes: sorted_distinct(keys, interrupt) }
     }
 
     /// The number of distinct shingles.
@@ -287,9 +323,16 @@ const PACKED: usize = 3;
 
 /// The key of every n-character window of `chars` (one window, the whole text, if it is shorter;
 /// see [`ShingleSet`]). No kept character is U+0000, so packed windows of different lengths differ.
-fn shingle_keys(chars: &[char], n: usize) -> Vec<u64> {
+fn shingle_keys(chars: &[char], n: usize, interrupt: Interrupt<'_>) -> Vec<u64> {
     if n > PACKED {
-        return shingle_hashes(chars, n).collect();
+        let mut keys = Vec::with_capacity(chars.len().saturating_sub(n.max(1)) + 1);
+        for (i, h) in shingle_hashes(chars, n).enumerate() {
+            if i % STEP == 0 {
+                interrupt.check();
+            }
+            keys.push(h);
+        }
+        return keys;
     }
     let key = |packed: u64| packed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let n = n.clamp(1, chars.len().max(1));
@@ -297,32 +340,92 @@ fn shingle_keys(chars: &[char], n: usize) -> Vec<u64> {
     let mut packed = chars[..n.min(chars.len())].iter().fold(0u64, |p, &c| p << 21 | u64::from(c));
     let mut keys = Vec::with_capacity(chars.len().saturating_sub(n) + 1);
     keys.push(key(packed));
-    for &c in chars.iter().skip(n) {
-        packed = (packed << 21 | u64::from(c)) & mask;
-        keys.push(key(packed));
+    for piece in chars[n.min(chars.len())..].chunks(STEP) {
+        interrupt.check();
+        for &c in piece {
+            packed = (packed << 21 | u64::from(c)) & mask;
+            keys.push(key(packed));
+        }
     }
     keys
 }
 
-/// `hashes` sorted, without repeats (see [`ShingleSet`]): scattered by their top bits into about
-/// twice as many buckets as there are hashes, then sorted by insertion (only hashes of one bucket
-/// can be out of order), then repeats left out.
-fn sorted_distinct(mut hashes: Vec<u64>) -> Vec<u64> {
-    // Most repeats come soon after the first (the, 的): a table of the last hash seen per top bits
-    // leaves them out before the sort, without a branch (each hash is written, and kept when it
-    // is not in the table). An entry starts with other top bits than its own, so it matches nothing.
-    if hashes.len() >= 64 {
-        const BITS: u32 = 10;
-        let mut recent: [u64; 1 << BITS] = std::array::from_fn(|slot| ((slot ^ 1) as u64) << (64 - BITS));
-        let mut kept = 0;
-        for i in 0..hashes.len() {
-            let h = hashes[i];
-            let slot = &mut recent[(h >> (64 - BITS)) as usize];
-            hashes[kept] = h;
-            kept += usize::from(*slot != h);
-            *slot = h;
+/// `hashes` sorted, without repeats (see [`ShingleSet`]); for a long list, checking `interrupt`
+/// as it goes.
+fn sorted_distinct(hashes: Vec<u64>, interrupt: Interrupt<'_>) -> Vec<u64> {
+    if hashes.len() > LONG {
+        return sorted_distinct_long(hashes, interrupt);
+    }
+    interrupt.check();
+    sorted_distinct_short(hashes)
+}
+
+/// Lists longer than this take [`sorted_distinct_long`].
+const LONG: usize = 1 << 16;
+
+/// [`sorted_distinct`] for a long list, checking `interrupt` as it goes: recent repeats left out
+/// as for a short one, then a radix sort by the top bytes ([`radix_sort`]: its passes write 256
+/// sequential streams, where scattering a long list into 2n buckets misses the cache at every
+/// hash), then repeats left out.
+fn sorted_distinct_long(mut hashes: Vec<u64>, interrupt: Interrupt<'_>) -> Vec<u64> {
+    drop_recent_repeats::<true>(&mut hashes, interrupt);
+    let mut scratch = Vec::new();
+    radix_sort(&mut hashes, 64, &mut scratch, interrupt);
+    drop(scratch);
+    drop_sorted_repeats::<true>(&mut hashes, interrupt);
+    hashes
+}
+
+/// Sorts `v`, whose hashes all agree above bit `bits`: std's sort for a short one (in the cache),
+/// else 256 buckets by the 8 bits below `bits`, each sorted the same way; a check every [`STEP`]
+/// hashes and before each sort (of at most [`RADIX_SORT_MAX`] hashes, unless all are equal).
+fn radix_sort(v: &mut [u64], bits: u32, scratch: &mut Vec<u64>, interrupt: Interrupt<'_>) {
+    if v.len() <= RADIX_SORT_MAX || bits == 0 {
+        interrupt.check();
+        v.sort_unstable();
+        return;
+    }
+    let shift = bits - 8;
+    let digit = |h: u64| (h >> shift) as usize & 0xFF;
+    let mut starts = [0usize; 257];
+    for piece in v.chunks(STEP) {
+        interrupt.check();
+        for &h in piece {
+            starts[digit(h) + 1] += 1;
         }
-        hashes.truncate(kept);
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    scratch.clear();
+    scratch.reserve(v.len());
+    for piece in v.chunks(STEP) {
+        interrupt.check();
+        scratch.extend_from_slice(piece);
+    }
+    let mut next = starts;
+    for piece in scratch.chunks(STEP) {
+        interrupt.check();
+        for &h in piece {
+            let bucket = &mut next[digit(h)];
+            v[*bucket] = h;
+            *bucket += 1;
+        }
+    }
+    for bucket in 0..256 {
+        radix_sort(&mut v[starts[bucket]..starts[bucket + 1]], shift, scratch, interrupt);
+    }
+}
+
+/// Buckets up to this many hashes go to std's sort (a few milliseconds).
+const RADIX_SORT_MAX: usize = 1 << 16;
+
+/// [`sorted_distinct`] for a short list (no checks: a few hundred microseconds at most):
+/// scattered by their top bits into about twice as many buckets as there are hashes, then sorted
+/// by insertion (only hashes of one bucket can be out of order), then repeats left out.
+fn sorted_distinct_short(mut hashes: Vec<u64>) -> Vec<u64> {
+    if hashes.len() >= 64 {
+        drop_recent_repeats::<false>(&mut hashes, Interrupt::NEVER);
     }
     let n = hashes.len();
     let mut sorted = if n < 64 {
@@ -356,11 +459,39 @@ fn sorted_distinct(mut hashes: Vec<u64>) -> Vec<u64> {
         }
         v
     };
-    // Without a branch on whether a hash repeats (half of them do in English text): each is
-    // written, and kept when it differs from the one before.
+    drop_sorted_repeats::<false>(&mut sorted, Interrupt::NEVER);
+    sorted
+}
+
+/// Most repeats come soon after the first (the, 的): a table of the last hash seen per top bits
+/// leaves them out before the sort, without a branch (each hash is written, and kept when it is
+/// not in the table). An entry starts with other top bits than its own, so it matches nothing.
+fn drop_recent_repeats<const CHECK: bool>(hashes: &mut Vec<u64>, interrupt: Interrupt<'_>) {
+    const BITS: u32 = 10;
+    let mut recent: [u64; 1 << BITS] = std::array::from_fn(|slot| ((slot ^ 1) as u64) << (64 - BITS));
+    let mut kept = 0;
+    for i in 0..hashes.len() {
+        if CHECK && i % STEP == 0 {
+            interrupt.check();
+        }
+        let h = hashes[i];
+        let slot = &mut recent[(h >> (64 - BITS)) as usize];
+        hashes[kept] = h;
+        kept += usize::from(*slot != h);
+        *slot = h;
+    }
+    hashes.truncate(kept);
+}
+
+/// Leaves out the repeats of a sorted list, without a branch on whether a hash repeats (half of
+/// them do in English text): each is written, and kept when it differs from the one before.
+fn drop_sorted_repeats<const CHECK: bool>(sorted: &mut Vec<u64>, interrupt: Interrupt<'_>) {
     if let Some(&first) = sorted.first() {
         let (mut kept, mut previous) = (1, first);
         for i in 1..sorted.len() {
+            if CHECK && i % STEP == 0 {
+                interrupt.check();
+            }
             let h = sorted[i];
             sorted[kept] = h;
             kept += usize::from(h != previous);
@@ -368,7 +499,6 @@ fn sorted_distinct(mut hashes: Vec<u64>) -> Vec<u64> {
         }
         sorted.truncate(kept);
     }
-    sorted
 }
 
 /// How two shingle sets overlap: the sizes of both and of their intersection. The exact
@@ -384,13 +514,22 @@ pub struct Overlap {
 impl Overlap {
     /// The overlap of two sets: one merge of the two ascending lists.
     pub fn of(a: &ShingleSet, b: &ShingleSet) -> Overlap {
+        Overlap::of_interruptible(a, b, Interrupt::NEVER)
+    }
+
+    /// [`Overlap::of`], checking `interrupt` as it goes.
+    pub fn of_interruptible(a: &ShingleSet, b: &ShingleSet, interrupt: Interrupt<'_>) -> Overlap {
         let (a, b) = (&a.hashes, &b.hashes);
         let (mut i, mut j, mut common) = (0, 0, 0);
         while i < a.len() && j < b.len() {
-            let (x, y) = (a[i], b[j]);
-            common += usize::from(x == y);
-            i += usize::from(x <= y);
-            j += usize::from(y <= x);
+            interrupt.check();
+            let (a_end, b_end) = ((i + STEP).min(a.len()), (j + STEP).min(b.len()));
+            while i < a_end && j < b_end {
+                let (x, y) = (a[i], b[j]);
+                common += usize::from(x == y);
+                i += usize::from(x <= y);
+                j += usize::from(y <= x);
+            }
         }
         Overlap { common, a: a.len(), b: b.len() }
     }
@@ -431,7 +570,7 @@ mod tests {
     /// The oracle: Jaccard of the sets of character windows themselves (no hashing).
     fn jaccard_of_windows(a: &str, b: &str, n: usize) -> f64 {
         let set = |t: &str| {
-            let chars = shingle_chars(t);
+            let chars = shingle_chars(t, Interrupt::NEVER);
             chars.windows(n.min(chars.len())).map(|w| w.to_vec()).collect::<std::collections::HashSet<_>>()
         };
         let (a, b) = (set(a), set(b));
@@ -548,7 +687,7 @@ mod tests {
     /// The bucket sort gives what a plain sort gives, repeats and all sizes around its cut-over.
     #[test]
     fn sorted_distinct_sorts() {
-        for n in [0, 1, 2, 63, 64, 65, 1000, 4097] {
+        for n in [0, 1, 2, 63, 64, 65, 1000, 4097, LONG, LONG + 1, 3 * LONG + 5, 20 * RADIX_SORT_MAX] {
             let mut state = n as u64 + 1;
             let v: Vec<u64> = (0..n)
                 .map(|i| {
@@ -563,8 +702,21 @@ mod tests {
             let mut expected = v.clone();
             expected.sort_unstable();
             expected.dedup();
-            assert_eq!(sorted_distinct(v), expected, "{n}");
+            assert_eq!(sorted_distinct(v, Interrupt::NEVER), expected, "{n}");
         }
+        // Crowded lists: every hash with the same top 40 bits (the radix sort goes down five
+        // bytes), and one value repeated; the checks come all along a long list.
+        let crowded: Vec<u64> =
+            (0..5 * RADIX_SORT_MAX as u64).map(|i| 0xAB_CDEF_0123 << 24 | mix(i) & 0xFF_FFFF).collect();
+        let mut expected = crowded.clone();
+        expected.sort_unstable();
+        expected.dedup();
+        let (stopped, checks) = crate::interrupt::tests::run_stopping(usize::MAX, |i| {
+            assert_eq!(sorted_distinct(crowded.clone(), i), expected);
+        });
+        assert!(!stopped && checks >= 3 * crowded.len() / STEP, "{checks} checks");
+        assert!(crate::interrupt::tests::run_stopping(checks / 2, |i| sorted_distinct(crowded.clone(), i)).0);
+        assert_eq!(sorted_distinct(vec![42; 3 * LONG], Interrupt::NEVER), vec![42]);
     }
 
     /// The keys of short shingles are their characters packed, one to one: the key sets of two
@@ -572,7 +724,8 @@ mod tests {
     #[test]
     fn packed_keys_are_one_to_one() {
         let windows = ["a", "b", "ab", "ba", "abc", "cab", "中", "中文", " a", "a ", "\u{10FFFF}\u{10FFFF}\u{10FFFF}"];
-        let keys: Vec<u64> = windows.iter().map(|w| shingle_keys(&w.chars().collect::<Vec<_>>(), 3)[0]).collect();
+        let keys: Vec<u64> =
+            windows.iter().map(|w| shingle_keys(&w.chars().collect::<Vec<_>>(), 3, Interrupt::NEVER)[0]).collect();
         for (i, a) in keys.iter().enumerate() {
             assert!(keys[i + 1..].iter().all(|b| a != b), "{}", windows[i]);
         }
@@ -585,8 +738,8 @@ mod tests {
     #[test]
     fn one_pass_shingle_chars_equal_two_steps() {
         let two_steps = |text: &str| {
-            let mut chars = fold_chars(text);
-            keep_shingle_chars(&mut chars);
+            let mut chars = fold_chars(text, Interrupt::NEVER);
+            keep_shingle_chars(&mut chars, Interrupt::NEVER);
             chars
         };
         let alphabet: Vec<char> =
@@ -603,10 +756,10 @@ mod tests {
                     alphabet[(state >> 33) as usize % alphabet.len()]
                 })
                 .collect();
-            assert_eq!(shingle_chars(&text), two_steps(&text), "{text:?}");
+            assert_eq!(shingle_chars(&text, Interrupt::NEVER), two_steps(&text), "{text:?}");
         }
         for text in ["", " ", "…", "a … b", "  Hello,   World!  ", "x...y", "don\u{2019}t", "ΣΑΣ"] {
-            assert_eq!(shingle_chars(text), two_steps(text), "{text:?}");
+            assert_eq!(shingle_chars(text, Interrupt::NEVER), two_steps(text), "{text:?}");
         }
     }
 
@@ -627,6 +780,63 @@ mod tests {
                     let got = jaccard(a, b, n).unwrap();
                     assert!((got - expected).abs() < 1e-12, "n = {n}: {a} / {b}: {got} != {expected}");
                 }
+            }
+        }
+    }
+
+    /// Long texts (many checks): the set's keys are those of each window computed on its own, the
+    /// merge counts what a hash set counts, each fingerprint is the same with checks, and every
+    /// computation stops when a check unwinds.
+    #[test]
+    fn long_texts_are_interruptible_with_the_same_results() {
+        let a = crate::interrupt::tests::long_text(40 * STEP, 1);
+        let b = crate::interrupt::tests::long_text(30 * STEP, 2);
+        for n in [1, 3, 4] {
+            let chars = shingle_chars(&a, Interrupt::NEVER);
+            let mut expected: Vec<u64> = chars
+                .windows(n)
+                .map(|w| match n {
+                    1..=3 => w.iter().fold(0u64, |p, &c| p << 21 | u64::from(c)).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    _ => shingle_hashes(w, n).next().unwrap(),
+                })
+                .collect();
+            expected.sort_unstable();
+            expected.dedup();
+            let (sa, sb) = (ShingleSet::of(&a, n), ShingleSet::of(&b, n));
+            assert_eq!(sa.iter().collect::<Vec<_>>(), expected);
+            let in_a: std::collections::HashSet<u64> = sa.iter().collect();
+            let common = sb.iter().filter(|k| in_a.contains(k)).count();
+            assert_eq!(Overlap::of(&sa, &sb), Overlap { common, a: sa.len(), b: sb.len() });
+        }
+        let run = |stop_at| {
+            crate::interrupt::tests::run_stopping(stop_at, |i| {
+                assert_eq!(minhash64_interruptible(&a, 3, 2, i), minhash64_with(&a, 3, 2));
+                assert_eq!(simhash_ngrams_interruptible(&a, 3, i), simhash_ngrams(&a, 3));
+                let (sa, sb) = (ShingleSet::of_interruptible(&a, 3, i), ShingleSet::of_interruptible(&b, 3, i));
+                assert_eq!(Overlap::of_interruptible(&sa, &sb, i), overlap(&a, &b, 3));
+            })
+        };
+        let (stopped, checks) = run(usize::MAX);
+        assert!(!stopped && checks >= 100, "{checks} checks");
+        for stop_at in [1, checks / 5, checks / 2, checks - 1] {
+            assert!(run(stop_at).0, "{stop_at}");
+        }
+    }
+
+    /// `simhash_ngrams` votes the distinct hashes, which it now finds with the bucket sort: the
+    /// same fingerprint as the plain sort it used before.
+    #[test]
+    fn ngram_fingerprints_equal_the_plain_sort() {
+        for text in crate::interrupt::tests::sample_texts(300, 200) {
+            for n in [1, 2, 3, 5] {
+                let chars = shingle_chars(&text, Interrupt::NEVER);
+                let expected = (!chars.is_empty()).then(|| {
+                    let mut hashes: Vec<u64> = shingle_hashes(&chars, n).collect();
+                    hashes.sort_unstable();
+                    hashes.dedup();
+                    crate::fingerprint::weighted_vote(hashes.into_iter().map(|h| (h, 1)))
+                });
+                assert_eq!(simhash_ngrams(&text, n), expected, "{text:?}");
             }
         }
     }

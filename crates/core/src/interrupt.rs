@@ -1,0 +1,267 @@
+//! Stopping a long computation on the caller's request: every loop over user data (characters,
+//! shingles, words, features) calls an [`Interrupt`] once per [`STEP`] items or so, and the caller
+//! decides there whether to go on. In PostgreSQL the check looks for a cancel request or a statement
+//! timeout and, if there is one, raises the error, which unwinds out of the computation; the plain
+//! functions of this crate pass [`Interrupt::NEVER`], which does nothing. A check must be cheap
+//! (PostgreSQL's reads one flag): loops call it between pieces of work, not in their inner loops.
+//!
+//! Work done in one call of another crate (jieba-rs' segmentation, Unicode normalization) is
+//! either fed to it in pieces that provably give the same result, or driven through an iterator
+//! that checks as the other crate pulls characters ([`Checked`]).
+//!
+//! Nothing checks while a lazily built table (`LazyLock`) is being built: an unwinding check there
+//! would poison the table for the life of the process.
+
+/// What long loops call every [`STEP`] items or so (see the module documentation).
+#[derive(Clone, Copy)]
+pub struct Interrupt<'a>(&'a dyn Fn());
+
+impl<'a> Interrupt<'a> {
+    /// Never stops anything.
+    pub const NEVER: Interrupt<'static> = Interrupt(&|| {});
+
+    /// Calls `check` between pieces of work; `check` stops the computation by unwinding (a panic,
+    /// or PostgreSQL's error turned into one) and otherwise returns.
+    pub const fn new(check: &'a dyn Fn()) -> Interrupt<'a> {
+        Interrupt(check)
+    }
+
+    #[inline]
+    pub fn check(self) {
+        (self.0)()
+    }
+}
+
+/// Items (characters, bytes, shingles, words) between two checks: a few hundred microseconds of work
+/// at most, against a check that costs a few nanoseconds.
+pub const STEP: usize = 1 << 14;
+
+/// `text` in consecutive pieces of about [`STEP`] bytes, cut at character boundaries, checking
+/// before each piece.
+pub(crate) fn pieces<'t, 'i>(text: &'t str, interrupt: Interrupt<'i>) -> impl Iterator<Item = &'t str> + use<'t, 'i> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        interrupt.check();
+        let mut end = STEP.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        let (piece, tail) = rest.split_at(end);
+        rest = tail;
+        Some(piece)
+    })
+}
+
+/// The ranges `start..end` of `0..len` in steps of [`STEP`], checking before each.
+pub(crate) fn ranges(len: usize, interrupt: Interrupt<'_>) -> impl Iterator<Item = std::ops::Range<usize>> + use<'_> {
+    (0..len).step_by(STEP).map(move |start| {
+        interrupt.check();
+        start..(start + STEP).min(len)
+    })
+}
+
+/// An iterator that checks every [`STEP`] items, for work done inside another crate's function
+/// that takes an iterator (Unicode normalization).
+pub(crate) struct Checked<'i, I> {
+    inner: I,
+    left: usize,
+    interrupt: Interrupt<'i>,
+}
+
+impl<'i, I> Checked<'i, I> {
+    pub(crate) fn new(inner: I, interrupt: Interrupt<'i>) -> Self {
+        Checked { inner, left: 0, interrupt }
+    }
+}
+
+impl<I: Iterator> Iterator for Checked<'_, I> {
+    type Item = I::Item;
+
+    #[inline]
+    fn next(&mut self) -> Option<I::Item> {
+        if self.left == 0 {
+            self.interrupt.check();
+            self.left = STEP;
+        }
+        self.left -= 1;
+        self.inner.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A check that counts its calls and stops (panics) at call `stop_at`.
+    pub(crate) struct Counter {
+        pub calls: Cell<usize>,
+        pub stop_at: usize,
+    }
+
+    impl Counter {
+        pub fn new(stop_at: usize) -> Counter {
+            Counter { calls: Cell::new(0), stop_at }
+        }
+
+        pub fn check(&self) {
+            self.calls.set(self.calls.get() + 1);
+            if self.calls.get() >= self.stop_at {
+                std::panic::panic_any(Stopped);
+            }
+        }
+    }
+
+    /// The payload of a stop.
+    pub(crate) struct Stopped;
+
+    /// Runs `f` with a check that stops it at its `stop_at`th call: whether it stopped, and how many
+    /// checks it made.
+    pub(crate) fn run_stopping<R>(stop_at: usize, f: impl FnOnce(Interrupt<'_>) -> R) -> (bool, usize) {
+        let counter = Counter::new(stop_at);
+        let check = || counter.check();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(Interrupt::new(&check))));
+        let stopped = match result {
+            Ok(_) => false,
+            Err(payload) => {
+                assert!(payload.is::<Stopped>(), "a panic other than the stop");
+                true
+            }
+        };
+        (stopped, counter.calls.get())
+    }
+
+    /// Varied texts for comparing a computation in pieces with the one in one go: Chinese phrases
+    /// (Traditional and Simplified, from OpenCC's tables), English, numbers, stop words in upper
+    /// and lower case, other scripts, whitespace and punctuation of every kind, "\r\n".
+    pub(crate) fn sample_texts(count: usize, max_tokens: usize) -> Vec<String> {
+        let mut tokens: Vec<&str> = include_str!("../data/opencc/TSPhrases.txt")
+            .lines()
+            .step_by(97)
+            .flat_map(|line| line.split(['\t', ' ']))
+            .filter(|t| !t.is_empty())
+            .collect();
+        tokens.extend([
+            "今天",
+            "纽约",
+            "的",
+            "天气",
+            "真好",
+            "啊",
+            "京华",
+            "大酒店",
+            "张尧",
+            "经理",
+            "吃了",
+            "一只",
+            "北京烤鸭",
+            "海量",
+            "网页",
+            "去重",
+            "是",
+            "搜索引擎",
+            "的基础",
+            "工作",
+            "數據庫",
+            "資料庫",
+            "伺服器",
+            "程式",
+            "檔案",
+            "4.3亿元",
+            "-139.13万元",
+            "2013年",
+            "C++",
+            "c#",
+            "PostgreSQL",
+            "postgresql",
+            "THE",
+            "The",
+            "the",
+            "is",
+            "IS",
+            "and",
+            "quick",
+            "brown",
+            "fox",
+            "jumps",
+            "over",
+            "lazy",
+            "dog",
+            "Ünïcödé",
+            "ΣΑΣ",
+            "σας",
+            "カタカナ",
+            "ひらがな",
+            "한국어",
+            "😀",
+            "e\u{301}",
+            "ﬁnal",
+            "Ｆｕｌｌ",
+            "a.b.c",
+            "x_y",
+            "50%",
+            "R&D",
+            "日本語の文章",
+            "𠮷野家",
+            "abc123def",
+            "123",
+            "x",
+        ]);
+        let separators = [
+            "", "", "", " ", " ", "，", "。", ",", ".", "! ", "？", "\r\n", "\n", "\r", "、", "；", "…", "——", "(",
+            ")", "\t", "\u{3000}", "'", "\"", "/", "=",
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: usize| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as usize % m
+        };
+        (0..count)
+            .map(|_| {
+                let n = next(max_tokens + 1);
+                let mut text = String::new();
+                for _ in 0..n {
+                    text.push_str(tokens[next(tokens.len())]);
+                    text.push_str(separators[next(separators.len())]);
+                }
+                text
+            })
+            .collect()
+    }
+
+    /// A text of about `bytes` bytes of Chinese, English or both (repeated, shuffled sample texts).
+    pub(crate) fn long_text(bytes: usize, seed: usize) -> String {
+        let texts = sample_texts(64, 300);
+        let mut text = String::with_capacity(bytes + 4096);
+        let mut i = seed;
+        while text.len() < bytes {
+            text.push_str(&texts[i % texts.len()]);
+            text.push_str("。 ");
+            i = i * 7 + 3;
+        }
+        text
+    }
+
+    #[test]
+    fn pieces_cover_the_text_at_character_boundaries() {
+        let text = "中文 abc ".repeat(STEP);
+        let cut: Vec<&str> = pieces(&text, Interrupt::NEVER).collect();
+        assert!(cut.len() > 3);
+        assert_eq!(cut.concat(), text);
+        assert!(cut.iter().all(|p| p.len() < STEP + 4));
+        assert_eq!(pieces("", Interrupt::NEVER).count(), 0);
+        let ranges: Vec<_> = ranges(2 * STEP + 1, Interrupt::NEVER).collect();
+        assert_eq!(ranges, vec![0..STEP, STEP..2 * STEP, 2 * STEP..2 * STEP + 1]);
+        let (stopped, calls) = run_stopping(3, |i| Checked::new(0..10 * STEP, i).count());
+        assert!(stopped && calls == 3);
+        let (stopped, calls) = run_stopping(usize::MAX, |i| Checked::new(0..10 * STEP, i).count());
+        assert!(!stopped && calls == 11);
+    }
+}
