@@ -533,6 +533,18 @@ pub(crate) fn fold_unscripted(text: &str, interrupt: Interrupt<'_>, mut each: im
 
 /// NFKC, lower case and whitespace, for any text (ASCII text always takes the one-pass fold).
 fn fold_without_script_general(text: &str, interrupt: Interrupt<'_>) -> String {
+    // A short text (most) without the checks inside normalization and lower case, which cost a
+    // few percent of this path.
+    if text.len() <= STEP {
+        interrupt.check();
+        fold_general::<false>(text, Interrupt::NEVER)
+    } else {
+        fold_general::<true>(text, interrupt)
+    }
+}
+
+/// [`fold_without_script_general`], checking `interrupt` as it goes if `CHECK`.
+fn fold_general<const CHECK: bool>(text: &str, interrupt: Interrupt<'_>) -> String {
     // Full-width ASCII (，：（） in Chinese text) is what most often keeps text out of NFKC: map it
     // here, as NFKC would, so that the slow full normalization runs only where something else needs it.
     // The same for no-break spaces (from &nbsp;) and the ellipsis.
@@ -547,17 +559,22 @@ fn fold_without_script_general(text: &str, interrupt: Interrupt<'_>) -> String {
             }
         }
     }
-    // Normalization is another crate's, fed characters through an iterator that checks.
-    let normalized: String = if is_nfkc_quick(Checked::new(narrowed.chars(), interrupt)) == IsNormalized::Yes {
-        to_lowercase(&narrowed, STEP, interrupt)
+    // Normalization is another crate's: with checks, it is fed characters through an iterator
+    // that checks.
+    let quick =
+        if CHECK { is_nfkc_quick(Checked::new(narrowed.chars(), interrupt)) } else { is_nfkc_quick(narrowed.chars()) };
+    let lower = |s: &str| if CHECK { to_lowercase(s, STEP, interrupt) } else { s.to_lowercase() };
+    let normalized: String = if quick == IsNormalized::Yes {
+        lower(&narrowed)
     } else {
-        let nfkc = Checked::new(narrowed.chars(), interrupt).nfkc().collect::<String>();
+        let nfkc: String =
+            if CHECK { Checked::new(narrowed.chars(), interrupt).nfkc().collect() } else { narrowed.nfkc().collect() };
         drop(narrowed);
-        to_lowercase(&nfkc, STEP, interrupt)
+        lower(&nfkc)
     };
     let mut folded = String::with_capacity(normalized.len());
     for (n, word) in normalized.split_whitespace().enumerate() {
-        if n % STEP == 0 {
+        if CHECK && n % STEP == 0 {
             interrupt.check();
         }
         if !folded.is_empty() {
@@ -648,6 +665,7 @@ mod tests {
             ["  ＰｏｓｔｇｒｅＳＱＬ\t１５\n\n is  GREAT ", "資料庫，伺服器。", "ΟΔΟΣ", "e\u{301}", "Ǆ ǅ ǆ", "ﬁ ① ㈱"]
         {
             assert_eq!(fold_without_script(text), fold_without_script_general(text, Interrupt::NEVER), "{text}");
+            assert_eq!(fold_general::<true>(text, Interrupt::NEVER), fold_general::<false>(text, Interrupt::NEVER));
         }
         assert!(fold_simple_characters("ΟΔΟΣ", Interrupt::NEVER).is_none());
         assert!(fold_simple_characters("e\u{301}", Interrupt::NEVER).is_none());
