@@ -438,7 +438,9 @@ pub(super) unsafe fn recheck(
         // The similarity when `other` is a near-duplicate of `own` (always, without verification).
         let similar = |own: &OwnRow, other: &Option<ShingleSet>| -> Option<Option<f64>> {
             match (verify, &own.text, other) {
-                (Some(v), Some(a), Some(b)) => v.passes(Overlap::of(a, b)).map(Some),
+                (Some(v), Some(a), Some(b)) => {
+                    v.passes(Overlap::of_interruptible(a, b, crate::fingerprint::text::INTERRUPTS)).map(Some)
+                }
                 _ => Some(None),
             }
         };
@@ -566,9 +568,10 @@ unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Ver
             return ShingleSet::default();
         };
         let text = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-        let set = ShingleSet::of(
+        let set = ShingleSet::of_interruptible(
             &crate::fingerprint::text::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)),
             verify.n,
+            crate::fingerprint::text::INTERRUPTS,
         );
         if text != datum.cast_mut_ptr() {
             pg_sys::pfree(text.cast());
