@@ -32,46 +32,35 @@ pub(super) unsafe fn raise_near_duplicate(
 ) -> ! {
     unsafe {
         let mut note = if note.is_empty() { String::new() } else { format!(" {note}") };
+        let fp = simhash_core::format_hex(fp);
         // A role that may not read the table's rows (no SELECT, or row-level security applies)
         // learns no more than from a unique violation: that a stored row conflicts, not which one,
         // how far it is or how similar its text is.
-        if !key_readable((*rel).rd_id) {
-            raise(
-                PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
-                format!(
-                    "new row for relation \"{}\" is a near-duplicate and violates trigger \"{trigger_name}\"",
-                    relation_name(rel)
-                ),
-                Some(format!(
-                    "A stored row is within the radius {k} of the new row's {column} = {}.{note}",
-                    simhash_core::format_hex(fp)
-                )),
-                None,
-            )
-        }
-        let existing = match existing_key {
-            Some(key) => format!("Existing row {}", key_columns(rel).describe(key)),
-            None => "A stored row".into(),
+        let detail = if !key_readable((*rel).rd_id) {
+            format!("A stored row is within the radius {k} of the new row's {column} = {fp}.{note}")
+        } else {
+            let existing = match existing_key {
+                Some(key) => format!("Existing row {}", key_columns(rel).describe(key)),
+                None => "A stored row".into(),
+            };
+            if let Some((verify, similarity)) = verified {
+                note = format!(
+                    " Their {} texts have similarity {} (n = {}); the threshold is {}.{note}",
+                    verify.column,
+                    format_similarity(similarity, verify.min_similarity),
+                    verify.n,
+                    verify.min_similarity
+                );
+            }
+            format!("{existing} is at distance {distance} from the new row's {column} = {fp}; the radius is {k}.{note}")
         };
-        if let Some((verify, similarity)) = verified {
-            note = format!(
-                " Their {} texts have similarity {} (n = {}); the threshold is {}.{note}",
-                verify.column,
-                format_similarity(similarity, verify.min_similarity),
-                verify.n,
-                verify.min_similarity
-            );
-        }
         raise(
             PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
             format!(
                 "new row for relation \"{}\" is a near-duplicate and violates trigger \"{trigger_name}\"",
                 relation_name(rel)
             ),
-            Some(format!(
-                "{existing} is at distance {distance} from the new row's {column} = {}; the radius is {k}.{note}",
-                simhash_core::format_hex(fp)
-            )),
+            Some(detail),
             None,
         )
     }
