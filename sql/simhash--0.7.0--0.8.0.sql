@@ -395,3 +395,7 @@ BEGIN
     END IF;
     RETURN row_trigger;
 END $$;
+
+-- The radius test of the simhash index is leakproof (it raises no error and tells nothing but its
+-- result): under row-level security it can still be an index condition.
+ALTER FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) LEAKPROOF;

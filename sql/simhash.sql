@@ -484,8 +484,10 @@ $$;
 CREATE TYPE simhash_ball AS (center simhash64, radius integer);
 CREATE FUNCTION simhash_ball(center simhash64, radius integer) RETURNS simhash_ball
     AS $$ SELECT ROW(center, radius)::@extschema@.simhash_ball $$ LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+-- (LEAKPROOF: it raises no error and tells nothing but its result, so that under row-level
+-- security a radius test can still be an index condition below the policies' quals)
 CREATE FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 -- Estimates: the share of uniform fingerprints within the radius (src/index/selectivity.rs).
 CREATE FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) RETURNS double precision
     AS 'MODULE_PATHNAME', 'simhash_ball_sel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;

@@ -83,6 +83,33 @@ RESET ROLE;
 ALTER TABLE sec_docs DISABLE ROW LEVEL SECURITY;
 DROP POLICY sec_own_rows ON sec_docs;
 
+-- Lookups and nearest rows honour row-level security and column privileges, through every
+-- index route: the segment B-trees (radius scan), the simhash index (radius and ORDER BY), GIN.
+CREATE TABLE sec_rls (id int PRIMARY KEY, fp simhash64, fp2 simhash64, fp3 simhash64, secret text);
+INSERT INTO sec_rls SELECT g, fp, fp, fp, 'hidden' FROM (VALUES (1, '0000000000000000'::simhash64),
+    (2, '0000000000000001'), (3, '0000000000000003'), (4, 'ffffffffffffffff')) v(g, fp);
+SELECT count(*) FROM simhash_create_indexes('sec_rls', 'fp');
+SELECT count(*) FROM simhash_create_indexes('sec_rls', 'fp2', 'simhash');
+SELECT count(*) FROM simhash_create_indexes('sec_rls', 'fp3', 'gin');
+ALTER TABLE sec_rls ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sec_not_two ON sec_rls TO simhash_sec_other USING (id <> 2);
+GRANT SELECT (id, fp, fp2, fp3) ON sec_rls TO simhash_sec_other;
+SET ROLE simhash_sec_other;
+SET enable_seqscan = off;
+SELECT id FROM sec_rls WHERE fp <~> '0000000000000000' <= 3 ORDER BY id;
+SELECT id FROM sec_rls WHERE fp2 <~> '0000000000000000' <= 3 ORDER BY id;
+SELECT id FROM sec_rls WHERE fp3 <~> '0000000000000000' <= 3 ORDER BY id;
+SELECT id FROM sec_rls ORDER BY fp2 <-> '0000000000000000' LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM sec_rls WHERE fp <~> '0000000000000000' <= 3;
+EXPLAIN (COSTS OFF) SELECT id FROM sec_rls WHERE fp2 <~> '0000000000000000' <= 3;
+EXPLAIN (COSTS OFF) SELECT id FROM sec_rls ORDER BY fp2 <-> '0000000000000000' LIMIT 3;
+\set VERBOSITY sqlstate
+SELECT id, secret FROM sec_rls WHERE fp <~> '0000000000000000' <= 3;
+\set VERBOSITY default
+RESET enable_seqscan;
+RESET ROLE;
+DROP TABLE sec_rls;
+
 -- A key whose cast to text gives NULL (a type's own cast may): the stored row goes unnamed.
 CREATE TYPE sec_mood AS ENUM ('calm', 'tense');
 CREATE FUNCTION sec_mood_text(sec_mood) RETURNS text LANGUAGE sql AS 'SELECT NULL::text';
