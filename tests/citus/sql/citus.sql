@@ -219,3 +219,39 @@ FROM run_command_on_workers($$SELECT extversion FROM pg_extension WHERE extname 
 SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3);
 SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3, 'body', 0.9);
 DROP TABLE up;
+
+-- A role that may create objects in public plants look-alike operators over the types the
+-- extension's Citus paths compare and concatenate (the class of CVE-2018-1058); the superuser's
+-- pairs, verified pairs and clusters of a distributed table, through the workers, run none of them.
+CREATE ROLE simhash_citus_hostile LOGIN;
+GRANT CREATE ON SCHEMA public TO simhash_citus_hostile;
+SET ROLE simhash_citus_hostile;
+CREATE FUNCTION public.planted_cmp(what text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN RAISE WARNING 'planted % ran as %', what, current_user; RETURN NULL; END $$;
+CREATE FUNCTION public.planted_eq_oid_regclass(oid, regclass) RETURNS boolean LANGUAGE sql AS $$ SELECT public.planted_cmp('=(oid, regclass)') $$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.planted_eq_oid_regclass);
+CREATE FUNCTION public.planted_ge_float_int(double precision, integer) RETURNS boolean LANGUAGE sql AS $$ SELECT public.planted_cmp('>=(float8, int4)') $$;
+CREATE OPERATOR public.>= (LEFTARG = double precision, RIGHTARG = integer, FUNCTION = public.planted_ge_float_int);
+CREATE FUNCTION public.planted_le_float_int(double precision, integer) RETURNS boolean LANGUAGE sql AS $$ SELECT public.planted_cmp('<=(float8, int4)') $$;
+CREATE OPERATOR public.<= (LEFTARG = double precision, RIGHTARG = integer, FUNCTION = public.planted_le_float_int);
+CREATE FUNCTION public.planted_gt_int_int8(integer, bigint) RETURNS boolean LANGUAGE sql AS $$ SELECT public.planted_cmp('>(int4, int8)') $$;
+CREATE OPERATOR public.> (LEFTARG = integer, RIGHTARG = bigint, FUNCTION = public.planted_gt_int_int8);
+CREATE FUNCTION public.planted_cat_text_int(text, integer) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN RAISE WARNING 'planted ||(text, int4) ran as %', current_user; RETURN NULL; END $$;
+CREATE OPERATOR public.|| (LEFTARG = text, RIGHTARG = integer, FUNCTION = public.planted_cat_text_int);
+CREATE FUNCTION public.planted_eq_name_text(name, text) RETURNS boolean LANGUAGE sql AS $$ SELECT public.planted_cmp('=(name, text)') $$;
+RESET ROLE;
+-- (the superuser's own statements here avoid the planted operators: `'the text ' || i` would run one)
+CREATE TABLE hostile_docs (id bigint PRIMARY KEY, fp simhash64, body text);
+SELECT create_distributed_table('hostile_docs', 'id');
+INSERT INTO hostile_docs SELECT i, ('x' || substr(md5((i % 500)::text), 1, 16))::bit(64)::bigint::simhash64,
+                                pg_catalog.format('the text %s', i % 500) FROM generate_series(1, 2000) i;
+SELECT count(*) FROM simhash_create_indexes('hostile_docs', 'fp');
+SELECT count(*) AS pairs FROM simhash_pairs('hostile_docs', 'fp', 3);
+SELECT count(*) AS verified_pairs FROM simhash_pairs('hostile_docs', 'fp', 3, 'body', 0.9);
+SELECT count(*) AS clustered FROM simhash_clusters('hostile_docs', 'fp', 3, 'body', 0.9);
+DROP TABLE hostile_docs;
+SET client_min_messages = warning;
+DROP OWNED BY simhash_citus_hostile;
+DROP ROLE simhash_citus_hostile;
+RESET client_min_messages;
