@@ -15,10 +15,13 @@ SELECT count(*) FROM simhash_create_indexes('sec_docs', 'fp', 'simhash');
 RESET ROLE;
 
 -- Attaching the constraint needs ownership of the table: the TRIGGER privilege is not enough.
+-- So do the indexes (CREATE INDEX), and checking an index needs a superuser (or a grant).
 GRANT TRIGGER, INSERT ON sec_docs TO simhash_sec_other;
 SET ROLE simhash_sec_other;
 \set VERBOSITY sqlstate
 SELECT simhash_add_dedup('sec_docs', 'fp', 3);
+SELECT * FROM simhash_create_indexes('sec_docs', 'fp');
+SELECT simhash_index_check('sec_docs_fp_simhash');
 \set VERBOSITY default
 
 -- A report table that another role made first is refused: the trigger writes the report as the
