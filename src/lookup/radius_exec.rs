@@ -301,14 +301,7 @@ unsafe extern "C-unwind" fn explain(
         let names: Vec<String> = (*state)
             .indexes
             .iter()
-            .map(|&oid| {
-                let name = pg_sys::get_rel_name(oid);
-                if name.is_null() {
-                    oid.to_u32().to_string()
-                } else {
-                    CStr::from_ptr(name).to_string_lossy().into_owned()
-                }
-            })
+            .map(|&oid| crate::pg::names::rel_name(oid))
             .collect();
         let names = std::ffi::CString::new(names.join(", ")).expect("relation names have no NUL");
         pg_sys::ExplainPropertyText(c"Segment Indexes".as_ptr(), names.as_ptr(), es);
