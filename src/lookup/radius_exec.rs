@@ -298,11 +298,7 @@ unsafe extern "C-unwind" fn explain(
     unsafe {
         let state = node as *mut RadiusScanState;
         pg_sys::ExplainPropertyInteger(c"Radius".as_ptr(), null_mut(), i64::from((*state).radius), es);
-        let names: Vec<String> = (*state)
-            .indexes
-            .iter()
-            .map(|&oid| crate::pg::names::rel_name(oid))
-            .collect();
+        let names: Vec<String> = (*state).indexes.iter().map(|&oid| crate::pg::names::rel_name(oid)).collect();
         let names = std::ffi::CString::new(names.join(", ")).expect("relation names have no NUL");
         pg_sys::ExplainPropertyText(c"Segment Indexes".as_ptr(), names.as_ptr(), es);
         if (*es).analyze {
