@@ -3,19 +3,162 @@
 //! the tests of format 4): the metapage, the buckets' directory (for the rows inserted later, no
 //! bucket page yet), the built part with every row (`super::dense`), the chain of NULL rows. An
 //! unlogged table's empty index (the init fork) is written the same way and always logged.
+//!
+//! The rows are held in memory (32 bytes each) while they fit in `maintenance_work_mem`; beyond
+//! it they go to five sorts that spill to temporary files ([`Spilled`]), one per segment and one
+//! for the NULL rows, which keep to `maintenance_work_mem` together.
 
 use pgrx::pg_sys::{self, Page};
 use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::{bucket_bits, bucket_of};
+use simhash_core::dense::VALUES;
 
+use super::dense::{self, SortedRows};
 use super::page::{self, DirectoryEntry, Entry, Kind};
 use super::{fingerprint_of, SEGMENTS};
+use crate::pg::errors::raise;
+use crate::pg::tuplesort::Sort;
 use simhash_core::SEGMENT_BITS;
+
+/// The bytes a row with a fingerprint takes in memory: its entry, and its key while a segment
+/// of the built part is sorted (`dense::InMemory`).
+const ROW_BYTES: usize = 32;
+/// The bytes a row whose fingerprint is NULL takes in memory.
+const NULL_ROW_BYTES: usize = 16;
+/// Rows moved to the sorts at a time when the build spills, after which their memory is given
+/// back (16 MB).
+const SPILLED_AT_ONCE: usize = 1 << 20;
 
 struct BuildState {
     entries: Vec<Entry>,
     /// The rows whose fingerprint is NULL.
     nulls: Vec<Entry>,
+    /// The bytes the rows may take in memory: `maintenance_work_mem`.
+    budget: usize,
+    /// The sorts the rows go to once they do not fit in memory.
+    spilled: Option<Box<Spilled>>,
+}
+
+impl BuildState {
+    /// Adds a row: `fp` (`None`: NULL) at `tid`.
+    fn add(&mut self, fp: Option<u64>, tid: pg_sys::ItemPointerData) {
+        if let Some(spilled) = &mut self.spilled {
+            return spilled.put(fp, tid);
+        }
+        let held = self.entries.capacity() * ROW_BYTES + self.nulls.capacity() * NULL_ROW_BYTES;
+        let (rows, row_bytes) = match fp {
+            Some(_) => (&mut self.entries, ROW_BYTES),
+            None => (&mut self.nulls, NULL_ROW_BYTES),
+        };
+        if rows.len() == rows.capacity() {
+            // Room for as many again, or for what fits; the sorts when that is too little.
+            let more = rows.len().max(1024).min(self.budget.saturating_sub(held) / row_bytes);
+            if more < 1024 && builds_dense() {
+                self.spill();
+                return self.add(fp, tid);
+            }
+            if rows.try_reserve_exact(more.max(1)).is_err() {
+                super::reserve(rows, more.max(1)); // (the ERROR of a failed allocation)
+            }
+        }
+        rows.push(Entry { fp: fp.unwrap_or(0), tid });
+    }
+
+    /// Moves the rows held in memory to sorts that spill to disk, giving their memory back as it
+    /// goes, for the rows to come too.
+    fn spill(&mut self) {
+        let mut spilled = Box::new(Spilled::new(self.budget / 1024));
+        for (rows, null) in [(&mut self.entries, false), (&mut self.nulls, true)] {
+            while !rows.is_empty() {
+                let from = rows.len().saturating_sub(SPILLED_AT_ONCE);
+                for entry in rows.drain(from..) {
+                    spilled.put((!null).then_some(entry.fp), entry.tid);
+                }
+                rows.shrink_to_fit();
+                pgrx::check_for_interrupts!();
+            }
+            *rows = Vec::new();
+        }
+        self.spilled = Some(spilled);
+    }
+}
+
+/// A build's rows in sorts that keep to `maintenance_work_mem` together, spilling to temporary
+/// files: each segment's order keys (segment 0's with the TIDs) and the NULL rows' TIDs, and how
+/// many rows have each segment value, for the built part's directories.
+struct Spilled {
+    segment_0: Option<Sort<(u64, pg_sys::ItemPointerData)>>,
+    segments: [Option<Sort<u64>>; SEGMENTS as usize - 1],
+    nulls: Sort<u64>,
+    counts: Vec<u32>,
+    /// The rows with a fingerprint.
+    rows: u32,
+    /// The segment begun (`SortedRows`).
+    current: u32,
+}
+
+impl Spilled {
+    fn new(budget_kb: usize) -> Spilled {
+        let share = budget_kb / (SEGMENTS as usize + 1);
+        Spilled {
+            segment_0: Some(Sort::new(share)),
+            segments: std::array::from_fn(|_| Some(Sort::new(share))),
+            nulls: Sort::new(share),
+            counts: vec![0; SEGMENTS as usize * VALUES],
+            rows: 0,
+            current: 0,
+        }
+    }
+
+    fn put(&mut self, fp: Option<u64>, tid: pg_sys::ItemPointerData) {
+        let Some(fp) = fp else {
+            return self.nulls.put(crate::pg::tid::tid_order(&tid));
+        };
+        if self.rows == u32::MAX {
+            raise(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("a simhash index is built on at most {} rows", u32::MAX),
+                None,
+                None,
+            );
+        }
+        self.rows += 1;
+        for n in 0..SEGMENTS {
+            self.counts[n as usize * VALUES + usize::from(simhash_core::buckets::segment_value(fp, n))] += 1;
+        }
+        self.segment_0.as_mut().unwrap().put((dense::order_key(fp, 0), tid));
+        for (n, sort) in (1..).zip(self.segments.iter_mut()) {
+            sort.as_mut().unwrap().put(dense::order_key(fp, n));
+        }
+    }
+}
+
+impl SortedRows for Spilled {
+    fn rows(&self) -> u32 {
+        self.rows
+    }
+    fn begin(&mut self, n: u32) -> Vec<u32> {
+        // The segments before are written: their sorts and files go.
+        if n >= 1 {
+            self.segment_0 = None;
+            for m in 1..n {
+                self.segments[m as usize - 1] = None;
+            }
+        }
+        match n {
+            0 => self.segment_0.as_mut().unwrap().sort(),
+            n => self.segments[n as usize - 1].as_mut().unwrap().sort(),
+        }
+        self.current = n;
+        simhash_core::dense::directory_of_counts(&self.counts[n as usize * VALUES..(n as usize + 1) * VALUES])
+    }
+    fn next(&mut self) -> Option<(u64, pg_sys::ItemPointerData)> {
+        match self.current {
+            0 => self.segment_0.as_mut().unwrap().next(),
+            n => Some((self.segments[n as usize - 1].as_mut().unwrap().next()?, pg_sys::ItemPointerData::default())),
+        }
+    }
 }
 
 #[pg_guard]
@@ -29,10 +172,7 @@ unsafe extern "C-unwind" fn build_callback(
 ) {
     unsafe {
         let state = &mut *(state as *mut BuildState);
-        match fingerprint_of(*values, *isnull) {
-            Some(fp) => super::push(&mut state.entries, Entry { fp, tid: *tid }),
-            None => super::push(&mut state.nulls, Entry { fp: 0, tid: *tid }),
-        }
+        state.add(fingerprint_of(*values, *isnull), *tid);
         pgrx::check_for_interrupts!();
     }
 }
@@ -47,7 +187,8 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
         if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
-        let mut state = BuildState { entries: Vec::new(), nulls: Vec::new() };
+        let budget = pg_sys::maintenance_work_mem.max(1024) as usize * 1024;
+        let mut state = BuildState { entries: Vec::new(), nulls: Vec::new(), budget, spilled: None };
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -58,29 +199,63 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
         );
-        write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, &state.entries, &state.nulls);
+        let index_tuples;
+        let fork = pg_sys::ForkNumber::MAIN_FORKNUM;
+        if let Some(mut spilled) = state.spilled.take() {
+            index_tuples = f64::from(spilled.rows) + spilled.nulls.len() as f64;
+            let null_rows = spilled.nulls.len() as usize;
+            let mut nulls = std::mem::replace(&mut spilled.nulls, Sort::new(64));
+            nulls.sort();
+            let mut next_null = || nulls.next().map(crate::pg::tid::tid_of_order);
+            write_index(index, fork, &[], Some(&mut *spilled), null_rows, &mut next_null);
+        } else {
+            index_tuples = (state.entries.len() + state.nulls.len()) as f64;
+            let mut nulls = state.nulls.iter().map(|entry| entry.tid);
+            let mut next_null = || nulls.next();
+            // Format 5: the rows in the built part (format 4 beyond the rows a built part can count,
+            // 2^32 - 1, and in its tests).
+            if builds_dense() && u32::try_from(state.entries.len()).is_ok() {
+                let mut built = dense::InMemory::new(&state.entries);
+                write_index(index, fork, &[], Some(&mut built), state.nulls.len(), &mut next_null);
+            } else {
+                write_index(index, fork, &state.entries, None, state.nulls.len(), &mut next_null);
+            }
+        }
         let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
         (*result).heap_tuples = heap_tuples;
-        (*result).index_tuples = (state.entries.len() + state.nulls.len()) as f64;
+        (*result).index_tuples = index_tuples;
         result
     }
 }
 
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
-    unsafe { write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], &[]) };
+    unsafe {
+        let mut built = dense::InMemory::new(&[]);
+        let built = builds_dense().then_some(&mut built as &mut dyn SortedRows);
+        write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], built, 0, &mut || None);
+    }
 }
 
-/// Writes the whole index for `entries` and the rows with NULL fingerprints `nulls` into `fork`
-/// (empty), then logs its pages.
-unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, entries: &[Entry], nulls: &[Entry]) {
+/// Writes the whole index into `fork` (empty): the rows of `entries` in the buckets (format 4),
+/// or those of `built` in a built part (format 5), and `null_rows` rows with NULL fingerprints,
+/// whose TIDs `next_null` gives; then logs its pages.
+unsafe fn write_index(
+    index: pg_sys::Relation,
+    fork: pg_sys::ForkNumber::Type,
+    entries: &[Entry],
+    built: Option<&mut dyn SortedRows>,
+    null_rows: usize,
+    next_null: &mut dyn FnMut() -> Option<pg_sys::ItemPointerData>,
+) {
     unsafe {
-        // Format 5: the rows in the built part, the buckets left for the rows inserted later
-        // (format 4 beyond the rows a built part can count, 2^32 - 1).
-        let dense = builds_dense() && u32::try_from(entries.len()).is_ok();
-        let rows = entries.len() as u64;
-        let bits = if dense { insert_bits(rows) } else { bucket_bits(rows, page::entries_per_page() as u64) };
-        let (entries, built) = if dense { (&[][..], entries) } else { (entries, &[][..]) };
+        let dense = built.is_some();
+        let built_rows = built.as_ref().map_or(0, |built| built.rows());
+        let bits = if dense {
+            insert_bits(u64::from(built_rows))
+        } else {
+            bucket_bits(entries.len() as u64, page::entries_per_page() as u64)
+        };
         let directory_pages = page::directory_pages(bits);
         let buckets = 1usize << bits;
         let per_page = page::entries_per_page();
@@ -109,13 +284,13 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         }
         // The built part, after the buckets.
         let dense_start = next_block;
-        if !built.is_empty() {
+        if built_rows > 0 {
             meta.dense_start = dense_start;
-            meta.dense_rows = built.len() as u32; // (`dense`: it fits)
+            meta.dense_rows = built_rows;
             next_block += super::dense::Dense { start: dense_start, rows: meta.dense_rows }.blocks();
         }
         // The chain of NULL rows, after them.
-        let null_pages = nulls.len().div_ceil(per_page) as u32;
+        let null_pages = null_rows.div_ceil(per_page) as u32;
         if null_pages > 0 {
             meta.nulls = DirectoryEntry { head: next_block, tail: next_block + null_pages - 1 };
         }
@@ -145,18 +320,21 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
         // bucket, with a counting sort): each chain's pages are consecutive blocks, each page sorted.
         let mut block = first_bucket_page;
         // Writes `chunk` as page `block` of a chain, linked to the next block unless `last`.
-        let write_chain_page = |block: u32, kind: Kind, segment: u16, chunk: &[Entry], last: bool| {
-            write_page(index, fork, block, |page| {
-                page::init_page(page, kind, segment);
-                for entry in chunk {
-                    page::push_entry(page, *entry, meta.keeps_apart());
-                }
-                if kind == Kind::Bucket {
-                    (*page::special(page)).set_sorted(chunk.len()); // (in order: the counting sort)
-                }
-                (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
-            });
-        };
+        let write_chain_page =
+            |block: u32, kind: Kind, segment: u16, chunk: &mut dyn Iterator<Item = Entry>, last: bool| {
+                write_page(index, fork, block, |page| {
+                    page::init_page(page, kind, segment);
+                    let mut len = 0;
+                    for entry in chunk {
+                        page::push_entry(page, entry, meta.keeps_apart());
+                        len += 1;
+                    }
+                    if kind == Kind::Bucket {
+                        (*page::special(page)).set_sorted(len); // (in order: the counting sort)
+                    }
+                    (*page::special(page)).next = if last { page::INVALID_BLOCK } else { block + 1 };
+                });
+            };
         let values = 1usize << SEGMENT_BITS;
         let mut sorted = Vec::new();
         super::reserve(&mut sorted, entries.len());
@@ -182,7 +360,8 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             for &end in &ends {
                 let chunks: Vec<&[Entry]> = sorted[start..end].chunks(per_page).collect();
                 for (i, chunk) in chunks.iter().enumerate() {
-                    write_chain_page(block, Kind::Bucket, segment as u16, chunk, i + 1 == chunks.len());
+                    let last = i + 1 == chunks.len();
+                    write_chain_page(block, Kind::Bucket, segment as u16, &mut chunk.iter().copied(), last);
                     block += 1;
                     if block.is_multiple_of(64) {
                         pgrx::check_for_interrupts!();
@@ -192,13 +371,14 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, e
             }
             pgrx::check_for_interrupts!();
         }
-        if !built.is_empty() {
+        if let Some(built) = built.filter(|built| built.rows() > 0) {
             let part = super::dense::write(built, block, |at, fill| write_page(index, fork, at, fill));
             block += part.blocks();
         }
         debug_assert_eq!(block, next_block);
-        for (i, chunk) in nulls.chunks(per_page).enumerate() {
-            write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, chunk, i as u32 + 1 == null_pages);
+        for i in 0..null_pages {
+            let mut chunk = (0..per_page).map_while(|_| next_null()).map(|tid| Entry { fp: 0, tid });
+            write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, &mut chunk, i + 1 == null_pages);
             block += 1;
             if block.is_multiple_of(64) {
                 pgrx::check_for_interrupts!();

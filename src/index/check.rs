@@ -6,6 +6,9 @@
 //! VACUUM), and the chain of NULL rows. Returns the number of rows indexed (entries in segment 0
 //! plus NULL rows, dead ones until VACUUM); a
 //! fault is an ERROR with SQLSTATE XX002 (index corrupted). It holds a ShareLock on the index, so writers wait.
+//! Its memory stays within `maintenance_work_mem`: the rows' TIDs are sorted (for "each row once")
+//! by a sort that spills to disk beyond it, and the segments' fingerprints compared by a hash of
+//! each segment's multiset ([`FingerprintSet`]).
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
@@ -16,6 +19,31 @@ use super::dense::{self, Dense};
 use super::page::{self, corrupt, ChainSlot, Kind, INVALID_BLOCK};
 use super::SEGMENTS;
 use crate::pg::errors::raise;
+use crate::pg::tuplesort::Sort;
+
+/// A multiset of fingerprints in 24 bytes, for "the same fingerprints in every segment" without
+/// holding them: their number and two sums of independent 64-bit mixes of each (wrapping), which
+/// two different multisets share by chance with a probability of about 2^-128.
+#[derive(Default, PartialEq, Eq, Clone, Copy)]
+struct FingerprintSet {
+    count: u64,
+    sums: [u64; 2],
+}
+
+impl FingerprintSet {
+    fn add(&mut self, fp: u64) {
+        self.count += 1;
+        self.sums[0] = self.sums[0].wrapping_add(mix(fp));
+        self.sums[1] = self.sums[1].wrapping_add(mix(fp ^ 0x9e37_79b9_7f4a_7c15).rotate_left(17));
+    }
+}
+
+/// SplitMix64's finalizer: a bijection of 64-bit values that spreads every bit over all.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
 
 #[pg_extern(sql = false)]
 fn simhash_index_check(index_oid: Oid) -> i64 {
@@ -46,8 +74,9 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         // The built part (format 5): its blocks, each segment's directory and order, and the same
         // fingerprints in every segment.
         let mut built_rows = 0i64;
-        // The rows (`tid_order` keys) of segment 0 and of the NULL rows: each once.
-        let mut rows = Vec::new();
+        // The rows (`tid_order` keys) of segment 0 and of the NULL rows: each once (sorted within
+        // maintenance_work_mem, spilling to disk beyond it).
+        let mut rows = Sort::<u64>::new(pg_sys::maintenance_work_mem as usize);
         if let Some(built) = Dense::of(&meta) {
             let range = dense::blocks(&meta);
             if range.start != first_chain_block || range.end > blocks {
@@ -62,10 +91,9 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 pg_sys::UnlockReleaseBuffer(buffer);
                 pgrx::check_for_interrupts!();
             }
-            let mut segment_0 = Vec::new();
+            let mut segment_0 = None;
             for segment in 0..SEGMENTS {
-                let mut fps = Vec::new();
-                super::reserve(&mut fps, built.rows as usize);
+                let mut fps = FingerprintSet::default();
                 let mut last = None;
                 dense::read_values(index, &built, segment, 0, simhash_core::dense::VALUES, |fp, tid| {
                     let key = simhash_core::dense::order_key(fp, segment);
@@ -75,20 +103,19 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                     last = Some(key);
                     if let Some(tid) = tid.filter(dense::is_live) {
                         built_rows += 1;
-                        super::push(&mut rows, crate::pg::tid::tid_order(&tid));
+                        rows.put(crate::pg::tid::tid_order(&tid));
                     }
-                    fps.push(fp);
+                    fps.add(fp);
                 });
-                if fps.len() != built.rows as usize {
+                if fps.count != u64::from(built.rows) {
                     corrupt(
                         index,
-                        format!("segment {segment} of its built part holds {} of {} rows", fps.len(), built.rows),
+                        format!("segment {segment} of its built part holds {} of {} rows", fps.count, built.rows),
                     );
                 }
-                super::sort_interruptibly(&mut fps, |&fp| fp);
                 if segment == 0 {
-                    segment_0 = fps;
-                } else if fps != segment_0 {
+                    segment_0 = Some(fps);
+                } else if Some(fps) != segment_0 {
                     corrupt(
                         index,
                         format!("segment {segment} of its built part holds other fingerprints than segment 0"),
@@ -158,16 +185,14 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                             corrupt(index, format!("fingerprint {fp:016x} in block {block} is not of bucket {bucket}"));
                         }
                         if segment == 0 {
-                            super::push(&mut rows, crate::pg::tid::tid_order(&tid));
+                            rows.put(crate::pg::tid::tid_order(&tid));
                         }
                     },
                 );
             }
         }
         let nulls = if meta.indexes_nulls() {
-            walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, tid, _| {
-                super::push(&mut rows, crate::pg::tid::tid_order(&tid))
-            })
+            walk(ChainSlot::Nulls, "the chain of NULL rows", &mut |_, tid, _| rows.put(crate::pg::tid::tid_order(&tid)))
         } else {
             0
         };
@@ -188,12 +213,16 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 pgrx::check_for_interrupts!();
             }
         }
-        super::sort_interruptibly(&mut rows, |&row| row);
-        if let Some(twice) = rows.windows(2).find(|pair| pair[0] == pair[1]) {
-            let tid = crate::pg::tid::tid_of_order(twice[0]);
-            let (block, offset) = pgrx::itemptr::item_pointer_get_both(tid);
-            corrupt(index, format!("row ({block},{offset}) has two entries in segment 0"));
+        rows.sort();
+        let mut previous = None;
+        while let Some(row) = rows.next() {
+            if previous == Some(row) {
+                let (block, offset) = pgrx::itemptr::item_pointer_get_both(crate::pg::tid::tid_of_order(row));
+                corrupt(index, format!("row ({block},{offset}) has two entries in segment 0"));
+            }
+            previous = Some(row);
         }
+        drop(rows);
         // Each segment's entry of a row is its own WAL record: a crash or an error in the middle of
         // an insert leaves some of them, for a row that never became visible, until VACUUM.
         if entries.iter().any(|&n| n != entries[0]) {

@@ -473,7 +473,60 @@ pub(super) unsafe fn read_values(
     }
 }
 
-/// Writes the built part of `entries` from block `start` on, one block after the other with
+/// The rows of a build as the built part orders them, one segment after the other: in memory
+/// ([`InMemory`]), or from sorts that spilled to disk (`super::build`).
+pub(super) trait SortedRows {
+    /// The rows (each segment has them all).
+    fn rows(&self) -> u32;
+    /// Gets segment `n` ready (0 to 3, in turn) and returns where each segment value's run
+    /// starts (`VALUES + 1` positions).
+    fn begin(&mut self, n: u32) -> Vec<u32>;
+    /// The next entry of the segment begun: its order key (`(value << 48) | residual`,
+    /// `simhash_core::dense::order_key`) and its TID (read in segment 0 only).
+    fn next(&mut self) -> Option<(u64, pg_sys::ItemPointerData)>;
+}
+
+/// The order key of `fp` in segment `n`, as [`SortedRows::next`] returns it.
+pub(super) fn order_key(fp: u64, n: u32) -> u64 {
+    let (value, residual) = layout::order_key(fp, n);
+    (u64::from(value) << 48) | residual
+}
+
+/// A build's rows in memory, each segment sorted when begun: 16 bytes a row besides the entries.
+pub(super) struct InMemory<'a> {
+    entries: &'a [page::Entry],
+    keys: Vec<(u64, u32)>,
+    at: usize,
+}
+
+impl<'a> InMemory<'a> {
+    /// The rows of `entries` (at most `u32::MAX`).
+    pub fn new(entries: &'a [page::Entry]) -> InMemory<'a> {
+        let mut keys = Vec::new();
+        super::reserve(&mut keys, entries.len());
+        InMemory { entries, keys, at: 0 }
+    }
+}
+
+impl SortedRows for InMemory<'_> {
+    fn rows(&self) -> u32 {
+        self.entries.len() as u32
+    }
+    fn begin(&mut self, n: u32) -> Vec<u32> {
+        self.keys.clear();
+        self.keys.extend(self.entries.iter().enumerate().map(|(i, entry)| (order_key(entry.fp, n), i as u32)));
+        super::sort_interruptibly(&mut self.keys, |&key| key);
+        self.at = 0;
+        layout::directory(self.keys.iter().map(|&(key, _)| (key >> 48) as u16))
+    }
+    fn next(&mut self) -> Option<(u64, pg_sys::ItemPointerData)> {
+        let &(key, row) = self.keys.get(self.at)?;
+        self.at += 1;
+        Some((key, self.entries[row as usize].tid))
+    }
+}
+
+/// Writes the built part of `rows` from block `start` on, one block after the other with
 /// `write_page(block, fill)`: segment by segment, its directory and then its entries; returns the
 /// built part.
 ///
@@ -481,32 +534,15 @@ pub(super) unsafe fn read_values(
 ///
 /// `write_page` writes block `block` of the index, new, as `fill` makes it.
 pub(super) unsafe fn write(
-    entries: &[page::Entry],
+    rows: &mut dyn SortedRows,
     start: BlockNumber,
     mut write_page: impl FnMut(BlockNumber, &mut dyn FnMut(Page)),
 ) -> Dense {
     unsafe {
-        let Ok(rows) = u32::try_from(entries.len()) else {
-            // (the build writes format 4 for more rows)
-            crate::pg::errors::raise(
-                pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("a built part holds at most {} rows, not {}", u32::MAX, entries.len()),
-                None,
-                None,
-            )
-        };
-        let dense = Dense { start, rows };
-        let mut keys: Vec<(u64, u32)> = Vec::new();
-        super::reserve(&mut keys, entries.len());
+        let dense = Dense { start, rows: rows.rows() };
         let mut block = start;
         for n in 0..SEGMENTS {
-            keys.clear();
-            keys.extend(entries.iter().enumerate().map(|(i, entry)| {
-                let (value, residual) = layout::order_key(entry.fp, n);
-                ((u64::from(value) << 48) | residual, i as u32)
-            }));
-            super::sort_interruptibly(&mut keys, |&key| key);
-            let starts = layout::directory(keys.iter().map(|&(key, _)| (key >> 48) as u16));
+            let starts = rows.begin(n);
             let per_directory = directory_per_page();
             for d in 0..directory_pages() as usize {
                 write_page(block, &mut |directory: Page| {
@@ -518,19 +554,20 @@ pub(super) unsafe fn write(
                 block += 1;
             }
             let per = per_page(n);
-            for chunk in keys.chunks(per) {
+            let mut written = 0u64;
+            for _ in 0..dense.data_pages(n) {
                 write_page(block, &mut |data: Page| {
                     page::init_page(data, Kind::Dense, n as u16);
                     let contents = page::contents(data);
                     let residuals = std::slice::from_raw_parts_mut(contents, per * RESIDUAL_BYTES);
-                    for (i, &(key, _)) in chunk.iter().enumerate() {
+                    let tids = contents.add(per * RESIDUAL_BYTES).cast::<pg_sys::ItemPointerData>();
+                    for i in 0..per {
+                        let Some((key, tid)) = rows.next() else { break };
                         layout::write_residual(residuals, i, key & layout::RESIDUAL_MASK);
-                    }
-                    if n == 0 {
-                        let tids = contents.add(per * RESIDUAL_BYTES).cast::<pg_sys::ItemPointerData>();
-                        for (i, &(_, row)) in chunk.iter().enumerate() {
-                            tids.add(i).write_unaligned(entries[row as usize].tid);
+                        if n == 0 {
+                            tids.add(i).write_unaligned(tid);
                         }
+                        written += 1;
                     }
                     page::set_used(data, used_bytes(n));
                 });
@@ -538,6 +575,9 @@ pub(super) unsafe fn write(
                 if block.is_multiple_of(64) {
                     pgrx::check_for_interrupts!();
                 }
+            }
+            if written != u64::from(dense.rows) || rows.next().is_some() {
+                pgrx::error!("simhash index build: segment {n} has {written} rows or more, not {}", dense.rows);
             }
             pgrx::check_for_interrupts!();
         }

@@ -72,8 +72,26 @@ struct ScanState {
     distances: Vec<u32>,
     next: usize,
     searched: bool,
-    /// An ordered scan without a radius test.
+    /// An ordered scan without a radius test, or with one whose matches do not fit in work_mem.
     nearest: Option<Box<Ordered>>,
+    /// With a radius test whose matches do not fit in work_mem: the radius around the ordered
+    /// scan's query beyond which it stops (`u32::MAX`: none), each row rechecked.
+    within: Option<u32>,
+}
+
+impl ScanState {
+    /// For a radius test whose matches take more than work_mem (a large radius, many copies):
+    /// an ordered scan instead, which keeps to work_mem, around `order` (`ORDER BY fp <-> q`) or
+    /// else the smallest ball's centre, stopping beyond the ball when that is its centre; the
+    /// executor rechecks each row against the radius tests.
+    unsafe fn fall_back(&mut self, index: pg_sys::Relation, order: Option<u64>) {
+        let Some(&Some((centre, radius))) = self.balls.iter().min_by_key(|ball| ball.map_or(i32::MIN, |b| b.1)) else {
+            return;
+        };
+        let query = order.unwrap_or(centre);
+        self.within = Some(if query == centre { radius.max(0) as u32 } else { u32::MAX });
+        self.nearest = Some(Box::new(unsafe { Ordered::new(index, Some(query)) }));
+    }
 }
 
 /// An ordered scan over the whole index, one segment's ring of buckets at a time (TIDs as
@@ -169,6 +187,7 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
         state.order = ((*scan).numberOfOrderBys > 0).then(|| effective.map(|(_, q)| q));
         state.order_key = effective.map_or(usize::MAX, |(i, _)| i);
         state.nearest = None;
+        state.within = None;
         state.distances.clear();
         state.balls = (0..(*scan).numberOfKeys as usize)
             .map(|i| {
@@ -221,24 +240,34 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                 // No key at all (a partial index whose predicate is the query's only condition,
                 // a scan priced out by amcostestimate): every row.
                 None if state.balls.is_empty() => state.nearest = Some(Box::new(Ordered::new(index, None))),
-                None => state.results = search(index, &state.balls),
+                None => match collect(index, &state.balls) {
+                    Some(found) => state.results = found.into_iter().map(|(_, tid)| tid).collect(),
+                    None => state.fall_back(index, None),
+                },
                 // A radius test too: its matches, by distance.
-                Some(order) if !state.balls.is_empty() => {
-                    let query = order.unwrap_or(0);
-                    let mut found: Vec<(u32, u64)> = search_fingerprints(index, &state.balls)
-                        .into_iter()
-                        .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
-                        .collect();
-                    super::sort_interruptibly(&mut found, |&found| found);
-                    state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
-                    state.distances = found.into_iter().map(|(d, _)| d).collect();
-                }
+                Some(order) if !state.balls.is_empty() => match collect(index, &state.balls) {
+                    Some(found) => {
+                        let query = order.unwrap_or(0);
+                        let mut found: Vec<(u32, u64)> = found
+                            .into_iter()
+                            .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
+                            .collect();
+                        super::sort_interruptibly(&mut found, |&found| found);
+                        state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
+                        state.distances = found.into_iter().map(|(d, _)| d).collect();
+                    }
+                    None => state.fall_back(index, order),
+                },
                 Some(order) => state.nearest = Some(Box::new(Ordered::new(index, order))),
             }
             state.searched = true;
         }
         let found = if let Some(ordered) = state.nearest.as_mut() {
-            ordered.next_tid(index)
+            match ordered.next_tid(index) {
+                // (the rows whose fingerprint is NULL come last, without a distance)
+                Some((_, distance)) if state.within.is_some_and(|k| distance.is_none_or(|d| d > k)) => None,
+                found => found,
+            }
         } else {
             let found = state.results.get(state.next).map(|&tid| (tid, state.distances.get(state.next).copied()));
             state.next += 1;
@@ -246,7 +275,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
         };
         let Some((tid, distance)) = found else { return false };
         (*scan).xs_heaptid = tid;
-        (*scan).xs_recheck = false;
+        (*scan).xs_recheck = state.within.is_some();
         if state.order.is_some() {
             // The distance of the ordering key is exact and comes out in order. With more ORDER BY
             // distances the values go to the executor (NULL for the keys before it, whose q is
@@ -299,12 +328,19 @@ pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, 
                 batch.push(tid);
             }
         }
-        let mut results = search(index, &state.balls);
-        let n = results.len();
-        if n > 0 {
-            pg_sys::tbm_add_tuples(tbm, results.as_mut_ptr(), n as i32, false);
-        }
-        n as i64
+        // The matches, a batch at a time (the bitmap keeps to work_mem).
+        let mut batch = Vec::with_capacity(BITMAP_BATCH);
+        let mut n = 0;
+        search_fingerprints(index, &state.balls, &mut |_, tid| {
+            if batch.len() == BITMAP_BATCH {
+                pg_sys::tbm_add_tuples(tbm, batch.as_mut_ptr(), batch.len() as i32, false);
+                n += batch.len() as i64;
+                batch.clear();
+            }
+            batch.push(tid);
+        });
+        pg_sys::tbm_add_tuples(tbm, batch.as_mut_ptr(), batch.len() as i32, false);
+        n + batch.len() as i64
     }
 }
 
@@ -317,52 +353,109 @@ pub(super) unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
     }
 }
 
-/// The TIDs of the rows in every ball, ascending.
+/// The TIDs of the rows in every ball, ascending, or an ERROR (54000) when they take more than
+/// `work_mem`.
 pub(super) unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
-        let mut found = search_fingerprints(index, balls);
-        super::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
+        let Some(found) = collect(index, balls) else { too_many(index) };
         found.into_iter().map(|(_, tid)| tid).collect()
     }
 }
 
-/// The rows in every ball: fingerprint and TID, in no particular order.
-unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u64, pg_sys::ItemPointerData)> {
+/// The ERROR (54000) of a lookup whose matches do not fit in `work_mem`.
+unsafe fn too_many(index: pg_sys::Relation) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "more than {} rows of simhash index \"{}\" are within the radius: more than work_mem holds",
+            match_budget(),
+            unsafe { crate::pg::names::relation_name(index) }
+        ),
+        None,
+        Some("Use a smaller radius, or raise work_mem.".into()),
+    )
+}
+
+/// The matches a scan holds at most: `work_mem` of them (16 bytes each).
+fn match_budget() -> usize {
+    (unsafe { pg_sys::work_mem } as usize * 1024 / 16).max(1024)
+}
+
+/// The rows in every ball: fingerprint and TID, by TID; `None` when they take more than `work_mem`.
+unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<Vec<(u64, pg_sys::ItemPointerData)>> {
+    unsafe {
+        let budget = match_budget();
+        let mut found = Vec::new();
+        let mut over = false;
+        search_fingerprints(index, balls, &mut |fp, tid| {
+            if over {
+            } else if found.len() < budget {
+                super::push(&mut found, (fp, tid));
+            } else {
+                over = true;
+                found = Vec::new();
+            }
+        });
+        if over {
+            return None;
+        }
+        super::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
+        found.dedup_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
+        Some(found)
+    }
+}
+
+/// Fingerprints of the built part met in segments 1 to 3 whose TIDs are looked up in segment 0
+/// together (`dense::rows_of`), at most.
+const UNRESOLVED_AT_ONCE: usize = 1 << 16;
+
+/// Calls `found(fp, tid)` for each row in every ball, once, in no particular order.
+unsafe fn search_fingerprints(
+    index: pg_sys::Relation,
+    balls: &[Ball],
+    found: &mut dyn FnMut(u64, pg_sys::ItemPointerData),
+) {
     unsafe {
         // A NULL ball, or none at all (the operator class has no other strategy), matches nothing.
         let Some(balls) = balls.iter().copied().collect::<Option<Vec<(u64, i32)>>>() else {
-            return Vec::new();
+            return;
         };
         // Probe with the smallest ball; check all.
         let Some(&(query, radius)) = balls.iter().min_by_key(|ball| ball.1) else {
-            return Vec::new();
+            return;
         };
         if radius < 0 {
-            return Vec::new();
+            return;
         }
         let k = radius.min(64) as u32;
         let meta = page::load_meta(index);
 
-        let mut results = Vec::new();
         let in_all = |fp: u64| balls.iter().all(|&ball| within(fp, ball));
         let built = Dense::of(&meta);
         if k <= MAX_PROBED_RADIUS {
             // The built part: the matches of segment 0 with their TIDs, those of the others'
             // (reported there) by their fingerprints, whose rows segment 0 gives after.
             if let Some(built) = built {
+                // (a fingerprint's entries come one after the other: a batch holds all of them)
                 let mut unresolved = Vec::new();
                 for segment in 0..SEGMENTS {
                     dense_near(index, &built, segment, query, k, |fp, tid| {
                         if in_all(fp) && reported_in(fp, query, segment, k) {
                             match tid {
-                                Some(tid) if dense::is_live(&tid) => super::push(&mut results, (fp, tid)),
+                                Some(tid) if dense::is_live(&tid) => found(fp, tid),
                                 Some(_) => {}
-                                None => super::push(&mut unresolved, fp),
+                                None => {
+                                    if unresolved.len() >= UNRESOLVED_AT_ONCE && unresolved.last() != Some(&fp) {
+                                        dense::rows_of(index, &built, &mut unresolved, &mut *found);
+                                        unresolved.clear();
+                                    }
+                                    super::push(&mut unresolved, fp);
+                                }
                             }
                         }
                     });
                 }
-                dense::rows_of(index, &built, &mut unresolved, |fp, tid| super::push(&mut results, (fp, tid)));
+                dense::rows_of(index, &built, &mut unresolved, &mut *found);
             }
             for segment in 0..SEGMENTS {
                 let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
@@ -371,7 +464,7 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
                     // Of a page's sorted entries only those with a probed segment value, within k.
                     let mut found = |fp: u64, tid: pg_sys::ItemPointerData| {
                         if in_all(fp) && reported_in(fp, query, segment, k) {
-                            super::push(&mut results, (fp, tid));
+                            found(fp, tid);
                         }
                     };
                     let (bits, values) = (meta.bits, &values[i]);
@@ -405,7 +498,7 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
             if let Some(built) = built {
                 dense::read_values(index, &built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
                     if let Some(tid) = tid.filter(|tid| dense::is_live(tid) && in_all(fp)) {
-                        super::push(&mut results, (fp, tid));
+                        found(fp, tid);
                     }
                 });
             }
@@ -413,12 +506,11 @@ unsafe fn search_fingerprints(index: pg_sys::Relation, balls: &[Ball]) -> Vec<(u
             page::read_buckets(index, &meta, 0, &buckets, None, |_, entries, _| {
                 for (fp, tid) in entries.iter() {
                     if in_all(fp) {
-                        super::push(&mut results, (fp, tid));
+                        found(fp, tid);
                     }
                 }
             });
         }
-        results
     }
 }
 
@@ -456,6 +548,8 @@ pub(super) unsafe fn search_many(
     unsafe {
         let meta = page::load_meta(index);
         let mut results = Vec::new();
+        // (at most about work_mem of matches, 16 bytes each)
+        let budget = match_budget();
         let mut askers = Askers::default();
         let built = Dense::of(&meta);
         // The matches of the built part's segments 1 to 3, by fingerprint: (fingerprint, query).
@@ -482,6 +576,9 @@ pub(super) unsafe fn search_many(
                                 Some(_) => {}
                                 None => super::push(&mut unresolved, (fp, q)),
                             }
+                            if results.len() + unresolved.len() > budget {
+                                too_many(index);
+                            }
                         });
                     }
                 });
@@ -492,6 +589,9 @@ pub(super) unsafe fn search_many(
                     let query = queries[q as usize];
                     if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
                         super::push(&mut results, (q as usize, tid()));
+                        if results.len() + unresolved.len() > budget {
+                            too_many(index);
+                        }
                     }
                 };
                 let (bucket, bits) = (buckets[i], meta.bits);
@@ -517,6 +617,9 @@ pub(super) unsafe fn search_many(
                 let from = unresolved.partition_point(|&(f, _)| f < fp);
                 for &(_, q) in unresolved[from..].iter().take_while(|&&(f, _)| f == fp) {
                     super::push(&mut results, (q as usize, tid));
+                }
+                if results.len() > budget {
+                    too_many(index);
                 }
             });
         }

@@ -194,3 +194,23 @@ pub(crate) unsafe fn read_recent_buffer(
         pg_sys::ReadRecentBuffer(file, pg_sys::ForkNumber::MAIN_FORKNUM, block, recent)
     }
 }
+
+/// The next datum of a sorted tuplesort over datums into `value`, false after the last: on 15 a
+/// by-reference datum is the caller's copy (to free), since 16 one the sort keeps until the next
+/// call.
+///
+/// # Safety
+///
+/// `state` is a sorted tuplesort over datums.
+pub(crate) unsafe fn tuplesort_getdatum(
+    state: *mut pg_sys::Tuplesortstate,
+    value: &mut pg_sys::Datum,
+    is_null: &mut bool,
+) -> bool {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::tuplesort_getdatum(state, true, value, is_null, std::ptr::null_mut());
+        #[cfg(feature = "pg18")]
+        return pg_sys::tuplesort_getdatum(state, true, false, value, is_null, std::ptr::null_mut());
+    }
+}

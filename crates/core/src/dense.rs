@@ -132,12 +132,20 @@ fn near(bytes: &[u8], from: usize, to: usize, query: u64, limit: u32, mut each: 
 /// Where each value's run starts among `count` entries whose segment values are `values` (in
 /// order): `VALUES + 1` positions, the last `count`.
 pub fn directory(values: impl Iterator<Item = u16>) -> Vec<u32> {
-    let mut starts = vec![0u32; VALUES + 1];
+    let mut counts = vec![0u32; VALUES];
     for value in values {
-        starts[usize::from(value) + 1] += 1;
+        counts[usize::from(value)] += 1;
     }
+    directory_of_counts(&counts)
+}
+
+/// Where each value's run starts when `counts[v]` entries have value `v` (`VALUES` counts):
+/// `VALUES + 1` positions, the last their sum.
+pub fn directory_of_counts(counts: &[u32]) -> Vec<u32> {
+    assert_eq!(counts.len(), VALUES);
+    let mut starts = vec![0u32; VALUES + 1];
     for v in 0..VALUES {
-        starts[v + 1] += starts[v];
+        starts[v + 1] = starts[v] + counts[v];
     }
     starts
 }
