@@ -68,6 +68,14 @@ impl BuildState {
     /// Moves the rows held in memory to sorts that spill to disk, giving their memory back as it
     /// goes, for the rows to come too.
     fn spill(&mut self) {
+        crate::pg::errors::notice(
+            format!(
+                "simhash index rows no longer fit in maintenance_work_mem after {} rows: sorting on disk",
+                self.entries.len() + self.nulls.len()
+            ),
+            Some("The build takes about twice as long.".into()),
+            Some(format!("Raise maintenance_work_mem ({ROW_BYTES} bytes a row) for a faster build.")),
+        );
         let mut spilled = Box::new(Spilled::new(self.budget / 1024));
         for (rows, null) in [(&mut self.entries, false), (&mut self.nulls, true)] {
             while !rows.is_empty() {

@@ -18,6 +18,12 @@ pub(crate) fn warn(code: PgSqlErrorCode, message: String, detail: Option<String>
     report(PgLogLevel::WARNING, code, message, detail, hint);
 }
 
+/// Emits a NOTICE with `message` and an optional detail and hint.
+#[track_caller]
+pub(crate) fn notice(message: String, detail: Option<String>, hint: Option<String>) {
+    report(PgLogLevel::NOTICE, PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, message, detail, hint);
+}
+
 /// Raises an ERROR for a failure of PostgreSQL's internals that no user input causes (an SPI
 /// call that fails on a valid statement): XX000, as PostgreSQL's own `elog(ERROR, ...)`, with the
 /// SPI result code rather than a Rust panic's text.

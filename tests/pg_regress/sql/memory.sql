@@ -13,7 +13,9 @@ ANALYZE mem;
 -- Built within 1 MB: 40,000 rows with a fingerprint take 1.25 MB in memory, so the build moves
 -- them to sorts that spill to disk. The index is whole, and answers as a sequential scan does.
 SET maintenance_work_mem = '1MB';
+\set VERBOSITY default
 CREATE INDEX mem_fp ON mem USING simhash (fp);
+\set VERBOSITY sqlstate
 RESET maintenance_work_mem;
 SELECT simhash_index_check('mem_fp');
 -- (checked within 1 MB too: the TIDs sorted on disk)
