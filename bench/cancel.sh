@@ -42,7 +42,8 @@ SQL
 
 text="repeat('Near-duplicate 文本 detection, 近似重复检测 at scale. ', ($MB * 1048576 / 60))"
 half="repeat('Near-duplicate 文本 detection, 近似重复检测 at scale. ', ($MB * 1048576 / 120))"
-timeout="SET statement_timeout = $TIMEOUT_MS"
+# (texts this long need more memory than simhash.max_text_memory allows by default)
+timeout="SET statement_timeout = $TIMEOUT_MS; SET simhash.max_text_memory = '8GB'"
 # name|statements before the clock starts|the timed statement
 calls=(
     "simhash() of $MB MB|$timeout|SELECT simhash($text) IS NULL"

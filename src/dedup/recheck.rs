@@ -568,6 +568,13 @@ unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, verify: &Ver
             return ShingleSet::default();
         };
         let text = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+        // (as for the pair of this text with itself: one set of two at a time)
+        let bytes = pgrx::varlena::varlena_to_byte_slice(text).len();
+        crate::fingerprint::memory::check(
+            "simhash_similarity",
+            bytes.saturating_mul(2),
+            crate::fingerprint::memory::Need::Sets,
+        );
         let set = ShingleSet::of_interruptible(
             &crate::fingerprint::text::text_as_utf8(pgrx::varlena::varlena_to_byte_slice(text)),
             verify.n,

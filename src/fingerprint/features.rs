@@ -116,6 +116,7 @@ fn simhash_features(
     text: &[u8],
 ) -> TableIterator<'static, (name!(feature, Vec<u8>), name!(weight, f64), name!(hash, SimHash64))> {
     // The feature column is declared as text in SQL: its bytes are in the server encoding.
+    super::memory::check("simhash_features", text.len(), super::memory::Need::Words);
     let features = simhash_core::features::text_features_interruptible(&text_as_utf8(text), INTERRUPTS);
     TableIterator::new(features.into_iter().map(|(feature, weight)| {
         let hash = SimHash64(simhash_core::feature_hash(&feature));

@@ -21,9 +21,11 @@
 //! once however many places the planner rewrite copied the call to.
 //!
 //! Files: `simhash64` the type (I/O, comparison, casts), `text` the text -> fingerprint functions and
-//! `hamming`, `features` custom features and `simhash_features`, `similarity` the exact similarity.
+//! `hamming`, `features` custom features and `simhash_features`, `similarity` the exact similarity,
+//! `memory` the bound on what one call may allocate (`simhash.max_text_memory`).
 
 pub(crate) mod features;
+pub(crate) mod memory;
 pub(crate) mod simhash64;
 pub(crate) mod similarity;
 pub(crate) mod text;

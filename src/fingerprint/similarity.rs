@@ -49,6 +49,7 @@ fn shingle_set(slot: usize, text: &[u8], n: usize) -> Rc<ShingleSet> {
 /// The overlap of the n-gram sets of `a` and `b` (n checked: 1 to 32).
 pub(crate) fn overlap(a: &[u8], b: &[u8], n: i32, function: &str) -> Overlap {
     let n = shingle_length(n, function);
+    super::memory::check(function, a.len().saturating_add(b.len()), super::memory::Need::Sets);
     Overlap::of_interruptible(&shingle_set(0, a, n), &shingle_set(1, b, n), INTERRUPTS)
 }
 

@@ -12,6 +12,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use simhash_core::Interrupt;
 
+use super::memory::Need;
 use super::simhash64::SimHash64;
 use crate::pg::errors::raise;
 
@@ -63,6 +64,12 @@ thread_local! {
 
 /// `compute(text)` for `mode`, through the memo.
 fn memoized(mode: Mode, text: &[u8], compute: impl Fn(&str) -> Option<u64>) -> Option<SimHash64> {
+    let (function, need) = match mode {
+        Mode::SimHash | Mode::SimHashTopN(_) => ("simhash", Need::Words),
+        Mode::SimHashNgrams(_) => ("simhash_ngrams", Need::Ngrams),
+        Mode::MinHash64(..) => ("minhash64", Need::MinHash),
+    };
+    super::memory::check(function, text.len(), need);
     if text.len() > MEMO_MAX_BYTES || text.is_empty() {
         return compute(&text_as_utf8(text)).map(SimHash64);
     }
@@ -190,6 +197,7 @@ fn minhash64(text: &[u8], n: i32, hashes_per_bit: i32) -> Option<SimHash64> {
 /// text value can be is an error (54000), as for PostgreSQL's own `repeat()`.
 #[pg_extern(sql = false)]
 fn simhash_fold(text: &[u8]) -> Vec<u8> {
+    super::memory::check("simhash_fold", text.len(), Need::Fold);
     let folded = utf8_to_server(simhash_core::fold::fold_interruptible(&text_as_utf8(text), INTERRUPTS));
     // MaxAllocSize (utils/memutils.h, a macro pg_sys does not have), less the varlena header.
     const MAX_TEXT_BYTES: usize = 0x3fff_ffff - pg_sys::VARHDRSZ;

@@ -15,6 +15,9 @@ SELECT getdatabaseencoding() <> 'UTF8' AS skip_test \gset
 \quit
 \endif
 \set VERBOSITY sqlstate
+-- (the calls on two such texts would need more memory than simhash.max_text_memory allows by
+-- default, and be refused at once: memory.sql)
+SET simhash.max_text_memory = '8GB';
 
 -- 130 bytes that take the slowest paths of folding: NFKC (the ligature, the combining accent),
 -- capital sigma's lower case, and Traditional characters and Taiwan words (two conversion steps).

@@ -74,3 +74,24 @@ INSERT INTO mem VALUES (0, '00000000000000fe');
 RESET work_mem;
 INSERT INTO mem VALUES (0, '00000000000000fe');
 DROP TABLE mem;
+
+-- The text functions work in memory that PostgreSQL does not see, several times the text's
+-- size: each call estimates its need from the text's length and refuses (54000) a text that
+-- would need more than simhash.max_text_memory, before allocating it.
+SHOW simhash.max_text_memory;
+SET simhash.max_text_memory = '1MB';
+CREATE TEMP TABLE texts AS SELECT repeat('near duplicate 近似重复 ', 20000) AS t;  -- 560 kB
+\set VERBOSITY default
+SELECT simhash(t) FROM texts;
+\set VERBOSITY sqlstate
+SELECT simhash(t, 20) FROM texts;
+SELECT minhash64(t) FROM texts;
+SELECT simhash_ngrams(t) FROM texts;
+SELECT length(simhash_fold(t)) FROM texts;
+SELECT simhash_similarity(t, t) FROM texts;
+SELECT simhash_containment(t, t) FROM texts;
+SELECT count(*) FROM texts, simhash_features(t);
+-- (a tenth of it fits)
+SELECT simhash(left(t, 50000)) IS NOT NULL AS fits FROM texts;
+RESET simhash.max_text_memory;
+SELECT simhash(t) = simhash(t || '') AS same, simhash_similarity(t, t) FROM texts;
