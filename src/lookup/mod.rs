@@ -23,13 +23,16 @@
 //!    BitmapOr: it probes the B-trees itself (`segment_scan`: one descent per range of consecutive
 //!    probe values), checks the distance on the fingerprint in each index tuple, and reads from the
 //!    table only the rows within k, in table order.
-//! 3. **SQL probe functions** (`probes`): `simhash_segment_probes()` and friends compute the probe
+//! 3. **Nearest rows** (`order_path`): `ORDER BY fp <~> q` gets the `simhash` index's ordered scan,
+//!    as `ORDER BY fp <-> q` does, from the same planner hook.
+//! 4. **SQL probe functions** (`probes`): `simhash_segment_probes()` and friends compute the probe
 //!    arrays at run time when the query fingerprint is a parameter or another table's column.
 //!
 //! `segment_scan` also serves the near-duplicate constraint's commit-time recheck, which cannot use
 //! an MVCC plan (`crate::dedup`).
 
 pub(crate) mod catalog;
+mod order_path;
 mod probes;
 mod radius_exec;
 mod radius_path;

@@ -61,25 +61,34 @@ unsafe extern "C-unwind" fn set_rel_pathlist(
         if let Some(Some(previous)) = PREVIOUS_HOOK.get() {
             previous(root, rel, rti, rte);
         }
+        if !is_plain_table(rel, rte) {
+            return;
+        }
         if super::settings::ENABLE_RADIUS_SCAN.get() {
             offer_path(root, rel, rte);
         }
+        if super::settings::ENABLE_REWRITE.get() {
+            super::order_path::offer(root, rel);
+        }
+    }
+}
+
+/// Whether `rel` is a scan of a table or materialized view of its own (not of an inheritance parent).
+unsafe fn is_plain_table(rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEntry) -> bool {
+    unsafe {
+        (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+            && !(*rte).inh
+            && [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW].contains(&((*rte).relkind as u8))
+            && matches!(
+                (*rel).reloptkind,
+                pg_sys::RelOptKind::RELOPT_BASEREL | pg_sys::RelOptKind::RELOPT_OTHER_MEMBER_REL
+            )
     }
 }
 
 /// Adds the radius scan to `rel`'s paths if one of its restrictions is a radius test it can answer.
 unsafe fn offer_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEntry) {
     unsafe {
-        let plain_table = (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
-            && !(*rte).inh
-            && [pg_sys::RELKIND_RELATION, pg_sys::RELKIND_MATVIEW].contains(&((*rte).relkind as u8))
-            && matches!(
-                (*rel).reloptkind,
-                pg_sys::RelOptKind::RELOPT_BASEREL | pg_sys::RelOptKind::RELOPT_OTHER_MEMBER_REL
-            );
-        if !plain_table {
-            return;
-        }
         // A restriction with a fixed query value: one plain path.
         for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).baserestrictinfo).iter_ptr() {
             if let Some(test) = radius_test_of(root, (*rinfo).clause.cast(), (*rel).relid) {

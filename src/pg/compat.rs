@@ -214,3 +214,17 @@ pub(crate) unsafe fn tuplesort_getdatum(
         return pg_sys::tuplesort_getdatum(state, true, false, value, is_null, std::ptr::null_mut());
     }
 }
+
+/// Whether a path key sorts ascending (`pk_strategy` was replaced by `pk_cmptype` in 18).
+///
+/// # Safety
+///
+/// `pathkey` is a valid path key.
+pub(crate) unsafe fn pathkey_is_ascending(pathkey: *const pg_sys::PathKey) -> bool {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return (*pathkey).pk_strategy == pg_sys::BTLessStrategyNumber as i32;
+        #[cfg(feature = "pg18")]
+        return (*pathkey).pk_cmptype == pg_sys::CompareType::COMPARE_LT;
+    }
+}

@@ -26,9 +26,42 @@ EXPLAIN (COSTS OFF) SELECT id FROM ord_docs ORDER BY '0123456789abcdef' <-> fp L
 EXPLAIN (COSTS OFF) SELECT id FROM ord_docs WHERE fp <~> '0123456789abcdef' <= 20 ORDER BY fp <-> '0123456789abcdef' LIMIT 10;
 EXPLAIN (COSTS OFF)
 SELECT q.j, d.id FROM ord_queries q CROSS JOIN LATERAL (SELECT id FROM ord_docs ORDER BY fp <-> q.fp LIMIT 3) d;
--- <~> sorts as its domain's base type, integer, which the planner does not match against the
--- index: ORDER BY fp <~> q is a sort (the README says to write <->).
+-- ORDER BY fp <~> q (whose domain PostgreSQL sorts as integer, which its own matching against
+-- the index's ordering operator does not see through): the same index scan, which the planner
+-- hook offers, with <-> in Order By; the same answers below.
 EXPLAIN (COSTS OFF) SELECT id FROM ord_docs ORDER BY fp <~> '0123456789abcdef' LIMIT 10;
+EXPLAIN (COSTS OFF) SELECT id, fp <~> '0123456789abcdef' AS d FROM ord_docs ORDER BY d LIMIT 10;
+EXPLAIN (COSTS OFF) SELECT id FROM ord_docs ORDER BY '0123456789abcdef' <~> fp LIMIT 10;
+EXPLAIN (COSTS OFF) SELECT id FROM ord_docs WHERE fp <~> '0123456789abcdef' <= 20 ORDER BY fp <~> '0123456789abcdef' LIMIT 10;
+EXPLAIN (COSTS OFF)
+SELECT q.j, d.id FROM ord_queries q CROSS JOIN LATERAL (SELECT id FROM ord_docs ORDER BY fp <~> q.fp LIMIT 3) d;
+-- Not for a descending order (as for <->), nor with the hook off.
+EXPLAIN (COSTS OFF) SELECT id FROM ord_docs ORDER BY fp <~> '0123456789abcdef' DESC LIMIT 10;
+SET simhash.enable_rewrite = off;
+EXPLAIN (COSTS OFF) SELECT id FROM ord_docs ORDER BY fp <~> '0123456789abcdef' LIMIT 10;
+RESET simhash.enable_rewrite;
+-- For every query point and LIMIT, <~> gives the rows and distances of <->, position by position.
+CREATE FUNCTION ord_answers_of(tilde boolean)
+RETURNS TABLE (j int, n int, pos bigint, id int, d int) LANGUAGE plpgsql AS $$
+BEGIN
+    IF tilde THEN
+        RETURN QUERY SELECT q.j, u.n, s.pos, s.id, s.d
+        FROM ord_queries q CROSS JOIN unnest(ARRAY[1, 10, 100, 1000]) u(n)
+        CROSS JOIN LATERAL (SELECT row_number() OVER () AS pos, o.id, o.d
+                            FROM (SELECT x.id, (x.fp <~> q.fp)::int AS d FROM ord_docs x ORDER BY x.fp <~> q.fp LIMIT u.n) o) s;
+    ELSE
+        RETURN QUERY SELECT q.j, u.n, s.pos, s.id, s.d
+        FROM ord_queries q CROSS JOIN unnest(ARRAY[1, 10, 100, 1000]) u(n)
+        CROSS JOIN LATERAL (SELECT row_number() OVER () AS pos, o.id, o.d
+                            FROM (SELECT x.id, x.fp <-> q.fp AS d FROM ord_docs x ORDER BY x.fp <-> q.fp LIMIT u.n) o) s;
+    END IF;
+END
+$$;
+SELECT count(*) AS answers,
+       count(*) FILTER (WHERE a.d IS DISTINCT FROM b.d) AS wrong_distances,
+       count(*) FILTER (WHERE a.id IS DISTINCT FROM b.id) AS other_rows
+FROM ord_answers_of(true) a FULL JOIN ord_answers_of(false) b USING (j, n, pos);
+DROP FUNCTION ord_answers_of(boolean);
 
 -- For every query point and LIMIT: (position, id, distance), through the index or through a sort.
 CREATE FUNCTION ord_answers()

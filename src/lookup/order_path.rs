@@ -1,0 +1,176 @@
+//! `ORDER BY fp <~> q` served by a `simhash` index, as `ORDER BY fp <-> q` is.
+//!
+//! `<~>` returns the domain `simhash_distance`. PostgreSQL sorts a domain as its base type and so
+//! wraps the sort key in a RelabelType to `integer`, which its matching of an `ORDER BY` against an
+//! index's ordering operators (`match_clause_to_ordering_op`) does not look through: the query
+//! sorted the whole table. `fp <~> q` and `fp <-> q` (the index's ordering operator) are the same
+//! distance, so for each `simhash` index on the column the planner hook offers the index path the
+//! planner builds for `ORDER BY fp <-> q`, with the query's own sort keys: no Sort above it, and
+//! EXPLAIN shows `Order By: (fp <-> q)`. The path carries the radius tests an index path on the
+//! same index already answers (the planner's own), so `WHERE fp <~> q <= k ORDER BY fp <~> q` is
+//! served as with `<->`.
+
+use pgrx::pg_sys::{self, Node, NodeTag, Oid};
+use pgrx::PgList;
+
+use super::catalog::ExtensionObjects;
+use crate::pg::nodes::strip_relabel;
+
+/// The strategy of the ordering operator `<->` in the `simhash` operator class.
+const ORDER_BY_STRATEGY: i16 = 2;
+
+/// Adds, for each `simhash` index of `rel` that can give the query's order, an ordered index path.
+///
+/// # Safety
+///
+/// Called from `set_rel_pathlist_hook` with its arguments, for a plain table.
+pub(super) unsafe fn offer(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) {
+    unsafe {
+        let pathkeys = PgList::<pg_sys::PathKey>::from_pg((*root).query_pathkeys);
+        if pathkeys.is_empty() {
+            return;
+        }
+        // Only where some sort key is a `<~>` of ours (the planner serves `<->` itself).
+        let Some(ours) = pathkeys.iter_ptr().find_map(|pathkey| our_hamming(pathkey)) else {
+            return;
+        };
+        let Some(own) = ours.own_index else { return };
+        for index in PgList::<pg_sys::IndexOptInfo>::from_pg((*rel).indexlist).iter_ptr() {
+            if (*index).relam != own.access_method || !(*index).amcanorderbyop || (*index).nkeycolumns < 1 {
+                continue;
+            }
+            let (opfamily, input_type) = (*(*index).opfamily, *(*index).opcintype);
+            let ordering = pg_sys::get_opfamily_member(opfamily, input_type, input_type, ORDER_BY_STRATEGY);
+            if ordering == pg_sys::InvalidOid {
+                continue;
+            }
+            let sort_family = pg_sys::get_op_opfamily_sortfamily(ordering, opfamily);
+            let mut orderbys = PgList::<Node>::new();
+            let mut columns: *mut pg_sys::List = std::ptr::null_mut();
+            for pathkey in pathkeys.iter_ptr() {
+                let Some(orderby) = ordering_by(root, index, pathkey, &ours, ordering, sort_family) else {
+                    break;
+                };
+                orderbys.push(orderby);
+                columns = pg_sys::lappend_int(columns, 0);
+            }
+            if orderbys.len() != pathkeys.len() {
+                continue;
+            }
+            let path = pg_sys::create_index_path(
+                root,
+                index,
+                answered_clauses(rel, index),
+                orderbys.into_pg(),
+                columns,
+                (*root).query_pathkeys,
+                pg_sys::ScanDirection::ForwardScanDirection,
+                false,
+                std::ptr::null_mut(),
+                1.0,
+                false,
+            );
+            pg_sys::add_path(rel, path.cast());
+        }
+    }
+}
+
+/// The extension's objects, if a member of `pathkey`'s class is a `<~>` of ours.
+unsafe fn our_hamming(pathkey: *mut pg_sys::PathKey) -> Option<ExtensionObjects> {
+    unsafe {
+        let distances = members(pathkey).filter(|&op| (*op).opresulttype != pg_sys::INT4OID);
+        for op in distances {
+            let function = pg_sys::get_opcode((*op).opno);
+            if let Some(ours) = ExtensionObjects::lookup(pg_sys::get_func_namespace(function)) {
+                if function == ours.hamming {
+                    return Some(ours);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The operator calls among the members of `pathkey`'s class (under any relabelling).
+unsafe fn members(pathkey: *mut pg_sys::PathKey) -> impl Iterator<Item = *mut pg_sys::OpExpr> {
+    unsafe {
+        PgList::<pg_sys::EquivalenceMember>::from_pg((*(*pathkey).pk_eclass).ec_members)
+            .iter_ptr()
+            .map(|member| strip_relabel((*member).em_expr.cast()))
+            .filter(|&expr| (*expr).type_ == NodeTag::T_OpExpr)
+            .map(|expr| expr as *mut pg_sys::OpExpr)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+/// `index_column <-> q` for a sort key `fp <~> q` (or `q <~> fp`) ascending, with `fp` the index's
+/// column and `q` fixed for the scan; `None` for any other sort key.
+unsafe fn ordering_by(
+    root: *mut pg_sys::PlannerInfo,
+    index: *mut pg_sys::IndexOptInfo,
+    pathkey: *mut pg_sys::PathKey,
+    ours: &ExtensionObjects,
+    ordering: Oid,
+    sort_family: Oid,
+) -> Option<*mut Node> {
+    unsafe {
+        if !crate::pg::compat::pathkey_is_ascending(pathkey)
+            || (*pathkey).pk_nulls_first
+            || (*pathkey).pk_opfamily != sort_family
+            || (*(*pathkey).pk_eclass).ec_has_volatile
+        {
+            return None;
+        }
+        let op = members(pathkey).find(|&op| pg_sys::get_opcode((*op).opno) == ours.hamming)?;
+        let args = PgList::<Node>::from_pg((*op).args);
+        let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
+        for (column, query) in [(a, b), (b, a)] {
+            let fixed = !pg_sys::contain_volatile_functions(query)
+                && crate::pg::compat::bms_is_empty(pg_sys::pull_varnos(root, query));
+            if fixed && pg_sys::match_index_to_operand(column, 0, index) {
+                return Some(
+                    pg_sys::make_opclause(
+                        ordering,
+                        pg_sys::INT4OID,
+                        false,
+                        pg_sys::copyObjectImpl(column.cast()).cast(),
+                        pg_sys::copyObjectImpl(query.cast()).cast(),
+                        pg_sys::InvalidOid,
+                        pg_sys::InvalidOid,
+                    )
+                    .cast(),
+                );
+            }
+        }
+        None
+    }
+}
+
+/// The clauses an index path of the planner's on `index` answers (a radius test `<@`), the most of
+/// any such path of `rel`, plain or under a bitmap scan: the new path answers them too.
+unsafe fn answered_clauses(rel: *mut pg_sys::RelOptInfo, index: *mut pg_sys::IndexOptInfo) -> *mut pg_sys::List {
+    unsafe {
+        let mut best: *mut pg_sys::List = std::ptr::null_mut();
+        for path in PgList::<pg_sys::Path>::from_pg((*rel).pathlist).iter_ptr() {
+            let index_path = match (*path).type_ {
+                NodeTag::T_IndexPath => path as *mut pg_sys::IndexPath,
+                NodeTag::T_BitmapHeapPath => {
+                    let qual = (*(path as *mut pg_sys::BitmapHeapPath)).bitmapqual;
+                    if (*qual).type_ != NodeTag::T_IndexPath {
+                        continue;
+                    }
+                    qual as *mut pg_sys::IndexPath
+                }
+                _ => continue,
+            };
+            if (*index_path).indexinfo == index
+                && (*index_path).path.param_info.is_null()
+                && pg_sys::list_length((*index_path).indexclauses) > pg_sys::list_length(best)
+            {
+                best = (*index_path).indexclauses;
+            }
+        }
+        best
+    }
+}
