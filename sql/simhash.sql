@@ -1,4 +1,4 @@
--- simhash: near-duplicate text detection (install script source; see README.md, Reference).
+-- simhash: near-duplicate text detection (install script source; see docs/reference.md).
 -- Every object is declared here by hand; the C symbols are the Rust functions in src/, each
 -- exported as <name>_wrapper by pgrx.
 

@@ -28,7 +28,7 @@ pub extern "C-unwind" fn _PG_init() {
     fingerprint::memory::define();
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"simhash".as_ptr()) };
     // Loaded by shared_preload_libraries: build the dictionaries in the postmaster, so that every
-    // backend starts with them (copy-on-write) instead of building them on its first call (README,
+    // backend starts with them (copy-on-write) instead of building them on its first call (docs/performance.md,
     // "Fingerprinting speed").
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         simhash_core::features::preload();

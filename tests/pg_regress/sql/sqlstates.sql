@@ -1,4 +1,4 @@
--- The SQLSTATEs the README promises for user errors, asserted by code (psql prints only the code
+-- The SQLSTATEs docs/reference.md promises for user errors, asserted by code (psql prints only the code
 -- with VERBOSITY sqlstate), for the errors no other test asserts by code. The other tests assert
 -- 22021 (encodings), 22023 (functions, similarity, pairs, dedup_verify, index_kinds), 22P02
 -- (type_io), 23502 and 54000 (pairs, table form), 23505 (dedup_deferred, hostile), 42501
