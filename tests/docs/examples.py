@@ -44,6 +44,7 @@ SQL_START = re.compile(
     r"ANALYZE|REINDEX|COPY|BEGIN|COMMIT|TRUNCATE|GRANT|REVOKE)\b",
     re.IGNORECASE,
 )
+TIMEOUT = 600  # seconds per psql run: a file's examples take seconds
 VERBOSE = os.environ.get("EXAMPLES_VERBOSE") == "1"
 NO_BIND = re.compile(r"^\s*(PREPARE|CREATE\s+(OR\s+REPLACE\s+)?(FUNCTION|PROCEDURE))\b", re.IGNORECASE)
 
@@ -59,8 +60,9 @@ class Block:
         self.output = None  # the output block shown after it (a Block), if any
 
 
-def read_blocks(path):
-    """The fenced blocks of a markdown file, each with the example marker before it."""
+def read_blocks(path, rel):
+    """The fenced blocks of a markdown file, each with the example marker before it, and the
+    misplaced markers."""
     lines = open(path, encoding="utf-8").read().split("\n")
     blocks, i, marker, marker_line, previous = [], 0, None, None, None
     problems = []
@@ -68,14 +70,14 @@ def read_blocks(path):
         m = MARKER.match(lines[i])
         if m:
             if marker is not None:
-                problems.append(f"{path}:{marker_line}: example marker not followed by a block")
+                problems.append(f"{rel}:{marker_line}: example marker not followed by a block")
             marker, marker_line = m.group(1), i + 1
             i += 1
             continue
         f = FENCE.match(lines[i])
         if not f:
             if lines[i].strip() and marker is not None:
-                problems.append(f"{path}:{marker_line}: example marker not followed by a block")
+                problems.append(f"{rel}:{marker_line}: example marker not followed by a block")
                 marker = None
             if lines[i].strip():
                 previous = None
@@ -90,7 +92,7 @@ def read_blocks(path):
         block = Block(path, start + 1, lang, "\n".join(body), marker)
         if lang == "" and previous is not None and previous.lang == "sql" and not is_transcript(block.text):
             if marker is not None:
-                problems.append(f"{path}:{marker_line}: example marker on an output block")
+                problems.append(f"{rel}:{marker_line}: example marker on an output block")
             previous.output = block
             previous = None
         else:
@@ -99,7 +101,7 @@ def read_blocks(path):
         marker = None
         i += 1
     if marker is not None:
-        problems.append(f"{path}:{marker_line}: example marker not followed by a block")
+        problems.append(f"{rel}:{marker_line}: example marker not followed by a block")
     return blocks, problems
 
 
@@ -209,15 +211,19 @@ def one_value(stdout):
 
 
 def psql(database, script=None, args=()):
-    return subprocess.run(
-        ["psql", "-X", "-d", database, *args],
-        input=script, capture_output=True, text=True, env=dict(os.environ, PGAPPNAME="simhash examples"),
-    )
+    try:
+        return subprocess.run(
+            ["psql", "-X", "-d", database, *args], input=script, capture_output=True, text=True,
+            env=dict(os.environ, PGAPPNAME="simhash examples"), timeout=TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return subprocess.CompletedProcess(e.cmd, 124, out, f"psql timed out after {TIMEOUT} s")
 
 
 def run_file(path, rel):
     """Runs one markdown file's examples. Returns (ran, checked, skipped, failures, notes)."""
-    blocks, failures = read_blocks(path)
+    blocks, failures = read_blocks(path, rel)
     skipped, notes = [], []
     runnable = []
     for b in blocks:
