@@ -15,8 +15,9 @@ use simhash_core::buckets::{bucket_bits, bucket_of};
 use simhash_core::dense::VALUES;
 
 use super::dense::{self, SortedRows};
-use super::page::{self, DirectoryEntry, Entry, Kind};
-use super::{fingerprint_of, SEGMENTS};
+use super::page::{self, fingerprint_of, DirectoryEntry, Entry, Kind};
+use super::SEGMENTS;
+use super::{buffers, chain, entries, meta};
 use crate::pg::errors::raise;
 use crate::pg::tuplesort::Sort;
 use simhash_core::SEGMENT_BITS;
@@ -59,7 +60,7 @@ impl BuildState {
                 return self.add(fp, tid);
             }
             if rows.try_reserve_exact(more.max(1)).is_err() {
-                super::reserve(rows, more.max(1)); // (the ERROR of a failed allocation)
+                super::memory::reserve(rows, more.max(1)); // (the ERROR of a failed allocation)
             }
         }
         rows.push(Entry { fp: fp.unwrap_or(0), tid });
@@ -286,7 +287,7 @@ unsafe fn write_index(
                 next_block += pages;
             }
         }
-        let mut meta = page::new_meta(bits, directory_pages);
+        let mut meta = meta::new_meta(bits, directory_pages);
         if !dense {
             meta.version = 4;
         }
@@ -334,7 +335,7 @@ unsafe fn write_index(
                     page::init_page(page, kind, segment);
                     let mut len = 0;
                     for entry in chunk {
-                        page::push_entry(page, entry, meta.keeps_apart());
+                        entries::push_entry(page, entry, meta.keeps_apart());
                         len += 1;
                     }
                     if kind == Kind::Bucket {
@@ -345,7 +346,7 @@ unsafe fn write_index(
             };
         let values = 1usize << SEGMENT_BITS;
         let mut sorted = Vec::new();
-        super::reserve(&mut sorted, entries.len());
+        super::memory::reserve(&mut sorted, entries.len());
         sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
         for segment in 0..SEGMENTS {
             let mut starts = vec![0usize; values + 1];
@@ -386,7 +387,7 @@ unsafe fn write_index(
         debug_assert_eq!(block, next_block);
         for i in 0..null_pages {
             let mut chunk = (0..per_page).map_while(|_| next_null()).map(|tid| Entry { fp: 0, tid });
-            write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, &mut chunk, i + 1 == null_pages);
+            write_chain_page(block, Kind::Nulls, chain::NULLS_SEGMENT, &mut chunk, i + 1 == null_pages);
             block += 1;
             if block.is_multiple_of(64) {
                 pgrx::check_for_interrupts!();
@@ -434,7 +435,7 @@ fn builds_dense() -> bool {
 /// Appends block `block` (the next one) to `fork`, filled by `fill`.
 unsafe fn write_page(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, block: u32, fill: impl FnOnce(Page)) {
     unsafe {
-        let buffer = page::new_buffer(index, fork);
+        let buffer = buffers::new_buffer(index, fork);
         if pg_sys::BufferGetBlockNumber(buffer) != block {
             error!("simhash index build expected block {block}, got {}", pg_sys::BufferGetBlockNumber(buffer));
         }

@@ -14,11 +14,10 @@
 use pgrx::pg_sys::{self, BlockNumber, Buffer, Page};
 use simhash_core::dense::{self as layout, RESIDUAL_BYTES, VALUES};
 
-use super::page::{self, Kind, Meta};
+use super::buffers;
+use super::page::{self, Kind, Meta, TID};
+use super::readahead::{prefetch_bytes, ReadAhead};
 use super::SEGMENTS;
-
-/// The bytes of a TID.
-const TID: usize = std::mem::size_of::<pg_sys::ItemPointerData>();
 
 /// Entries of a page of segment `n`.
 pub(super) fn per_page(n: u32) -> usize {
@@ -175,7 +174,7 @@ impl Reader {
                 }
                 None => {}
             }
-            let buffer = page::read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
+            let buffer = buffers::read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
             self.current = Some((block, buffer));
             let dense_page = pg_sys::BufferGetPage(buffer);
             expect_page(self.index, dense_page, block, kind, n);
@@ -215,7 +214,7 @@ pub(super) unsafe fn runs(index: pg_sys::Relation, dense: &Dense, n: u32, values
     unsafe {
         let mut reader = Reader::new(index);
         let mut runs = Vec::new();
-        super::reserve(&mut runs, values.len());
+        super::memory::reserve(&mut runs, values.len());
         // The positions asked for, requested from memory a page at a time ahead of their reads.
         let per = directory_per_page();
         let mut requested = usize::MAX;
@@ -242,13 +241,6 @@ pub(super) unsafe fn runs(index: pg_sys::Relation, dense: &Dense, n: u32, values
         runs
     }
 }
-
-/// How many pages ahead of the one it reads [`read_runs`] keeps pinned, and requests the entries
-/// of.
-const PINNED_AHEAD: usize = 16;
-const ENTRIES_AHEAD: usize = 2;
-/// How many pages ahead of the one it pins [`read_runs`] requests the buffer descriptor of.
-const DESCRIPTORS_AHEAD: usize = 8;
 
 /// The entries of a run on one page.
 pub(super) struct Part<'a> {
@@ -305,50 +297,23 @@ pub(super) unsafe fn read_runs(
             while at < end {
                 let (block, slot) = dense.position(n, at);
                 let on_page = (per_page(n) - slot).min((end - at) as usize);
-                super::push(&mut parts, (block, j as u32, slot as u16, (slot + on_page) as u16));
+                super::memory::push(&mut parts, (block, j as u32, slot as u16, (slot + on_page) as u16));
                 at += on_page as u32;
             }
         }
         parts.sort_by_key(|&(block, ..)| block);
         let mut blocks: Vec<BlockNumber> = parts.iter().map(|&(block, ..)| block).collect();
         blocks.dedup();
-        let guesses = super::recent::guesses(index, blocks.iter().copied());
-        let mut pinned: std::collections::VecDeque<(BlockNumber, Buffer)> =
-            std::collections::VecDeque::with_capacity(PINNED_AHEAD + 1);
-        let mut next = 0;
-        let mut pin = |pinned: &mut std::collections::VecDeque<(BlockNumber, Buffer)>| {
-            if let Some(&guess) = guesses.get(next + DESCRIPTORS_AHEAD) {
-                super::recent::prefetch_descriptor(guess);
-            }
-            if let Some(&block) = blocks.get(next) {
-                let buffer = super::recent::read_buffer(index, block, guesses[next]);
-                page::prefetch_ends(pg_sys::BufferGetPage(buffer));
-                pinned.push_back((block, buffer));
-                next += 1;
-            }
-        };
-        for &guess in guesses.iter().take(DESCRIPTORS_AHEAD) {
-            super::recent::prefetch_descriptor(guess);
-        }
+        let mut pages = ReadAhead::new(index, &blocks);
         let mut part = 0; // the first part on the page being read
-        let prefetch = |ahead: &(BlockNumber, Buffer), part: usize| {
-            let (block, buffer) = *ahead;
-            let first = part + parts[part..].iter().take_while(|p| p.0 < block).count();
-            for p in parts[first..].iter().take_while(|p| p.0 == block) {
-                prefetch_residuals(pg_sys::BufferGetPage(buffer), usize::from(p.2), usize::from(p.3));
+        let request = |j: usize, ahead: Page, part: usize| {
+            let first = part + parts[part..].iter().take_while(|p| p.0 < blocks[j]).count();
+            for p in parts[first..].iter().take_while(|p| p.0 == blocks[j]) {
+                prefetch_residuals(ahead, usize::from(p.2), usize::from(p.3));
             }
         };
-        for _ in 0..PINNED_AHEAD.min(blocks.len()) {
-            pin(&mut pinned);
-        }
-        for ahead in pinned.iter().take(ENTRIES_AHEAD) {
-            prefetch(ahead, part);
-        }
-        while let Some((block, buffer)) = pinned.pop_front() {
-            pin(&mut pinned);
-            if let Some(ahead) = pinned.get(ENTRIES_AHEAD - 1) {
-                prefetch(ahead, part);
-            }
+        while let Some((i, buffer)) = pages.next(|j, ahead| request(j, ahead, part)) {
+            let block = blocks[i];
             pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
             let dense_page = pg_sys::BufferGetPage(buffer);
             expect_page(index, dense_page, block, Kind::Dense, n);
@@ -375,27 +340,6 @@ unsafe fn prefetch_residuals(dense_page: Page, from: usize, to: usize) {
     }
 }
 
-/// Asks the CPU for the `len` bytes at `start` (x86-64; elsewhere nothing).
-fn prefetch_bytes(start: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let end = start.wrapping_add(len);
-        let mut line = start;
-        while line < end {
-            _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
-            line = line.wrapping_add(64);
-        }
-        // (the last line, when `start` is not at a line's start)
-        if len > 0 {
-            _mm_prefetch::<_MM_HINT_T0>(end.wrapping_sub(1) as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (start, len);
-}
-
 /// Calls `each(fp, tid)` for the live rows of the built part whose fingerprint is one of `fps`
 /// (sorted and deduplicated here): for the matches found in segments 1 to 3, which keep no TIDs.
 ///
@@ -409,7 +353,7 @@ pub(super) unsafe fn rows_of(
     mut each: impl FnMut(u64, pg_sys::ItemPointerData),
 ) {
     unsafe {
-        super::sort_interruptibly(fps, |&fp| fp);
+        super::memory::sort_interruptibly(fps, |&fp| fp);
         fps.dedup();
         if fps.is_empty() {
             return;
@@ -450,7 +394,7 @@ pub(super) unsafe fn read_values(
     unsafe {
         // Where each value's run starts: the entries' values.
         let mut starts = Vec::new();
-        super::reserve(&mut starts, to - from + 1);
+        super::memory::reserve(&mut starts, to - from + 1);
         let mut reader = Reader::new(index);
         for value in from..=to {
             starts.push(directory_at(&mut reader, dense, n, value));
@@ -503,7 +447,7 @@ impl<'a> InMemory<'a> {
     /// The rows of `entries` (at most `u32::MAX`).
     pub fn new(entries: &'a [page::Entry]) -> InMemory<'a> {
         let mut keys = Vec::new();
-        super::reserve(&mut keys, entries.len());
+        super::memory::reserve(&mut keys, entries.len());
         InMemory { entries, keys, at: 0 }
     }
 }
@@ -515,7 +459,7 @@ impl SortedRows for InMemory<'_> {
     fn begin(&mut self, n: u32) -> Vec<u32> {
         self.keys.clear();
         self.keys.extend(self.entries.iter().enumerate().map(|(i, entry)| (order_key(entry.fp, n), i as u32)));
-        super::sort_interruptibly(&mut self.keys, |&key| key);
+        super::memory::sort_interruptibly(&mut self.keys, |&key| key);
         self.at = 0;
         layout::directory(self.keys.iter().map(|&(key, _)| (key >> 48) as u16))
     }

@@ -22,9 +22,11 @@ use simhash_core::buckets::{
 };
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
+use super::chain::{self, ChainSlot};
 use super::dense::{self, Dense};
-use super::page::{self, ChainSlot, Entries};
+use super::entries::Entries;
 use super::SEGMENTS;
+use super::{meta, page};
 use crate::pg::errors::raise;
 
 /// The `tid_order` key of a row of the built part met in segment 1 to 3 of an ordered scan (no
@@ -252,7 +254,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                             .into_iter()
                             .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
                             .collect();
-                        super::sort_interruptibly(&mut found, |&found| found);
+                        super::memory::sort_interruptibly(&mut found, |&found| found);
                         state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
                         state.distances = found.into_iter().map(|(d, _)| d).collect();
                     }
@@ -390,7 +392,7 @@ unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<Vec<(u64, p
         search_fingerprints(index, balls, &mut |fp, tid| {
             if over {
             } else if found.len() < budget {
-                super::push(&mut found, (fp, tid));
+                super::memory::push(&mut found, (fp, tid));
             } else {
                 over = true;
                 found = Vec::new();
@@ -399,7 +401,7 @@ unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<Vec<(u64, p
         if over {
             return None;
         }
-        super::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
+        super::memory::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
         found.dedup_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
         Some(found)
     }
@@ -428,7 +430,7 @@ unsafe fn search_fingerprints(
             return;
         }
         let k = radius.min(64) as u32;
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
 
         let in_all = |fp: u64| balls.iter().all(|&ball| within(fp, ball));
         let built = Dense::of(&meta);
@@ -449,7 +451,7 @@ unsafe fn search_fingerprints(
                                         dense::rows_of(index, &built, &mut unresolved, &mut *found);
                                         unresolved.clear();
                                     }
-                                    super::push(&mut unresolved, fp);
+                                    super::memory::push(&mut unresolved, fp);
                                 }
                             }
                         }
@@ -460,7 +462,7 @@ unsafe fn search_fingerprints(
             for segment in 0..SEGMENTS {
                 let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
                 let (buckets, values): (Vec<u32>, Vec<Vec<u16>>) = probes.into_iter().unzip();
-                page::read_buckets(index, &meta, segment, &buckets, Some(&values), |i, entries, sorted| {
+                chain::read_buckets(index, &meta, segment, &buckets, Some(&values), |i, entries, sorted| {
                     // Of a page's sorted entries only those with a probed segment value, within k.
                     let mut found = |fp: u64, tid: pg_sys::ItemPointerData| {
                         if in_all(fp) && reported_in(fp, query, segment, k) {
@@ -503,7 +505,7 @@ unsafe fn search_fingerprints(
                 });
             }
             let buckets: Vec<u32> = (0..1u32 << meta.bits).collect();
-            page::read_buckets(index, &meta, 0, &buckets, None, |_, entries, _| {
+            chain::read_buckets(index, &meta, 0, &buckets, None, |_, entries, _| {
                 for (fp, tid) in entries.iter() {
                     if in_all(fp) {
                         found(fp, tid);
@@ -546,7 +548,7 @@ pub(super) unsafe fn search_many(
     k: u32,
 ) -> Vec<(usize, pg_sys::ItemPointerData)> {
     unsafe {
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
         let mut results = Vec::new();
         // (at most about work_mem of matches, 16 bytes each)
         let budget = match_budget();
@@ -572,9 +574,11 @@ pub(super) unsafe fn search_many(
                                 return;
                             }
                             match part.tids.map(|tids| tids.get(i)) {
-                                Some(tid) if dense::is_live(&tid) => super::push(&mut results, (q as usize, tid)),
+                                Some(tid) if dense::is_live(&tid) => {
+                                    super::memory::push(&mut results, (q as usize, tid))
+                                }
                                 Some(_) => {}
-                                None => super::push(&mut unresolved, (fp, q)),
+                                None => super::memory::push(&mut unresolved, (fp, q)),
                             }
                             if results.len() + unresolved.len() > budget {
                                 too_many(index);
@@ -584,11 +588,11 @@ pub(super) unsafe fn search_many(
                 });
             }
             let buckets = askers.buckets(meta.bits);
-            page::read_buckets(index, &meta, segment, &buckets, None, |i, entries, sorted| {
+            chain::read_buckets(index, &meta, segment, &buckets, None, |i, entries, sorted| {
                 let mut found = |fp: u64, q: u32, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
                     let query = queries[q as usize];
                     if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
-                        super::push(&mut results, (q as usize, tid()));
+                        super::memory::push(&mut results, (q as usize, tid()));
                         if results.len() + unresolved.len() > budget {
                             too_many(index);
                         }
@@ -610,13 +614,13 @@ pub(super) unsafe fn search_many(
             });
         }
         if let (Some(built), false) = (built, unresolved.is_empty()) {
-            super::sort_interruptibly(&mut unresolved, |&pair| pair);
+            super::memory::sort_interruptibly(&mut unresolved, |&pair| pair);
             unresolved.dedup();
             let mut fps: Vec<u64> = unresolved.iter().map(|&(fp, _)| fp).collect();
             dense::rows_of(index, &built, &mut fps, |fp, tid| {
                 let from = unresolved.partition_point(|&(f, _)| f < fp);
                 for &(_, q) in unresolved[from..].iter().take_while(|&&(f, _)| f == fp) {
-                    super::push(&mut results, (q as usize, tid));
+                    super::memory::push(&mut results, (q as usize, tid));
                 }
                 if results.len() > budget {
                     too_many(index);
@@ -639,7 +643,7 @@ fn out_of_memory() -> ! {
 impl Ordered {
     /// An ordered scan of `index` by distance from `query` (`None`: NULL, any order).
     unsafe fn new(index: pg_sys::Relation, query: Option<u64>) -> Ordered {
-        let meta = unsafe { page::load_meta(index) };
+        let meta = unsafe { meta::load_meta(index) };
         if !meta.indexes_nulls() {
             raise(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -684,7 +688,7 @@ impl Ordered {
                         self.ready.retain(|&(key, _)| key != UNRESOLVED);
                         let ready = &mut self.ready;
                         dense::rows_of(index, &built, &mut fps, |fp, tid| {
-                            super::push(ready, (crate::pg::tid::tid_order(&tid), fp))
+                            super::memory::push(ready, (crate::pg::tid::tid_order(&tid), fp))
                         });
                         self.ready.sort_unstable();
                     }
@@ -697,9 +701,9 @@ impl Ordered {
                     self.nulls_done = true;
                     self.ready.clear();
                     self.ready_distance = None;
-                    page::read_chain(index, &self.meta, ChainSlot::Nulls, |entries| {
+                    chain::read_chain(index, &self.meta, ChainSlot::Nulls, |entries| {
                         for (_, tid) in entries.iter() {
-                            super::push(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
+                            super::memory::push(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
                         }
                     });
                     self.ready.sort_unstable();
@@ -717,7 +721,7 @@ impl Ordered {
             let nearest = &mut self.nearest;
             let mut within = Vec::new();
             let mut read = |segment: u32, buckets: &[u32]| {
-                page::read_buckets(index, &meta, segment, buckets, None, |_, entries, _| {
+                chain::read_buckets(index, &meta, segment, buckets, None, |_, entries, _| {
                     // (The cutoff only falls within a step: the page's skips only what offer would.)
                     let cutoff = nearest.cutoff();
                     let mut offer = |fp: u64, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
