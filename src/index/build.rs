@@ -14,7 +14,7 @@ use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::{bucket_bits, bucket_of};
 use simhash_core::dense::VALUES;
 
-use super::dense::{self, SortedRows};
+use super::dense_write::{self, SortedRows};
 use super::page::{self, fingerprint_of, DirectoryEntry, Entry, Kind};
 use super::SEGMENTS;
 use super::{buffers, chain, entries, meta};
@@ -23,7 +23,7 @@ use crate::pg::tuplesort::Sort;
 use simhash_core::SEGMENT_BITS;
 
 /// The bytes a row with a fingerprint takes in memory: its entry, and its key while a segment
-/// of the built part is sorted (`dense::InMemory`).
+/// of the built part is sorted (`dense_write::InMemory`).
 const ROW_BYTES: usize = 32;
 /// The bytes a row whose fingerprint is NULL takes in memory.
 const NULL_ROW_BYTES: usize = 16;
@@ -136,9 +136,9 @@ impl Spilled {
         for n in 0..SEGMENTS {
             self.counts[n as usize * VALUES + usize::from(simhash_core::buckets::segment_value(fp, n))] += 1;
         }
-        self.segment_0.as_mut().unwrap().put((dense::order_key(fp, 0), tid));
+        self.segment_0.as_mut().unwrap().put((dense_write::order_key(fp, 0), tid));
         for (n, sort) in (1..).zip(self.segments.iter_mut()) {
-            sort.as_mut().unwrap().put(dense::order_key(fp, n));
+            sort.as_mut().unwrap().put(dense_write::order_key(fp, n));
         }
     }
 }
@@ -224,7 +224,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             // Format 5: the rows in the built part (format 4 beyond the rows a built part can count,
             // 2^32 - 1, and in its tests).
             if builds_dense() && u32::try_from(state.entries.len()).is_ok() {
-                let mut built = dense::InMemory::new(&state.entries);
+                let mut built = dense_write::InMemory::new(&state.entries);
                 write_index(index, fork, &[], Some(&mut built), state.nulls.len(), &mut next_null);
             } else {
                 write_index(index, fork, &state.entries, None, state.nulls.len(), &mut next_null);
@@ -240,7 +240,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     unsafe {
-        let mut built = dense::InMemory::new(&[]);
+        let mut built = dense_write::InMemory::new(&[]);
         let built = builds_dense().then_some(&mut built as &mut dyn SortedRows);
         write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], built, 0, &mut || None);
     }
@@ -381,7 +381,7 @@ unsafe fn write_index(
             pgrx::check_for_interrupts!();
         }
         if let Some(built) = built.filter(|built| built.rows() > 0) {
-            let part = super::dense::write(built, block, |at, fill| write_page(index, fork, at, fill));
+            let part = super::dense_write::write(built, block, |at, fill| write_page(index, fork, at, fill));
             block += part.blocks();
         }
         debug_assert_eq!(block, next_block);

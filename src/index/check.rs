@@ -17,6 +17,7 @@ use simhash_core::buckets::bucket_of;
 
 use super::chain::{self, ChainSlot};
 use super::dense::{self, Dense};
+use super::dense_read;
 use super::page::{self, corrupt, Kind, INVALID_BLOCK};
 use super::SEGMENTS;
 use super::{buffers, entries, meta};
@@ -97,7 +98,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
             for segment in 0..SEGMENTS {
                 let mut fps = FingerprintSet::default();
                 let mut last = None;
-                dense::read_values(index, &built, segment, 0, simhash_core::dense::VALUES, |fp, tid| {
+                dense_read::read_values(index, &built, segment, 0, simhash_core::dense::VALUES, |fp, tid| {
                     let key = simhash_core::dense::order_key(fp, segment);
                     if last.is_some_and(|last| last > key) {
                         corrupt(index, format!("segment {segment} of its built part is not in order at {fp:016x}"));

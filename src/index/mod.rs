@@ -25,6 +25,8 @@ mod build;
 mod chain;
 mod check;
 mod dense;
+mod dense_read;
+mod dense_write;
 mod entries;
 mod insert;
 mod memory;

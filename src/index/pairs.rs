@@ -8,12 +8,9 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::dense::{self, Dense};
+use super::dense::{self, Dense, UNRESOLVED};
+use super::dense_read;
 use super::{chain, meta};
-
-/// The key of an entry of the built part's segments 1 to 3, which keep no TIDs (no TID's
-/// `tid_order` key).
-const UNRESOLVED: u64 = u64::MAX;
 
 /// How many fingerprints' rows a run keeps resolved (then forgets them all).
 const RESOLVED_KEPT: usize = 1 << 16;
@@ -43,7 +40,7 @@ pub(super) unsafe fn for_each_pair(
                 // without TIDs, which `on_pairs` below looks up in segment 0 for the pairs found.
                 let width = 1usize << (simhash_core::SEGMENT_BITS - meta.bits);
                 let from = bucket as usize * width;
-                dense::read_values(index, &built, segment, from, from + width, |fp, tid| match tid {
+                dense_read::read_values(index, &built, segment, from, from + width, |fp, tid| match tid {
                     Some(tid) if dense::is_live(&tid) => {
                         super::memory::push(entries, (fp, crate::pg::tid::tid_order(&tid)))
                     }
@@ -72,7 +69,7 @@ pub(super) unsafe fn for_each_pair(
             }
             let keys = resolved.entry(fp).or_insert_with(|| {
                 let mut keys = Vec::new();
-                dense::rows_of(index, &built, &mut vec![fp], |_, tid| {
+                dense_read::rows_of(index, &built, &mut vec![fp], |_, tid| {
                     super::memory::push(&mut keys, crate::pg::tid::tid_order(&tid))
                 });
                 keys

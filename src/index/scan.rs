@@ -23,15 +23,12 @@ use simhash_core::buckets::{
 use simhash_core::nearest::{ring_buckets, Nearest, Step};
 
 use super::chain::{self, ChainSlot};
-use super::dense::{self, Dense};
+use super::dense::{self, Dense, UNRESOLVED};
+use super::dense_read;
 use super::entries::Entries;
 use super::SEGMENTS;
 use super::{meta, page};
 use crate::pg::errors::raise;
-
-/// The `tid_order` key of a row of the built part met in segment 1 to 3 of an ordered scan (no
-/// TID's key): its TID is looked up in segment 0 when its distance comes out.
-const UNRESOLVED: u64 = u64::MAX;
 
 /// A scan key's ball: the query fingerprint and the radius (`None`: a NULL, which nothing is in).
 pub(super) type Ball = Option<(u64, i32)>;
@@ -408,7 +405,7 @@ unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<Vec<(u64, p
 }
 
 /// Fingerprints of the built part met in segments 1 to 3 whose TIDs are looked up in segment 0
-/// together (`dense::rows_of`), at most.
+/// together (`dense_read::rows_of`), at most.
 const UNRESOLVED_AT_ONCE: usize = 1 << 16;
 
 /// Calls `found(fp, tid)` for each row in every ball, once, in no particular order.
@@ -448,7 +445,7 @@ unsafe fn search_fingerprints(
                                 Some(_) => {}
                                 None => {
                                     if unresolved.len() >= UNRESOLVED_AT_ONCE && unresolved.last() != Some(&fp) {
-                                        dense::rows_of(index, &built, &mut unresolved, &mut *found);
+                                        dense_read::rows_of(index, &built, &mut unresolved, &mut *found);
                                         unresolved.clear();
                                     }
                                     super::memory::push(&mut unresolved, fp);
@@ -457,7 +454,7 @@ unsafe fn search_fingerprints(
                         }
                     });
                 }
-                dense::rows_of(index, &built, &mut unresolved, &mut *found);
+                dense_read::rows_of(index, &built, &mut unresolved, &mut *found);
             }
             for segment in 0..SEGMENTS {
                 let probes = probes_by_bucket(query, segment, k, meta.bits).unwrap_or_default();
@@ -498,7 +495,7 @@ unsafe fn search_fingerprints(
             }
         } else {
             if let Some(built) = built {
-                dense::read_values(index, &built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
+                dense_read::read_values(index, &built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
                     if let Some(tid) = tid.filter(|tid| dense::is_live(tid) && in_all(fp)) {
                         found(fp, tid);
                     }
@@ -531,8 +528,8 @@ unsafe fn dense_near(
     unsafe {
         let Some(radii) = simhash_core::probes::segment_radii(k) else { return };
         let values = simhash_core::probes::segment_probes(segment_value(query, n), radii[n as usize]);
-        let runs = dense::runs(index, built, n, &values);
-        dense::read_runs(index, built, n, &runs, |part| {
+        let runs = dense_read::runs(index, built, n, &values);
+        dense_read::read_runs(index, built, n, &runs, |part| {
             part.near(values[part.run], n, query, k, |i, fp| found(fp, part.tids.map(|tids| tids.get(i))));
         });
     }
@@ -564,8 +561,8 @@ pub(super) unsafe fn search_many(
                 // Each run read once for the queries that ask for its value.
                 let (values, askers_of): (Vec<u16>, Vec<Vec<u32>>) =
                     askers.values().map(|(value, qs)| (value, qs.collect())).unzip();
-                let runs = dense::runs(index, &built, segment, &values);
-                dense::read_runs(index, &built, segment, &runs, |part| {
+                let runs = dense_read::runs(index, &built, segment, &values);
+                dense_read::read_runs(index, &built, segment, &runs, |part| {
                     let value = values[part.run];
                     for &q in &askers_of[part.run] {
                         let query = queries[q as usize];
@@ -617,7 +614,7 @@ pub(super) unsafe fn search_many(
             super::memory::sort_interruptibly(&mut unresolved, |&pair| pair);
             unresolved.dedup();
             let mut fps: Vec<u64> = unresolved.iter().map(|&(fp, _)| fp).collect();
-            dense::rows_of(index, &built, &mut fps, |fp, tid| {
+            dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
                 let from = unresolved.partition_point(|&(f, _)| f < fp);
                 for &(_, q) in unresolved[from..].iter().take_while(|&&(f, _)| f == fp) {
                     super::memory::push(&mut results, (q as usize, tid));
@@ -687,7 +684,7 @@ impl Ordered {
                             self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).map(|&(_, fp)| fp).collect();
                         self.ready.retain(|&(key, _)| key != UNRESOLVED);
                         let ready = &mut self.ready;
-                        dense::rows_of(index, &built, &mut fps, |fp, tid| {
+                        dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
                             super::memory::push(ready, (crate::pg::tid::tid_order(&tid), fp))
                         });
                         self.ready.sort_unstable();
@@ -779,7 +776,7 @@ impl Ordered {
             let (ring, n) = match step {
                 Step::Ring { ring, segment } => (ring, segment),
                 Step::Rest => {
-                    dense::read_values(index, built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
+                    dense_read::read_values(index, built, 0, 0, simhash_core::dense::VALUES, |fp, tid| {
                         if let Some(tid) = tid.filter(dense::is_live) {
                             offer(nearest, 0, fp, crate::pg::tid::tid_order(&tid));
                         }
@@ -788,8 +785,8 @@ impl Ordered {
                 }
             };
             let values: Vec<u16> = ring_buckets(query, n, ring, BITS).into_iter().map(|v| v as u16).collect();
-            let runs = dense::runs(index, built, n, &values);
-            dense::read_runs(index, built, n, &runs, |part| {
+            let runs = dense_read::runs(index, built, n, &values);
+            dense_read::read_runs(index, built, n, &runs, |part| {
                 // (the cutoff only falls within a step: a part skips only what offer would)
                 part.near(values[part.run], n, query, nearest.cutoff(), |i, fp| {
                     match part.tids.map(|tids| tids.get(i)) {
