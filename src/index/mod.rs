@@ -24,6 +24,7 @@ mod buffers;
 mod build;
 mod chain;
 mod check;
+mod cost;
 mod dense;
 mod dense_read;
 mod dense_write;
@@ -31,12 +32,13 @@ mod entries;
 mod insert;
 mod memory;
 mod meta;
+mod ordered;
 mod page;
 mod pairs;
 mod readahead;
 mod recent;
 mod scan;
-mod selectivity;
+mod search;
 mod vacuum;
 
 pub(crate) const SEGMENTS: u32 = simhash_core::SEGMENTS;
@@ -49,7 +51,7 @@ pub(crate) const SEGMENTS: u32 = simhash_core::SEGMENTS;
 ///
 /// `index` is an open simhash index.
 pub(crate) unsafe fn rows_within(index: pg_sys::Relation, fp: u64, k: u32) -> Vec<pg_sys::ItemPointerData> {
-    unsafe { scan::search(index, &[Some((fp, k.min(64) as i32))]) }
+    unsafe { search::search(index, &[Some((fp, k.min(64) as i32))]) }
 }
 
 /// For each fingerprint of `fps`, the rows within `k` bits of it (`k` at most
@@ -64,7 +66,7 @@ pub(crate) unsafe fn rows_within_each(
     fps: &[u64],
     k: u32,
 ) -> Vec<(usize, pg_sys::ItemPointerData)> {
-    unsafe { scan::search_many(index, fps, k) }
+    unsafe { search::search_many(index, fps, k) }
 }
 
 /// Reports once each pair of entries of `index` within `k` (at most
@@ -121,7 +123,7 @@ pub unsafe extern "C-unwind" fn simhash_amhandler(_fcinfo: pg_sys::FunctionCallI
         (*am).aminsert = Some(insert::aminsert);
         (*am).ambulkdelete = Some(vacuum::ambulkdelete);
         (*am).amvacuumcleanup = Some(vacuum::amvacuumcleanup);
-        (*am).amcostestimate = Some(scan::amcostestimate);
+        (*am).amcostestimate = Some(cost::amcostestimate);
         (*am).amoptions = Some(amoptions);
         (*am).amvalidate = Some(amvalidate);
         (*am).ambeginscan = Some(scan::ambeginscan);
@@ -168,8 +170,8 @@ pub unsafe extern "C-unwind" fn simhash_within_ball(fcinfo: pg_sys::FunctionCall
     unsafe {
         let args = (*fcinfo).args.as_slice(2);
         // STRICT: both arguments are non-NULL here.
-        match scan::ball_of(args[1].value) {
-            Some(ball) => Datum::from(scan::within(args[0].value.value() as u64, ball)),
+        match search::ball_of(args[1].value) {
+            Some(ball) => Datum::from(search::within(args[0].value.value() as u64, ball)),
             None => {
                 (*fcinfo).isnull = true;
                 Datum::from(0)
