@@ -39,6 +39,7 @@ mod readahead;
 mod recent;
 mod scan;
 mod search;
+mod spill;
 mod vacuum;
 
 pub(crate) const SEGMENTS: u32 = simhash_core::SEGMENTS;
