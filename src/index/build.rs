@@ -14,9 +14,9 @@ use simhash_core::buckets::{bucket_bits, bucket_of};
 use super::dense_write::{self, SortedRows};
 use super::page::{self, fingerprint_of, DirectoryEntry, Entry, Kind};
 use super::spill::BuildState;
-use super::SEGMENTS;
 use super::{buffers, chain, entries, meta};
 use crate::pg::tuplesort::Sort;
+use simhash_core::SEGMENTS;
 use simhash_core::SEGMENT_BITS;
 
 #[pg_guard]

@@ -14,12 +14,12 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::bucket_of;
+use simhash_core::SEGMENTS;
 
 use super::chain::{self, ChainSlot};
 use super::dense::{self, Dense};
 use super::dense_read;
 use super::page::{self, corrupt, Kind, INVALID_BLOCK};
-use super::SEGMENTS;
 use super::{buffers, entries, meta};
 use crate::pg::errors::raise;
 use crate::pg::tuplesort::Sort;

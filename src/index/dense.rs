@@ -17,9 +17,9 @@
 
 use pgrx::pg_sys::{self, BlockNumber, Page};
 use simhash_core::dense::{RESIDUAL_BYTES, VALUES};
+use simhash_core::SEGMENTS;
 
 use super::page::{self, Kind, Meta, TID};
-use super::SEGMENTS;
 
 /// The `tid_order` key of a row of the built part met in segments 1 to 3, which keep no TIDs (no
 /// TID's key): its TID is looked up in segment 0 ([`super::dense_read::rows_of`]) when it is needed.

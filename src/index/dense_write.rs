@@ -4,10 +4,10 @@
 
 use pgrx::pg_sys::{self, BlockNumber, Page};
 use simhash_core::dense::{self as layout, RESIDUAL_BYTES};
+use simhash_core::SEGMENTS;
 
 use super::dense::{directory_pages, directory_per_page, per_page, used_bytes, Dense};
 use super::page::{self, Kind};
-use super::SEGMENTS;
 
 /// The rows of a build as the built part orders them, one segment after the other: in memory
 /// ([`InMemory`]), or from sorts that spilled to disk (`super::build`).

@@ -10,10 +10,10 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use simhash_core::buckets::bucket_of;
+use simhash_core::SEGMENTS;
 
 use super::chain::{self, ChainSlot, Links};
 use super::page::{self, fingerprint_of, Entry, INVALID_BLOCK};
-use super::SEGMENTS;
 use super::{buffers, entries, meta};
 
 #[pg_guard]

@@ -1,18 +1,33 @@
-//! The `simhash` index access method: `CREATE INDEX ... USING simhash (fp)`.
+//! The `simhash` index access method: `CREATE INDEX ... USING simhash (fp)`. This file is its front
+//! door: the handler (its capabilities and callbacks), the options (none), the operator
+//! `fp <@ simhash_ball(q, k)`, and what the rest of the extension asks of an index.
 //!
 //! Each fingerprint is filed under each of its four 16-bit segments: the rows the index was built
-//! with in its built part, by whole segment value, densely (`dense`, `simhash_core::dense`; since
-//! format 5), and the rows inserted since in the bucket of the segment's top bits
-//! (`simhash_core::buckets` has that layout and why a lookup is exact; `page` the pages). A radius
-//! test reaches it as the operator `fp <@ simhash_ball(q, k)`, which the planner rewrite makes of
-//! `fp <~> q <= k` where the column has such an index (`crate::lookup::support`); the scan
-//! (`scan`) reads the runs and buckets of the values within each segment's radius of the query's
-//! segments (radii adding up to `k - 3`, `simhash_core::probes::segment_radii`) and checks each
-//! entry's distance in the page, so the table is read only for the rows within `k`. `build` writes
-//! a new index, `insert` adds a row, `vacuum` removes the entries of removed rows (in the built
-//! part, marks their TIDs); every change is WAL-logged (GenericXLog, or whole pages after a build).
+//! with in its built part, by whole segment value, densely (since format 5), and the rows inserted
+//! since in the bucket of the segment's top bits (`simhash_core::buckets` has that layout and why a
+//! lookup is exact, `simhash_core::dense` the built part's). A radius test reaches it as the
+//! operator `fp <@ simhash_ball(q, k)`, which the planner rewrite makes of `fp <~> q <= k` where the
+//! column has such an index (`crate::lookup::support`); the search reads the runs and buckets of
+//! the values within each segment's radius of the query's segments (radii adding up to `k - 3`,
+//! `simhash_core::probes::segment_radii`) and checks each entry's distance in the page, so the
+//! table is read only for the rows within `k`. `ORDER BY fp <~> q` is served too, nearest first.
+//! Every change is WAL-logged (GenericXLog, or whole pages after a build). Not yet: parallel scans.
 //!
-//! `ORDER BY fp <~> q` is served too, nearest first (`scan`). Not yet: parallel scans.
+//! The files, by job (none imports from this one, and no two import from each other):
+//! - the pages: `page` (the layout of a page, the metapage's and directory's fields, the page
+//!   format's story), `buffers` (read, extend, GenericXLog), `meta` (the metapage read and
+//!   checked), `entries` (a bucket page's entries, packed or apart), `chain` (where a chain's ends
+//!   are, the checks of its links, the reads of chains);
+//! - read-ahead: `readahead` (pages pinned and entries requested ahead of their reads, the CPU's
+//!   prefetch; for `chain` and `dense_read`), `recent` (the buffers that last held a page);
+//! - the built part: `dense` (its layout and checks, VACUUM's marks), `dense_read`, `dense_write`;
+//! - the phases: `build` (CREATE INDEX) with `spill` (its rows in memory or in sorts that spill to
+//!   disk), `insert`, `vacuum`, `scan` (the scan callbacks) with `search` (radius search) and
+//!   `ordered` (the ordered scan), `cost` (cost and selectivity);
+//! - for other subsystems: `pairs` (all pairs through the index, `simhash_pairs` of a table),
+//!   `check` (`simhash_index_check`);
+//! - `memory` (allocations that fail with an ERROR, sorts that check for interrupts);
+//! - `tests` (the `#[pg_test]` tests: page formats, damaged indexes).
 
 use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
@@ -41,8 +56,6 @@ mod scan;
 mod search;
 mod spill;
 mod vacuum;
-
-pub(crate) const SEGMENTS: u32 = simhash_core::SEGMENTS;
 
 /// The TIDs of the rows whose fingerprint is within `k` bits of `fp` (each once, ascending), as
 /// `index` holds them now: for the near-duplicate constraint's recheck, which fetches the rows with

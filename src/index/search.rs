@@ -10,11 +10,11 @@ use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::{
     for_each_asked, for_each_near, probes_by_bucket, reported_in, segment_value, Askers, MAX_PROBED_RADIUS,
 };
+use simhash_core::SEGMENTS;
 
 use super::dense::{self, Dense};
 use super::dense_read;
 use super::entries::Entries;
-use super::SEGMENTS;
 use super::{chain, meta, page};
 use crate::pg::errors::raise;
 

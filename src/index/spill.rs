@@ -6,10 +6,10 @@
 use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
 use simhash_core::dense::VALUES;
+use simhash_core::SEGMENTS;
 
 use super::dense_write::{self, SortedRows};
 use super::page::Entry;
-use super::SEGMENTS;
 use crate::pg::errors::raise;
 use crate::pg::tuplesort::Sort;
 

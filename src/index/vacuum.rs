@@ -6,10 +6,10 @@
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use simhash_core::SEGMENTS;
 
 use super::dense::{self, Dense};
 use super::page::{self, Kind};
-use super::SEGMENTS;
 use super::{buffers, entries, meta};
 
 /// The bucket pages of the index (and those of the chain of NULL rows), each exclusively locked in
