@@ -40,29 +40,20 @@ mod tests {
     #[pg_test]
     fn pages_whose_header_leaves_the_page_are_corrupt() {
         // Entries apart, their fingerprints up to pd_lower beyond the page, pd_upper below them.
-        let fp = damaged_table("hdr_apart", 4);
-        each_page("hdr_apart_fp", true, |_, any_page| unsafe {
-            if page::is_kind(any_page, page::Kind::Bucket) {
-                ((*header(any_page)).pd_lower, (*header(any_page)).pd_upper) = (0xFFF8, 32);
-            }
+        let bucket = |_: pgrx::pg_sys::BlockNumber, any_page: pgrx::pg_sys::Page| unsafe {
+            page::is_kind(any_page, page::Kind::Bucket)
+        };
+        assert_damaged_headers_corrupt("hdr_apart", 4, bucket, "pd_lower beyond the page (apart)", |header| {
+            (header.pd_lower, header.pd_upper) = (0xFFF8, 32)
         });
-        assert_corrupt("hdr_apart", &fp, "pd_lower beyond the page (apart)", &ALL_OPS);
         // Entries packed (format 3), up to pd_lower beyond the page.
-        let fp = damaged_table("hdr_packed", 3);
-        each_page("hdr_packed_fp", true, |_, any_page| unsafe {
-            if page::is_kind(any_page, page::Kind::Bucket) {
-                (*header(any_page)).pd_lower = 0xFFF8;
-            }
+        assert_damaged_headers_corrupt("hdr_packed", 3, bucket, "pd_lower beyond the page (packed)", |header| {
+            header.pd_lower = 0xFFF8
         });
-        assert_corrupt("hdr_packed", &fp, "pd_lower beyond the page (packed)", &ALL_OPS);
         // The special space beyond the page.
-        let fp = damaged_table("hdr_special", 4);
-        each_page("hdr_special_fp", true, |_, any_page| unsafe {
-            if page::is_kind(any_page, page::Kind::Bucket) {
-                (*header(any_page)).pd_special = 0xFFF0;
-            }
+        assert_damaged_headers_corrupt("hdr_special", 4, bucket, "pd_special beyond the page", |header| {
+            header.pd_special = 0xFFF0
         });
-        assert_corrupt("hdr_special", &fp, "pd_special beyond the page", &ALL_OPS);
         // Pages of the built part: the special space beyond the page, or pd_lower (an insert
         // does not read the built part).
         for (name, lower) in [("hdr_dense", false), ("hdr_dense_lower", true)] {
@@ -80,20 +71,19 @@ mod tests {
             assert_eq!(error_of(name, &fp, Op::Insert), "");
         }
         // The directory's pages and the metapage.
-        let fp = damaged_table("hdr_directory", 5);
-        each_page("hdr_directory_fp", true, |_, any_page| unsafe {
-            if page::is_kind(any_page, page::Kind::Directory) {
-                (*header(any_page)).pd_special = 0xFFF0;
-            }
+        let directory = |_: pgrx::pg_sys::BlockNumber, any_page: pgrx::pg_sys::Page| unsafe {
+            page::is_kind(any_page, page::Kind::Directory)
+        };
+        assert_damaged_headers_corrupt("hdr_directory", 5, directory, "directory pages", |header| {
+            header.pd_special = 0xFFF0
         });
-        assert_corrupt("hdr_directory", &fp, "directory pages", &ALL_OPS);
-        let fp = damaged_table("hdr_meta", 5);
-        each_page("hdr_meta_fp", true, |block, any_page| unsafe {
-            if block == 0 {
-                (*header(any_page)).pd_special = 0xFFF0;
-            }
-        });
-        assert_corrupt("hdr_meta", &fp, "the metapage", &ALL_OPS);
+        assert_damaged_headers_corrupt(
+            "hdr_meta",
+            5,
+            |block, _| block == 0,
+            "the metapage",
+            |header| header.pd_special = 0xFFF0,
+        );
     }
 
     /// A link to a block that cannot be a page of a chain (the metapage, the directory page that

@@ -50,12 +50,7 @@ mod tests {
         assert!(!built.is_empty() && built.iter().all(|&(n, sorted, _)| n == sorted), "{built:?}");
         // 4,000 rows in one bucket of each segment (the same top 8 bits of every segment): its
         // chains grow pages.
-        Spi::run(
-            "INSERT INTO sorted_docs SELECT i, (('x' || substr(md5('more' || i), 1, 16))::bit(64)::bigint
-                 & x'00ff00ff00ff00ff'::bigint | x'1200120012001200'::bigint)::simhash64
-             FROM generate_series(2001, 6000) i",
-        )
-        .unwrap();
+        Spi::run(&clustered("sorted_docs", "more", "1200120012001200", 2001..=6000)).unwrap();
         let grown = bucket_pages("sorted_docs_fp");
         assert!(grown.iter().all(|&(n, sorted, last)| sorted <= n && (last || sorted == n)), "{grown:?}");
         assert!(grown.iter().any(|&(n, sorted, last)| last && sorted < n), "{grown:?}");
@@ -92,12 +87,11 @@ mod tests {
         assert!(bucket_pages("v2_docs_fp").iter().all(|&(_, sorted, _)| sorted == 0));
         // Inserts that fill pages of one bucket (the same top 8 bits of every segment) leave them
         // unsorted: the 0.4.0 library may still write to the index.
-        Spi::run(
+        Spi::run(&format!(
             "INSERT INTO v2_docs VALUES (-1, NULL), (-2, '0123456789abcdef');
-             INSERT INTO v2_docs SELECT i, (('x' || substr(md5('v2' || i), 1, 16))::bit(64)::bigint
-                 & x'00ff00ff00ff00ff'::bigint | x'3400340034003400'::bigint)::simhash64
-             FROM generate_series(3001, 5000) i",
-        )
+             {}",
+            clustered("v2_docs", "v2", "3400340034003400", 3001..=5000)
+        ))
         .unwrap();
         let grown = bucket_pages("v2_docs_fp");
         assert!(grown.iter().filter(|p| !p.2).count() >= 4 && grown.iter().all(|p| p.1 == 0), "{grown:?}");
@@ -141,12 +135,11 @@ mod tests {
         assert_eq!(layout("v3_docs_fp"), Some(false));
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v3_docs_fp')"), Ok(Some(2000)));
         // 2,000 rows in one bucket of each segment: its chains grow pages, sorted once full.
-        Spi::run(
+        Spi::run(&format!(
             "INSERT INTO v3_docs VALUES (-1, NULL), (-2, '0123456789abcdef');
-             INSERT INTO v3_docs SELECT i, (('x' || substr(md5('v3' || i), 1, 16))::bit(64)::bigint
-                 & x'00ff00ff00ff00ff'::bigint | x'5600560056005600'::bigint)::simhash64
-             FROM generate_series(3001, 5000) i",
-        )
+             {}",
+            clustered("v3_docs", "v3", "5600560056005600", 3001..=5000)
+        ))
         .unwrap();
         assert_eq!(layout("v3_docs_fp"), Some(false));
         let grown = bucket_pages("v3_docs_fp");
@@ -163,13 +156,12 @@ mod tests {
     #[pg_test]
     fn format_4_indexes_keep_entries_apart() {
         table_with_index("v4_docs");
-        Spi::run(
+        Spi::run(&format!(
             "INSERT INTO v4_docs VALUES (-1, NULL), (-2, '0123456789abcdef');
-             INSERT INTO v4_docs SELECT i, (('x' || substr(md5('v4' || i), 1, 16))::bit(64)::bigint
-                 & x'00ff00ff00ff00ff'::bigint | x'7800780078007800'::bigint)::simhash64
-             FROM generate_series(3001, 5000) i;
+             {};
              DELETE FROM v4_docs WHERE id % 7 = 0",
-        )
+            clustered("v4_docs", "v4", "7800780078007800", 3001..=5000)
+        ))
         .unwrap();
         assert_eq!(layout("v4_docs_fp"), Some(true));
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v4_docs_fp')"), Ok(Some(4002)));
@@ -194,13 +186,12 @@ mod tests {
         assert!(bucket_pages("v5_docs_fp").is_empty());
         assert_eq!(Spi::get_one::<i64>("SELECT simhash_index_check('v5_docs_fp')"), Ok(Some(3006)));
         lookups_agree("v5_docs");
-        Spi::run(
+        Spi::run(&format!(
             "INSERT INTO v5_docs VALUES (-101, NULL), (-6, '0123456789abcdef'), (-8, '0123456789abcdee');
-             INSERT INTO v5_docs SELECT i, (('x' || substr(md5('v5' || i), 1, 16))::bit(64)::bigint
-                 & x'00ff00ff00ff00ff'::bigint | x'7800780078007800'::bigint)::simhash64
-             FROM generate_series(3001, 5000) i;
+             {};
              DELETE FROM v5_docs WHERE id % 7 = 0",
-        )
+            clustered("v5_docs", "v5", "7800780078007800", 3001..=5000)
+        ))
         .unwrap();
         assert_eq!(layout("v5_docs_fp"), Some(true));
         // (the deleted rows' entries stay until VACUUM, which cannot run in a test's transaction)

@@ -220,3 +220,35 @@ pub(super) fn assert_corrupt(name: &str, fp: &str, damage: &str, ops: &[Op]) {
 pub(super) unsafe fn header(any_page: pg_sys::Page) -> *mut pg_sys::PageHeaderData {
     any_page as *mut pg_sys::PageHeaderData
 }
+
+/// An `INSERT` of rows `ids` into `table` whose fingerprints share the bits of `top` (hex) in the
+/// top byte of each segment (`tag` varies the rest), so that they fill a few buckets and their
+/// chains grow pages.
+pub(super) fn clustered(table: &str, tag: &str, top: &str, ids: std::ops::RangeInclusive<i32>) -> String {
+    format!(
+        "INSERT INTO {table} SELECT i, (('x' || substr(md5('{tag}' || i), 1, 16))::bit(64)::bigint
+             & x'00ff00ff00ff00ff'::bigint | x'{top}'::bigint)::simhash64
+         FROM generate_series({}, {}) i",
+        ids.start(),
+        ids.end()
+    )
+}
+
+/// Makes a table `name` with an index of page format `version` (`damaged_table`), applies `damage`
+/// to the header of each of its pages for which `which(block, page)` holds, and asserts that every
+/// operation of [`ALL_OPS`] reports the index as corrupt (`assert_corrupt`; `what` names the damage).
+pub(super) fn assert_damaged_headers_corrupt(
+    name: &str,
+    version: u32,
+    which: impl Fn(pg_sys::BlockNumber, pg_sys::Page) -> bool,
+    what: &str,
+    damage: impl Fn(&mut pg_sys::PageHeaderData),
+) {
+    let fp = damaged_table(name, version);
+    each_page(&format!("{name}_fp"), true, |block, any_page| {
+        if which(block, any_page) {
+            damage(unsafe { &mut *header(any_page) });
+        }
+    });
+    assert_corrupt(name, &fp, what, &ALL_OPS);
+}
