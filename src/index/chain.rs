@@ -285,7 +285,9 @@ pub(super) unsafe fn read_buckets(
             links.check(head, &ChainSlot::bucket(meta, segment, buckets[i]));
         }
         let runs = values.filter(|_| meta.sorts_pages());
-        let blocks: Vec<BlockNumber> = heads.iter().map(|&(_, head)| head).collect();
+        let mut blocks: Vec<BlockNumber> = Vec::new();
+        super::memory::reserve(&mut blocks, heads.len());
+        blocks.extend(heads.iter().map(|&(_, head)| head));
         let mut pages = ReadAhead::new(index, &blocks);
         let request = |j: usize, page: Page| prefetch_entries(page, runs.map(|v| v[heads[j].0].as_slice()), meta.bits);
         while let Some((j, buffer)) = pages.next(request) {
