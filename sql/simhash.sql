@@ -488,7 +488,7 @@ CREATE FUNCTION simhash_ball(center simhash64, radius integer) RETURNS simhash_b
 -- security a radius test can still be an index condition below the policies' quals)
 CREATE FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) RETURNS boolean
     AS 'MODULE_PATHNAME', 'simhash_within_ball' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
--- Estimates: the share of uniform fingerprints within the radius (src/index/selectivity.rs).
+-- Estimates: the share of uniform fingerprints within the radius (src/index/cost.rs).
 CREATE FUNCTION simhash_internal.simhash_ball_sel(internal, oid, internal, integer) RETURNS double precision
     AS 'MODULE_PATHNAME', 'simhash_ball_sel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION simhash_internal.simhash_ball_joinsel(internal, oid, internal, smallint, internal) RETURNS double precision

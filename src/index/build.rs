@@ -4,170 +4,20 @@
 //! bucket page yet), the built part with every row (`super::dense`), the chain of NULL rows. An
 //! unlogged table's empty index (the init fork) is written the same way and always logged.
 //!
-//! The rows are held in memory (32 bytes each) while they fit in `maintenance_work_mem`; beyond
-//! it they go to five sorts that spill to temporary files ([`Spilled`]), one per segment and one
-//! for the NULL rows, which keep to `maintenance_work_mem` together.
+//! The rows are held in memory while they fit in `maintenance_work_mem`, beyond it in sorts that
+//! spill to temporary files (`super::spill`).
 
 use pgrx::pg_sys::{self, Page};
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::{bucket_bits, bucket_of};
-use simhash_core::dense::VALUES;
 
-use super::dense::{self, SortedRows};
-use super::page::{self, DirectoryEntry, Entry, Kind};
-use super::{fingerprint_of, SEGMENTS};
-use crate::pg::errors::raise;
+use super::dense_write::{self, SortedRows};
+use super::page::{self, fingerprint_of, DirectoryEntry, Entry, Kind};
+use super::spill::BuildState;
+use super::{buffers, chain, entries, meta};
 use crate::pg::tuplesort::Sort;
+use simhash_core::SEGMENTS;
 use simhash_core::SEGMENT_BITS;
-
-/// The bytes a row with a fingerprint takes in memory: its entry, and its key while a segment
-/// of the built part is sorted (`dense::InMemory`).
-const ROW_BYTES: usize = 32;
-/// The bytes a row whose fingerprint is NULL takes in memory.
-const NULL_ROW_BYTES: usize = 16;
-/// Rows moved to the sorts at a time when the build spills, after which their memory is given
-/// back (16 MB).
-const SPILLED_AT_ONCE: usize = 1 << 20;
-
-struct BuildState {
-    entries: Vec<Entry>,
-    /// The rows whose fingerprint is NULL.
-    nulls: Vec<Entry>,
-    /// The bytes the rows may take in memory: `maintenance_work_mem`.
-    budget: usize,
-    /// The sorts the rows go to once they do not fit in memory.
-    spilled: Option<Box<Spilled>>,
-}
-
-impl BuildState {
-    /// Adds a row: `fp` (`None`: NULL) at `tid`.
-    fn add(&mut self, fp: Option<u64>, tid: pg_sys::ItemPointerData) {
-        if let Some(spilled) = &mut self.spilled {
-            return spilled.put(fp, tid);
-        }
-        let held = self.entries.capacity() * ROW_BYTES + self.nulls.capacity() * NULL_ROW_BYTES;
-        let (rows, row_bytes) = match fp {
-            Some(_) => (&mut self.entries, ROW_BYTES),
-            None => (&mut self.nulls, NULL_ROW_BYTES),
-        };
-        if rows.len() == rows.capacity() {
-            // Room for as many again, or for what fits; the sorts when that is too little.
-            let more = rows.len().max(1024).min(self.budget.saturating_sub(held) / row_bytes);
-            if more < 1024 && builds_dense() {
-                self.spill();
-                return self.add(fp, tid);
-            }
-            if rows.try_reserve_exact(more.max(1)).is_err() {
-                super::reserve(rows, more.max(1)); // (the ERROR of a failed allocation)
-            }
-        }
-        rows.push(Entry { fp: fp.unwrap_or(0), tid });
-    }
-
-    /// Moves the rows held in memory to sorts that spill to disk, giving their memory back as it
-    /// goes, for the rows to come too.
-    fn spill(&mut self) {
-        crate::pg::errors::notice(
-            format!(
-                "simhash index rows no longer fit in maintenance_work_mem after {} rows: sorting on disk",
-                self.entries.len() + self.nulls.len()
-            ),
-            Some("The build takes about twice as long.".into()),
-            Some(format!("Raise maintenance_work_mem ({ROW_BYTES} bytes a row) for a faster build.")),
-        );
-        let mut spilled = Box::new(Spilled::new(self.budget / 1024));
-        for (rows, null) in [(&mut self.entries, false), (&mut self.nulls, true)] {
-            while !rows.is_empty() {
-                let from = rows.len().saturating_sub(SPILLED_AT_ONCE);
-                for entry in rows.drain(from..) {
-                    spilled.put((!null).then_some(entry.fp), entry.tid);
-                }
-                rows.shrink_to_fit();
-                pgrx::check_for_interrupts!();
-            }
-            *rows = Vec::new();
-        }
-        self.spilled = Some(spilled);
-    }
-}
-
-/// A build's rows in sorts that keep to `maintenance_work_mem` together, spilling to temporary
-/// files: each segment's order keys (segment 0's with the TIDs) and the NULL rows' TIDs, and how
-/// many rows have each segment value, for the built part's directories.
-struct Spilled {
-    segment_0: Option<Sort<(u64, pg_sys::ItemPointerData)>>,
-    segments: [Option<Sort<u64>>; SEGMENTS as usize - 1],
-    nulls: Sort<u64>,
-    counts: Vec<u32>,
-    /// The rows with a fingerprint.
-    rows: u32,
-    /// The segment begun (`SortedRows`).
-    current: u32,
-}
-
-impl Spilled {
-    fn new(budget_kb: usize) -> Spilled {
-        let share = budget_kb / (SEGMENTS as usize + 1);
-        Spilled {
-            segment_0: Some(Sort::new(share)),
-            segments: std::array::from_fn(|_| Some(Sort::new(share))),
-            nulls: Sort::new(share),
-            counts: vec![0; SEGMENTS as usize * VALUES],
-            rows: 0,
-            current: 0,
-        }
-    }
-
-    fn put(&mut self, fp: Option<u64>, tid: pg_sys::ItemPointerData) {
-        let Some(fp) = fp else {
-            return self.nulls.put(crate::pg::tid::tid_order(&tid));
-        };
-        if self.rows == u32::MAX {
-            raise(
-                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("a simhash index is built on at most {} rows", u32::MAX),
-                None,
-                None,
-            );
-        }
-        self.rows += 1;
-        for n in 0..SEGMENTS {
-            self.counts[n as usize * VALUES + usize::from(simhash_core::buckets::segment_value(fp, n))] += 1;
-        }
-        self.segment_0.as_mut().unwrap().put((dense::order_key(fp, 0), tid));
-        for (n, sort) in (1..).zip(self.segments.iter_mut()) {
-            sort.as_mut().unwrap().put(dense::order_key(fp, n));
-        }
-    }
-}
-
-impl SortedRows for Spilled {
-    fn rows(&self) -> u32 {
-        self.rows
-    }
-    fn begin(&mut self, n: u32) -> Vec<u32> {
-        // The segments before are written: their sorts and files go.
-        if n >= 1 {
-            self.segment_0 = None;
-            for m in 1..n {
-                self.segments[m as usize - 1] = None;
-            }
-        }
-        match n {
-            0 => self.segment_0.as_mut().unwrap().sort(),
-            n => self.segments[n as usize - 1].as_mut().unwrap().sort(),
-        }
-        self.current = n;
-        simhash_core::dense::directory_of_counts(&self.counts[n as usize * VALUES..(n as usize + 1) * VALUES])
-    }
-    fn next(&mut self) -> Option<(u64, pg_sys::ItemPointerData)> {
-        match self.current {
-            0 => self.segment_0.as_mut().unwrap().next(),
-            n => Some((self.segments[n as usize - 1].as_mut().unwrap().next()?, pg_sys::ItemPointerData::default())),
-        }
-    }
-}
 
 #[pg_guard]
 unsafe extern "C-unwind" fn build_callback(
@@ -196,7 +46,8 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
         let budget = pg_sys::maintenance_work_mem.max(1024) as usize * 1024;
-        let mut state = BuildState { entries: Vec::new(), nulls: Vec::new(), budget, spilled: None };
+        let mut state =
+            BuildState { entries: Vec::new(), nulls: Vec::new(), budget, spilled: None, spills: builds_dense() };
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -223,7 +74,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             // Format 5: the rows in the built part (format 4 beyond the rows a built part can count,
             // 2^32 - 1, and in its tests).
             if builds_dense() && u32::try_from(state.entries.len()).is_ok() {
-                let mut built = dense::InMemory::new(&state.entries);
+                let mut built = dense_write::InMemory::new(&state.entries);
                 write_index(index, fork, &[], Some(&mut built), state.nulls.len(), &mut next_null);
             } else {
                 write_index(index, fork, &state.entries, None, state.nulls.len(), &mut next_null);
@@ -239,7 +90,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     unsafe {
-        let mut built = dense::InMemory::new(&[]);
+        let mut built = dense_write::InMemory::new(&[]);
         let built = builds_dense().then_some(&mut built as &mut dyn SortedRows);
         write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], built, 0, &mut || None);
     }
@@ -286,7 +137,7 @@ unsafe fn write_index(
                 next_block += pages;
             }
         }
-        let mut meta = page::new_meta(bits, directory_pages);
+        let mut meta = meta::new_meta(bits, directory_pages);
         if !dense {
             meta.version = 4;
         }
@@ -334,7 +185,7 @@ unsafe fn write_index(
                     page::init_page(page, kind, segment);
                     let mut len = 0;
                     for entry in chunk {
-                        page::push_entry(page, entry, meta.keeps_apart());
+                        entries::push_entry(page, entry, meta.keeps_apart());
                         len += 1;
                     }
                     if kind == Kind::Bucket {
@@ -345,7 +196,7 @@ unsafe fn write_index(
             };
         let values = 1usize << SEGMENT_BITS;
         let mut sorted = Vec::new();
-        super::reserve(&mut sorted, entries.len());
+        super::memory::reserve(&mut sorted, entries.len());
         sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
         for segment in 0..SEGMENTS {
             let mut starts = vec![0usize; values + 1];
@@ -380,13 +231,13 @@ unsafe fn write_index(
             pgrx::check_for_interrupts!();
         }
         if let Some(built) = built.filter(|built| built.rows() > 0) {
-            let part = super::dense::write(built, block, |at, fill| write_page(index, fork, at, fill));
+            let part = super::dense_write::write(built, block, |at, fill| write_page(index, fork, at, fill));
             block += part.blocks();
         }
         debug_assert_eq!(block, next_block);
         for i in 0..null_pages {
             let mut chunk = (0..per_page).map_while(|_| next_null()).map(|tid| Entry { fp: 0, tid });
-            write_chain_page(block, Kind::Nulls, page::NULLS_SEGMENT, &mut chunk, i + 1 == null_pages);
+            write_chain_page(block, Kind::Nulls, chain::NULLS_SEGMENT, &mut chunk, i + 1 == null_pages);
             block += 1;
             if block.is_multiple_of(64) {
                 pgrx::check_for_interrupts!();
@@ -434,7 +285,7 @@ fn builds_dense() -> bool {
 /// Appends block `block` (the next one) to `fork`, filled by `fill`.
 unsafe fn write_page(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, block: u32, fill: impl FnOnce(Page)) {
     unsafe {
-        let buffer = page::new_buffer(index, fork);
+        let buffer = buffers::new_buffer(index, fork);
         if pg_sys::BufferGetBlockNumber(buffer) != block {
             error!("simhash index build expected block {block}, got {}", pg_sys::BufferGetBlockNumber(buffer));
         }

@@ -14,10 +14,13 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::buckets::bucket_of;
+use simhash_core::SEGMENTS;
 
+use super::chain::{self, ChainSlot};
 use super::dense::{self, Dense};
-use super::page::{self, corrupt, ChainSlot, Kind, INVALID_BLOCK};
-use super::SEGMENTS;
+use super::dense_read;
+use super::page::{self, corrupt, Kind, INVALID_BLOCK};
+use super::{buffers, entries, meta};
 use crate::pg::errors::raise;
 use crate::pg::tuplesort::Sort;
 
@@ -65,7 +68,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         if blocks == 0 {
             corrupt(index, "it has no metapage".into());
         }
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
         if 1 + SEGMENTS * meta.directory_pages > blocks {
             corrupt(index, format!("its {blocks} blocks cannot hold its directory"));
         }
@@ -84,7 +87,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
             }
             for block in range {
                 seen[block as usize] = true;
-                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let buffer = buffers::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
                 if let Some(fault) = dense::page_fault(&built, block, pg_sys::BufferGetPage(buffer)) {
                     corrupt(index, format!("block {block} of its built part: {fault}"));
                 }
@@ -95,7 +98,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
             for segment in 0..SEGMENTS {
                 let mut fps = FingerprintSet::default();
                 let mut last = None;
-                dense::read_values(index, &built, segment, 0, simhash_core::dense::VALUES, |fp, tid| {
+                dense_read::read_values(index, &built, segment, 0, simhash_core::dense::VALUES, |fp, tid| {
                     let key = simhash_core::dense::order_key(fp, segment);
                     if last.is_some_and(|last| last > key) {
                         corrupt(index, format!("segment {segment} of its built part is not in order at {fp:016x}"));
@@ -128,7 +131,7 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         // every entry and its block; returns the number of entries.
         let mut walk = |slot: ChainSlot, name: &str, each: &mut dyn FnMut(u64, pg_sys::ItemPointerData, u32)| -> i64 {
             let (kind, segment) = slot.page_kind();
-            let chain = page::chain_of(index, slot);
+            let chain = chain::chain_of(index, slot);
             if (chain.head == INVALID_BLOCK) != (chain.tail == INVALID_BLOCK) {
                 corrupt(index, format!("{name} has a head or a tail, not both"));
             }
@@ -140,17 +143,17 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                     corrupt(index, format!("{name} links to block {block} again or out of range"));
                 }
                 seen[block as usize] = true;
-                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let buffer = buffers::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
                 let chain_page = pg_sys::BufferGetPage(buffer);
                 page::expect_kind(chain_page, kind, index, block);
-                if let Some(fault) = page::layout_fault(chain_page, meta.keeps_apart()) {
+                if let Some(fault) = entries::layout_fault(chain_page, meta.keeps_apart()) {
                     corrupt(index, format!("block {block} of {name}: {fault}"));
                 }
                 let special = *page::special(chain_page);
                 if special.segment() != segment {
                     corrupt(index, format!("block {block} of {name} says segment {}", special.segment()));
                 }
-                let entries = page::entries(chain_page);
+                let entries = entries::entries(chain_page);
                 let value = |i: usize| simhash_core::buckets::segment_value(entries.fp(i), u32::from(segment));
                 let sorted = special.sorted();
                 if sorted > entries.len()
@@ -200,12 +203,12 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         // initialized one must be a bucket page or a page of NULL rows, and hold nothing).
         for block in first_chain_block..blocks {
             if !seen[block as usize] {
-                let buffer = page::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let buffer = buffers::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
                 let any_page = pg_sys::BufferGetPage(buffer);
                 if !pg_sys::PageIsNew(any_page) {
                     let kind = if page::is_kind(any_page, Kind::Nulls) { Kind::Nulls } else { Kind::Bucket };
                     page::expect_kind(any_page, kind, index, block);
-                    if !page::entries(any_page).is_empty() {
+                    if !entries::entries(any_page).is_empty() {
                         corrupt(index, format!("block {block} holds entries but is in no bucket"));
                     }
                 }

@@ -10,15 +10,20 @@
 //! invalid (offset 0): their fingerprints stay in every segment, and a match with such a row finds
 //! no TID. The rows inserted since the build are in the buckets (`super::page`), as in an index of
 //! format 4; a REINDEX moves them here.
+//!
+//! This file has the layout of the built part ([`Dense`], its pages and their checks) and its
+//! marks by VACUUM; `super::dense_read` reads it (the runs of segment values, with read-ahead),
+//! `super::dense_write` writes it at a build.
 
-use pgrx::pg_sys::{self, BlockNumber, Buffer, Page};
-use simhash_core::dense::{self as layout, RESIDUAL_BYTES, VALUES};
+use pgrx::pg_sys::{self, BlockNumber, Page};
+use simhash_core::dense::{RESIDUAL_BYTES, VALUES};
+use simhash_core::SEGMENTS;
 
-use super::page::{self, Kind, Meta};
-use super::SEGMENTS;
+use super::page::{self, Kind, Meta, TID};
 
-/// The bytes of a TID.
-const TID: usize = std::mem::size_of::<pg_sys::ItemPointerData>();
+/// The `tid_order` key of a row of the built part met in segments 1 to 3, which keep no TIDs (no
+/// TID's key): its TID is looked up in segment 0 ([`super::dense_read::rows_of`]) when it is needed.
+pub(super) const UNRESOLVED: u64 = u64::MAX;
 
 /// Entries of a page of segment `n`.
 pub(super) fn per_page(n: u32) -> usize {
@@ -30,7 +35,7 @@ pub(super) fn per_page(n: u32) -> usize {
 }
 
 /// The bytes of a page of segment `n` that its entries may take.
-fn used_bytes(n: u32) -> usize {
+pub(super) fn used_bytes(n: u32) -> usize {
     if n == 0 {
         per_page(0) * (RESIDUAL_BYTES + TID)
     } else {
@@ -39,7 +44,7 @@ fn used_bytes(n: u32) -> usize {
 }
 
 /// Directory positions on a directory page.
-fn directory_per_page() -> usize {
+pub(super) fn directory_per_page() -> usize {
     page::usable() / std::mem::size_of::<u32>()
 }
 
@@ -82,7 +87,7 @@ impl Dense {
     }
 
     /// The block of the directory of segment `n` that holds position `value` of it, and where.
-    fn directory_position(&self, n: u32, value: usize) -> (BlockNumber, usize) {
+    pub fn directory_position(&self, n: u32, value: usize) -> (BlockNumber, usize) {
         let per = directory_per_page();
         (self.segment_start(n) + (value / per) as u32, value % per)
     }
@@ -142,447 +147,12 @@ impl Tids {
 /// # Safety
 ///
 /// `page` is a locked page of the entries of segment `n`, holding `entries`.
-unsafe fn page_entries<'a>(page: Page, n: u32, entries: usize) -> (&'a [u8], Option<Tids>) {
+pub(super) unsafe fn page_entries<'a>(page: Page, n: u32, entries: usize) -> (&'a [u8], Option<Tids>) {
     unsafe {
         let contents = page::contents(page) as *const u8;
         let residuals = std::slice::from_raw_parts(contents, per_page(n) * RESIDUAL_BYTES);
         let tids = (n == 0).then(|| Tids { start: contents.add(per_page(0) * RESIDUAL_BYTES), len: entries });
         (residuals, tids)
-    }
-}
-
-/// A page of the built part at a time, share-locked (the pages after one another, each left when
-/// the next is asked for).
-struct Reader {
-    index: pg_sys::Relation,
-    current: Option<(BlockNumber, Buffer)>,
-}
-
-impl Reader {
-    fn new(index: pg_sys::Relation) -> Reader {
-        Reader { index, current: None }
-    }
-
-    /// Page `block`, of `kind` and segment `n` (else an ERROR: the index is corrupt).
-    unsafe fn page(&mut self, block: BlockNumber, kind: Kind, n: u32) -> Page {
-        unsafe {
-            match self.current {
-                Some((current, buffer)) if current == block => return pg_sys::BufferGetPage(buffer),
-                Some((_, buffer)) => {
-                    pg_sys::UnlockReleaseBuffer(buffer);
-                    self.current = None;
-                    pgrx::check_for_interrupts!();
-                }
-                None => {}
-            }
-            let buffer = page::read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
-            self.current = Some((block, buffer));
-            let dense_page = pg_sys::BufferGetPage(buffer);
-            expect_page(self.index, dense_page, block, kind, n);
-            dense_page
-        }
-    }
-
-    fn finish(self) {
-        if let Some((_, buffer)) = self.current {
-            unsafe { pg_sys::UnlockReleaseBuffer(buffer) };
-        }
-    }
-}
-
-/// Position `value` (0..=VALUES) of the directory of segment `n`.
-unsafe fn directory_at(reader: &mut Reader, dense: &Dense, n: u32, value: usize) -> u32 {
-    unsafe {
-        let (block, slot) = dense.directory_position(n, value);
-        let directory = reader.page(block, Kind::DenseDirectory, n);
-        let position = page::contents(directory).cast::<u32>().add(slot).read();
-        if position > dense.rows {
-            page::corrupt(
-                reader.index,
-                format!("the directory of segment {n} gives position {position} of {}", dense.rows),
-            );
-        }
-        position
-    }
-}
-
-/// The runs of entries of `values` (segment values) in segment `n`: (first, end) positions.
-///
-/// # Safety
-///
-/// `index` is an open simhash index with the built part `dense`.
-pub(super) unsafe fn runs(index: pg_sys::Relation, dense: &Dense, n: u32, values: &[u16]) -> Vec<(u32, u32)> {
-    unsafe {
-        let mut reader = Reader::new(index);
-        let mut runs = Vec::new();
-        super::reserve(&mut runs, values.len());
-        // The positions asked for, requested from memory a page at a time ahead of their reads.
-        let per = directory_per_page();
-        let mut requested = usize::MAX;
-        for (i, &value) in values.iter().enumerate() {
-            let value = usize::from(value);
-            if value / per != requested {
-                requested = value / per;
-                let (block, _) = dense.directory_position(n, value);
-                let directory = reader.page(block, Kind::DenseDirectory, n);
-                for &other in values[i..].iter().take_while(|&&v| usize::from(v) / per == requested) {
-                    prefetch_bytes(page::contents(directory).add(usize::from(other) % per * 4), 8);
-                }
-            }
-        }
-        for &value in values {
-            let first = directory_at(&mut reader, dense, n, usize::from(value));
-            let end = directory_at(&mut reader, dense, n, usize::from(value) + 1);
-            if end < first {
-                page::corrupt(index, format!("the run of value {value} in segment {n} ends before it starts"));
-            }
-            runs.push((first, end));
-        }
-        reader.finish();
-        runs
-    }
-}
-
-/// How many pages ahead of the one it reads [`read_runs`] keeps pinned, and requests the entries
-/// of.
-const PINNED_AHEAD: usize = 16;
-const ENTRIES_AHEAD: usize = 2;
-/// How many pages ahead of the one it pins [`read_runs`] requests the buffer descriptor of.
-const DESCRIPTORS_AHEAD: usize = 8;
-
-/// The entries of a run on one page.
-pub(super) struct Part<'a> {
-    /// Which run (its position in the runs read).
-    pub run: usize,
-    /// The page's residuals.
-    pub residuals: &'a [u8],
-    /// The run's entries on the page: `from..to`.
-    pub from: usize,
-    pub to: usize,
-    /// The page's TIDs (segment 0).
-    pub tids: Option<Tids>,
-    /// The position in the segment of the page's first entry.
-    pub base: u32,
-}
-
-impl Part<'_> {
-    /// Calls `found(i, fp)` for each entry `i` of the part, whose segment `n` is `value`, within
-    /// `k` bits of `query` (its fingerprint `fp`): the value's distance, one for the run, and the
-    /// residuals' ([`layout::for_each_near_residual`]).
-    pub fn near(&self, value: u16, n: u32, query: u64, k: u32, mut found: impl FnMut(usize, u64)) {
-        let value_distance = (value ^ simhash_core::buckets::segment_value(query, n)).count_ones();
-        let Some(limit) = k.checked_sub(value_distance) else { return };
-        layout::for_each_near_residual(
-            self.residuals,
-            self.from,
-            self.to,
-            layout::residual(query, n),
-            limit,
-            |i, r| found(i, layout::assemble(r, value, n)),
-        );
-    }
-}
-
-/// Calls `each` with the entries of each run of `runs` (first and end position in segment `n`), a
-/// page at a time ([`Part`]). The pages are read in block order, each once for the runs on it,
-/// pinned ahead of their read with the entries to check requested from memory.
-///
-/// # Safety
-///
-/// `index` is an open simhash index with the built part `dense`.
-pub(super) unsafe fn read_runs(
-    index: pg_sys::Relation,
-    dense: &Dense,
-    n: u32,
-    runs: &[(u32, u32)],
-    mut each: impl FnMut(Part<'_>),
-) {
-    unsafe {
-        // The parts of the runs on each page: (block, run, from, to), in block order.
-        let mut parts: Vec<(BlockNumber, u32, u16, u16)> = Vec::new();
-        for (j, &(first, end)) in runs.iter().enumerate() {
-            let mut at = first;
-            while at < end {
-                let (block, slot) = dense.position(n, at);
-                let on_page = (per_page(n) - slot).min((end - at) as usize);
-                super::push(&mut parts, (block, j as u32, slot as u16, (slot + on_page) as u16));
-                at += on_page as u32;
-            }
-        }
-        parts.sort_by_key(|&(block, ..)| block);
-        let mut blocks: Vec<BlockNumber> = parts.iter().map(|&(block, ..)| block).collect();
-        blocks.dedup();
-        let guesses = super::recent::guesses(index, blocks.iter().copied());
-        let mut pinned: std::collections::VecDeque<(BlockNumber, Buffer)> =
-            std::collections::VecDeque::with_capacity(PINNED_AHEAD + 1);
-        let mut next = 0;
-        let mut pin = |pinned: &mut std::collections::VecDeque<(BlockNumber, Buffer)>| {
-            if let Some(&guess) = guesses.get(next + DESCRIPTORS_AHEAD) {
-                super::recent::prefetch_descriptor(guess);
-            }
-            if let Some(&block) = blocks.get(next) {
-                let buffer = super::recent::read_buffer(index, block, guesses[next]);
-                page::prefetch_ends(pg_sys::BufferGetPage(buffer));
-                pinned.push_back((block, buffer));
-                next += 1;
-            }
-        };
-        for &guess in guesses.iter().take(DESCRIPTORS_AHEAD) {
-            super::recent::prefetch_descriptor(guess);
-        }
-        let mut part = 0; // the first part on the page being read
-        let prefetch = |ahead: &(BlockNumber, Buffer), part: usize| {
-            let (block, buffer) = *ahead;
-            let first = part + parts[part..].iter().take_while(|p| p.0 < block).count();
-            for p in parts[first..].iter().take_while(|p| p.0 == block) {
-                prefetch_residuals(pg_sys::BufferGetPage(buffer), usize::from(p.2), usize::from(p.3));
-            }
-        };
-        for _ in 0..PINNED_AHEAD.min(blocks.len()) {
-            pin(&mut pinned);
-        }
-        for ahead in pinned.iter().take(ENTRIES_AHEAD) {
-            prefetch(ahead, part);
-        }
-        while let Some((block, buffer)) = pinned.pop_front() {
-            pin(&mut pinned);
-            if let Some(ahead) = pinned.get(ENTRIES_AHEAD - 1) {
-                prefetch(ahead, part);
-            }
-            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
-            let dense_page = pg_sys::BufferGetPage(buffer);
-            expect_page(index, dense_page, block, Kind::Dense, n);
-            let (base, entries) = dense.entries_of(n, block);
-            let (residuals, tids) = page_entries(dense_page, n, entries);
-            while let Some(&(at, run, from, to)) = parts.get(part) {
-                if at != block {
-                    break;
-                }
-                each(Part { run: run as usize, residuals, from: usize::from(from), to: usize::from(to), tids, base });
-                part += 1;
-            }
-            pg_sys::UnlockReleaseBuffer(buffer);
-            pgrx::check_for_interrupts!();
-        }
-    }
-}
-
-/// Asks the CPU for residuals `from..to` of a page.
-unsafe fn prefetch_residuals(dense_page: Page, from: usize, to: usize) {
-    unsafe {
-        let start = page::contents(dense_page) as *const u8;
-        prefetch_bytes(start.add(from * RESIDUAL_BYTES), (to - from) * RESIDUAL_BYTES);
-    }
-}
-
-/// Asks the CPU for the `len` bytes at `start` (x86-64; elsewhere nothing).
-fn prefetch_bytes(start: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let end = start.wrapping_add(len);
-        let mut line = start;
-        while line < end {
-            _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
-            line = line.wrapping_add(64);
-        }
-        // (the last line, when `start` is not at a line's start)
-        if len > 0 {
-            _mm_prefetch::<_MM_HINT_T0>(end.wrapping_sub(1) as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (start, len);
-}
-
-/// Calls `each(fp, tid)` for the live rows of the built part whose fingerprint is one of `fps`
-/// (sorted and deduplicated here): for the matches found in segments 1 to 3, which keep no TIDs.
-///
-/// # Safety
-///
-/// `index` is an open simhash index with the built part `dense`.
-pub(super) unsafe fn rows_of(
-    index: pg_sys::Relation,
-    dense: &Dense,
-    fps: &mut Vec<u64>,
-    mut each: impl FnMut(u64, pg_sys::ItemPointerData),
-) {
-    unsafe {
-        super::sort_interruptibly(fps, |&fp| fp);
-        fps.dedup();
-        if fps.is_empty() {
-            return;
-        }
-        let values: Vec<u16> = fps.iter().map(|&fp| simhash_core::buckets::segment_value(fp, 0)).collect();
-        let runs = runs(index, dense, 0, &values);
-        read_runs(index, dense, 0, &runs, |part| {
-            let fp = fps[part.run];
-            let residual = layout::residual(fp, 0);
-            let tids = part.tids.expect("segment 0 has TIDs");
-            let mut i = layout::lower_bound(part.residuals, part.from, part.to, residual);
-            while i < part.to && layout::read_residual(part.residuals, i) == residual {
-                let tid = tids.get(i);
-                if is_live(&tid) {
-                    each(fp, tid);
-                }
-                i += 1;
-            }
-        });
-    }
-}
-
-/// Calls `each(fp, tid)` for every entry of the built part whose segment `n` value is in
-/// `from..to`, in order (`tid`: `None` in segments 1 to 3; in segment 0 perhaps of a removed row,
-/// [`is_live`]).
-///
-/// # Safety
-///
-/// `index` is an open simhash index with the built part `dense`.
-pub(super) unsafe fn read_values(
-    index: pg_sys::Relation,
-    dense: &Dense,
-    n: u32,
-    from: usize,
-    to: usize,
-    mut each: impl FnMut(u64, Option<pg_sys::ItemPointerData>),
-) {
-    unsafe {
-        // Where each value's run starts: the entries' values.
-        let mut starts = Vec::new();
-        super::reserve(&mut starts, to - from + 1);
-        let mut reader = Reader::new(index);
-        for value in from..=to {
-            starts.push(directory_at(&mut reader, dense, n, value));
-        }
-        reader.finish();
-        if starts.windows(2).any(|w| w[1] < w[0]) {
-            page::corrupt(index, format!("the directory of segment {n} is not in order"));
-        }
-        let mut value = from;
-        read_runs(index, dense, n, &[(starts[0], starts[to - from])], |part| {
-            for i in part.from..part.to {
-                let position = part.base + i as u32;
-                while starts[value + 1 - from] <= position {
-                    value += 1;
-                }
-                let fp = layout::assemble(layout::read_residual(part.residuals, i), value as u16, n);
-                each(fp, part.tids.map(|tids| tids.get(i)));
-            }
-        });
-    }
-}
-
-/// The rows of a build as the built part orders them, one segment after the other: in memory
-/// ([`InMemory`]), or from sorts that spilled to disk (`super::build`).
-pub(super) trait SortedRows {
-    /// The rows (each segment has them all).
-    fn rows(&self) -> u32;
-    /// Gets segment `n` ready (0 to 3, in turn) and returns where each segment value's run
-    /// starts (`VALUES + 1` positions).
-    fn begin(&mut self, n: u32) -> Vec<u32>;
-    /// The next entry of the segment begun: its order key (`(value << 48) | residual`,
-    /// `simhash_core::dense::order_key`) and its TID (read in segment 0 only).
-    fn next(&mut self) -> Option<(u64, pg_sys::ItemPointerData)>;
-}
-
-/// The order key of `fp` in segment `n`, as [`SortedRows::next`] returns it.
-pub(super) fn order_key(fp: u64, n: u32) -> u64 {
-    let (value, residual) = layout::order_key(fp, n);
-    (u64::from(value) << 48) | residual
-}
-
-/// A build's rows in memory, each segment sorted when begun: 16 bytes a row besides the entries.
-pub(super) struct InMemory<'a> {
-    entries: &'a [page::Entry],
-    keys: Vec<(u64, u32)>,
-    at: usize,
-}
-
-impl<'a> InMemory<'a> {
-    /// The rows of `entries` (at most `u32::MAX`).
-    pub fn new(entries: &'a [page::Entry]) -> InMemory<'a> {
-        let mut keys = Vec::new();
-        super::reserve(&mut keys, entries.len());
-        InMemory { entries, keys, at: 0 }
-    }
-}
-
-impl SortedRows for InMemory<'_> {
-    fn rows(&self) -> u32 {
-        self.entries.len() as u32
-    }
-    fn begin(&mut self, n: u32) -> Vec<u32> {
-        self.keys.clear();
-        self.keys.extend(self.entries.iter().enumerate().map(|(i, entry)| (order_key(entry.fp, n), i as u32)));
-        super::sort_interruptibly(&mut self.keys, |&key| key);
-        self.at = 0;
-        layout::directory(self.keys.iter().map(|&(key, _)| (key >> 48) as u16))
-    }
-    fn next(&mut self) -> Option<(u64, pg_sys::ItemPointerData)> {
-        let &(key, row) = self.keys.get(self.at)?;
-        self.at += 1;
-        Some((key, self.entries[row as usize].tid))
-    }
-}
-
-/// Writes the built part of `rows` from block `start` on, one block after the other with
-/// `write_page(block, fill)`: segment by segment, its directory and then its entries; returns the
-/// built part.
-///
-/// # Safety
-///
-/// `write_page` writes block `block` of the index, new, as `fill` makes it.
-pub(super) unsafe fn write(
-    rows: &mut dyn SortedRows,
-    start: BlockNumber,
-    mut write_page: impl FnMut(BlockNumber, &mut dyn FnMut(Page)),
-) -> Dense {
-    unsafe {
-        let dense = Dense { start, rows: rows.rows() };
-        let mut block = start;
-        for n in 0..SEGMENTS {
-            let starts = rows.begin(n);
-            let per_directory = directory_per_page();
-            for d in 0..directory_pages() as usize {
-                write_page(block, &mut |directory: Page| {
-                    page::init_page(directory, Kind::DenseDirectory, n as u16);
-                    let slots = &starts[d * per_directory..((d + 1) * per_directory).min(starts.len())];
-                    std::ptr::copy_nonoverlapping(slots.as_ptr(), page::contents(directory).cast::<u32>(), slots.len());
-                    page::set_used(directory, std::mem::size_of_val(slots));
-                });
-                block += 1;
-            }
-            let per = per_page(n);
-            let mut written = 0u64;
-            for _ in 0..dense.data_pages(n) {
-                write_page(block, &mut |data: Page| {
-                    page::init_page(data, Kind::Dense, n as u16);
-                    let contents = page::contents(data);
-                    let residuals = std::slice::from_raw_parts_mut(contents, per * RESIDUAL_BYTES);
-                    let tids = contents.add(per * RESIDUAL_BYTES).cast::<pg_sys::ItemPointerData>();
-                    for i in 0..per {
-                        let Some((key, tid)) = rows.next() else { break };
-                        layout::write_residual(residuals, i, key & layout::RESIDUAL_MASK);
-                        if n == 0 {
-                            tids.add(i).write_unaligned(tid);
-                        }
-                        written += 1;
-                    }
-                    page::set_used(data, used_bytes(n));
-                });
-                block += 1;
-                if block.is_multiple_of(64) {
-                    pgrx::check_for_interrupts!();
-                }
-            }
-            if written != u64::from(dense.rows) || rows.next().is_some() {
-                pgrx::error!("simhash index build: segment {n} has {written} rows or more, not {}", dense.rows);
-            }
-            pgrx::check_for_interrupts!();
-        }
-        debug_assert_eq!(block, dense.segment_start(SEGMENTS));
-        dense
     }
 }
 

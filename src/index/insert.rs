@@ -1,18 +1,20 @@
 //! INSERT: the row's fingerprint appended to the last page of its bucket in each segment, or to a
 //! new page linked at the end of the chain (the full page is then sorted by segment value, for the
-//! probes: `page::sort_entries`). Each is one GenericXLog record over the directory page
+//! probes: `entries::sort_entries`). Each is one GenericXLog record over the directory page
 //! (exclusively locked, which serializes the writers of its buckets), the last page and the new one.
 //! A row whose fingerprint is NULL goes to the chain of NULL rows the same way, under the metapage.
-//! The last page of a chain is checked before it is locked (`page::Links`: a damaged directory entry
+//! The last page of a chain is checked before it is locked (`chain::Links`: a damaged directory entry
 //! naming the directory page the insert holds would have it wait for itself) and after (its kind,
 //! segment, and no next page).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use simhash_core::buckets::bucket_of;
+use simhash_core::SEGMENTS;
 
-use super::page::{self, ChainSlot, Entry, Links, INVALID_BLOCK};
-use super::{fingerprint_of, SEGMENTS};
+use super::chain::{self, ChainSlot, Links};
+use super::page::{self, fingerprint_of, Entry, INVALID_BLOCK};
+use super::{buffers, entries, meta};
 
 #[pg_guard]
 #[allow(clippy::too_many_arguments)]
@@ -27,7 +29,7 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
     _index_info: *mut pg_sys::IndexInfo,
 ) -> bool {
     unsafe {
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
         let mut links = Links::of(index, &meta);
         let Some(fp) = fingerprint_of(*values, *isnull) else {
             // For ORDER BY, which returns every row (no radius test is true for them). An index
@@ -66,26 +68,26 @@ unsafe fn insert_into_chain(
     unsafe {
         let (kind, segment) = slot.page_kind();
         let directory_block = slot.block();
-        let directory = page::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
+        let directory = buffers::read_locked(index, directory_block, pg_sys::BUFFER_LOCK_EXCLUSIVE);
         page::expect_kind(pg_sys::BufferGetPage(directory), slot.holder_kind(), index, directory_block);
         let ends = *slot.ends(pg_sys::BufferGetPage(directory));
-        page::expect_both_ends(index, &ends, &slot);
+        chain::expect_both_ends(index, &ends, &slot);
         let tail = ends.tail;
 
         if tail != INVALID_BLOCK {
             // The tail checked before it is locked (a damaged link to the page held here, the
             // directory's or the metapage, would have the backend wait for itself), and after.
             links.check(tail, &slot);
-            let tail_buffer = page::read_locked(index, tail, pg_sys::BUFFER_LOCK_EXCLUSIVE);
+            let tail_buffer = buffers::read_locked(index, tail, pg_sys::BUFFER_LOCK_EXCLUSIVE);
             let tail_page = pg_sys::BufferGetPage(tail_buffer);
-            page::expect_chain_page(tail_page, (kind, segment), index, tail, &slot);
+            chain::expect_chain_page(tail_page, (kind, segment), index, tail, &slot);
             let next = (*page::special(tail_page)).next;
             if next != INVALID_BLOCK {
                 page::corrupt(index, format!("block {tail}, the last page of {slot}, links to block {next}"));
             }
-            let mut change = page::Change::start(index);
+            let mut change = buffers::Change::start(index);
             let tail_page = change.page(tail_buffer, false);
-            if page::push_entry(tail_page, entry, apart) {
+            if entries::push_entry(tail_page, entry, apart) {
                 change.finish();
                 pg_sys::UnlockReleaseBuffer(tail_buffer);
                 pg_sys::UnlockReleaseBuffer(directory);
@@ -93,13 +95,13 @@ unsafe fn insert_into_chain(
             }
             // Full: sorted, and a new page at the end of the chain.
             if sort && kind == page::Kind::Bucket {
-                page::sort_entries(tail_page);
+                entries::sort_entries(tail_page);
             }
-            let new_buffer = page::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+            let new_buffer = buffers::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);
             let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
             let new_page = change.page(new_buffer, true);
             page::init_page(new_page, kind, segment);
-            page::push_entry(new_page, entry, apart);
+            entries::push_entry(new_page, entry, apart);
             (*page::special(tail_page)).next = new_block;
             let directory_page = change.page(directory, false);
             (*slot.ends(directory_page)).tail = new_block;
@@ -111,12 +113,12 @@ unsafe fn insert_into_chain(
         }
 
         // An empty bucket: its first page.
-        let new_buffer = page::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let new_buffer = buffers::new_buffer(index, pg_sys::ForkNumber::MAIN_FORKNUM);
         let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
-        let mut change = page::Change::start(index);
+        let mut change = buffers::Change::start(index);
         let new_page = change.page(new_buffer, true);
         page::init_page(new_page, kind, segment);
-        page::push_entry(new_page, entry, apart);
+        entries::push_entry(new_page, entry, apart);
         let directory_page = change.page(directory, false);
         *slot.ends(directory_page) = page::DirectoryEntry { head: new_block, tail: new_block };
         change.finish();

@@ -8,12 +8,9 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::dense::{self, Dense};
-use super::page;
-
-/// The key of an entry of the built part's segments 1 to 3, which keep no TIDs (no TID's
-/// `tid_order` key).
-const UNRESOLVED: u64 = u64::MAX;
+use super::dense::{self, Dense, UNRESOLVED};
+use super::dense_read;
+use super::{chain, meta};
 
 /// How many fingerprints' rows a run keeps resolved (then forgets them all).
 const RESOLVED_KEPT: usize = 1 << 16;
@@ -35,7 +32,7 @@ pub(super) unsafe fn for_each_pair(
     on_pairs: simhash_core::bucket_pairs::OnPairs<u64>,
 ) {
     unsafe {
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
         let built = Dense::of(&meta);
         let mut load = |segment: u32, bucket: u32, entries: &mut Vec<(u64, u64)>| {
             if let Some(built) = built {
@@ -43,14 +40,16 @@ pub(super) unsafe fn for_each_pair(
                 // without TIDs, which `on_pairs` below looks up in segment 0 for the pairs found.
                 let width = 1usize << (simhash_core::SEGMENT_BITS - meta.bits);
                 let from = bucket as usize * width;
-                dense::read_values(index, &built, segment, from, from + width, |fp, tid| match tid {
-                    Some(tid) if dense::is_live(&tid) => super::push(entries, (fp, crate::pg::tid::tid_order(&tid))),
+                dense_read::read_values(index, &built, segment, from, from + width, |fp, tid| match tid {
+                    Some(tid) if dense::is_live(&tid) => {
+                        super::memory::push(entries, (fp, crate::pg::tid::tid_order(&tid)))
+                    }
                     Some(_) => {}
-                    None => super::push(entries, (fp, UNRESOLVED)),
+                    None => super::memory::push(entries, (fp, UNRESOLVED)),
                 });
             }
-            page::read_buckets(index, &meta, segment, &[bucket], None, |_, page_entries, _| {
-                super::reserve(entries, page_entries.len());
+            chain::read_buckets(index, &meta, segment, &[bucket], None, |_, page_entries, _| {
+                super::memory::reserve(entries, page_entries.len());
                 entries.extend(page_entries.iter().map(|(fp, tid)| (fp, crate::pg::tid::tid_order(&tid))));
             });
         };
@@ -70,13 +69,13 @@ pub(super) unsafe fn for_each_pair(
             }
             let keys = resolved.entry(fp).or_insert_with(|| {
                 let mut keys = Vec::new();
-                dense::rows_of(index, &built, &mut vec![fp], |_, tid| {
-                    super::push(&mut keys, crate::pg::tid::tid_order(&tid))
+                dense_read::rows_of(index, &built, &mut vec![fp], |_, tid| {
+                    super::memory::push(&mut keys, crate::pg::tid::tid_order(&tid))
                 });
                 keys
             });
             let mut rows: Vec<(u64, u64)> = group.iter().copied().filter(|&(_, key)| key != UNRESOLVED).collect();
-            super::reserve(&mut rows, keys.len());
+            super::memory::reserve(&mut rows, keys.len());
             rows.extend(keys.iter().map(|&key| (fp, key)));
             rows.sort_unstable();
             rows.dedup();

@@ -8,7 +8,7 @@
 //! given buffer still holds the page, under the buffer header's lock, and pins it; it is exact,
 //! so a stale guess only costs the usual lookup. This module keeps those guesses: for each of the
 //! last few index files read, the buffer of each block (0: none yet). Only the bucket pages of
-//! scans read through it (`page::read_buckets`); the metapage, the directory and the pages that
+//! scans read through it (`super::readahead`); the metapage, the directory and the pages that
 //! INSERT and VACUUM change are read through `ReadBuffer` (`ReadRecentBuffer` pins under the
 //! buffer header's spinlock, which many backends pinning one hot page would contend for more than
 //! for `ReadBuffer`'s compare-and-swap; the directory gave no measurable gain).
@@ -68,7 +68,7 @@ pub(super) unsafe fn guesses(
 ) -> Vec<Buffer> {
     unsafe {
         let mut guesses = Vec::new();
-        super::reserve(&mut guesses, blocks.len());
+        super::memory::reserve(&mut guesses, blocks.len());
         let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
         if temporary || pg_sys::VacuumCostActive {
             guesses.extend(blocks.map(|_| 0));
@@ -89,21 +89,6 @@ pub(super) unsafe fn guesses(
         });
         guesses
     }
-}
-
-/// Asks the CPU for the descriptor of shared buffer `guess` (a guess of [`guesses`]; 0: none),
-/// which [`read_buffer`] reads first, so that the misses of pages read one after the other overlap.
-pub(super) fn prefetch_descriptor(guess: Buffer) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the address is within the buffer descriptors (checked), and a prefetch reads nothing.
-    unsafe {
-        if guess > 0 && guess <= pg_sys::NBuffers {
-            let descriptor = pg_sys::BufferDescriptors.add(guess as usize - 1);
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(descriptor as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = guess;
 }
 
 /// `ReadBuffer(index, block)`, skipping the buffer mapping table when `guess` (of [`guesses`]),

@@ -6,17 +6,18 @@
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use simhash_core::SEGMENTS;
 
 use super::dense::{self, Dense};
 use super::page::{self, Kind};
-use super::SEGMENTS;
+use super::{buffers, entries, meta};
 
 /// The bucket pages of the index (and those of the chain of NULL rows), each exclusively locked in
 /// turn, with `visit`.
 unsafe fn each_bucket_page(info: *mut pg_sys::IndexVacuumInfo, mut visit: impl FnMut(pg_sys::Buffer)) -> u32 {
     unsafe {
         let index = (*info).index;
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
         let first = 1 + SEGMENTS * meta.directory_pages;
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
         // (the built part has pages of its own: `vacuum_built`)
@@ -104,13 +105,13 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
         let stats = stats_or_new(stats);
         let Some(callback) = callback else { return stats };
         let index = (*info).index;
-        let meta = page::load_meta(index);
+        let meta = meta::load_meta(index);
         let sorts_pages = meta.sorts_pages();
         let mut rows = 0.0;
         let mut removed = 0.0;
         // The built part: the TIDs of removed rows marked in segment 0.
         vacuum_built(info, &meta, pg_sys::BUFFER_LOCK_EXCLUSIVE, |built, block, buffer| {
-            let mut change = page::Change::start(index);
+            let mut change = buffers::Change::start(index);
             let changed = change.page(buffer, false);
             let (left, marked) = dense::mark_removed(built, block, changed, |tid| callback(tid, callback_state));
             rows += left as f64;
@@ -123,20 +124,20 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
         });
         let blocks = each_bucket_page(info, |buffer| {
             let counted = counts_rows(pg_sys::BufferGetPage(buffer));
-            let mut change = page::Change::start(index);
+            let mut change = buffers::Change::start(index);
             let changed = change.page(buffer, false);
-            let gone = page::retain_entries(changed, |entry| {
+            let gone = entries::retain_entries(changed, |entry| {
                 let mut tid = entry.tid;
                 !callback(&mut tid, callback_state)
             });
             if counted {
-                rows += page::entries(changed).len() as f64;
+                rows += entries::entries(changed).len() as f64;
                 removed += gone as f64;
             }
             if gone > 0 {
                 // Rewritten anyway: sorted whole, for the probes.
                 if sorts_pages && page::is_kind(changed, Kind::Bucket) {
-                    page::sort_entries(changed);
+                    entries::sort_entries(changed);
                 }
                 change.finish();
             } else {
@@ -165,14 +166,14 @@ pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
         // No bulk delete ran: count the rows (segment 0's entries and the NULL rows) and pages.
         let stats = stats_or_new(stats);
         let mut rows = 0.0;
-        let meta = page::load_meta((*info).index);
+        let meta = meta::load_meta((*info).index);
         vacuum_built(info, &meta, pg_sys::BUFFER_LOCK_SHARE, |built, block, buffer| {
             rows += dense::mark_removed(built, block, pg_sys::BufferGetPage(buffer), |_| false).0 as f64;
         });
         let blocks = each_bucket_page(info, |buffer| {
             let bucket_page = pg_sys::BufferGetPage(buffer);
             if counts_rows(bucket_page) {
-                rows += page::entries(bucket_page).len() as f64;
+                rows += entries::entries(bucket_page).len() as f64;
             }
         });
         (*stats).num_pages = blocks;

@@ -272,7 +272,12 @@ unsafe fn typed_columns(tbl: Oid, fp_column: &CStr, id_column: &CStr, fcinfo: pg
         if fp_attnum <= 0 || id_attnum <= 0 {
             return false;
         }
-        super::pair_columns_typed(tbl, id_attnum, fp_attnum, pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid))
+        super::input::pair_columns_typed(
+            tbl,
+            id_attnum,
+            fp_attnum,
+            pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid),
+        )
     }
 }
 

@@ -112,7 +112,7 @@ impl TableSource {
                 == pg_sys::CheckEnableRlsResult::RLS_ENABLED as core::ffi::c_int;
             let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
             let id_type = pg_sys::getBaseType(pg_sys::get_atttype(tbl, id_attnum));
-            if !readable || row_security || !super::pair_columns_typed(tbl, id_attnum, fp_attnum, schema) {
+            if !readable || row_security || !super::input::pair_columns_typed(tbl, id_attnum, fp_attnum, schema) {
                 return None;
             }
             let index = crate::lookup::catalog::column_indexes(schema, tbl, fp_attnum)?.own_index()?;

@@ -4,6 +4,21 @@
 //! ([`fingerprint`]) -> a 64-bit fingerprint; fingerprints compare by Hamming distance and split into
 //! four 16-bit segments for pigeonhole lookups ([`distance`]); [`text_format`] is the literal syntax.
 //! Every function here is deterministic and total: user input yields `Result`, never a panic.
+//!
+//! The modules:
+//! - text: [`fold`] (the normal form fingerprints compare), [`features`] (text to weighted
+//!   features), [`shingles`] (character n-grams, `minhash64` and `simhash_ngrams`), [`modes`] (the
+//!   fingerprint modes by name);
+//! - fingerprints: [`fingerprint`] (the weighted bit vote), [`distance`] (Hamming distance,
+//!   segments), [`text_format`] (the literal syntax);
+//! - lookups: [`probes`] (the candidate probes of a radius, per segment), [`buckets`] (the index's
+//!   bucket layout and why a lookup is exact), [`dense`] (the index's built part), [`nearest`]
+//!   (nearest-first order over the buckets), [`cost`] (the radius scan's cost, the recheck's
+//!   choice);
+//! - pairs: [`pairs`] (all pairs in memory, permuted tables), [`bucket_pairs`] (all pairs through
+//!   an index's buckets), [`keyed_pairs`] (pairs spread over machines by key);
+//! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck);
+//! - [`interrupt`] (stopping a long computation on the caller's request).
 
 pub mod bucket_pairs;
 pub mod buckets;
