@@ -189,7 +189,7 @@ unsafe fn suspects_in_one_pass(
 pub(super) struct Conflict {
     pub own_row: pg_sys::ItemPointerData,
     pub distance: u32,
-    /// A copy of the other row.
+    /// A copy of the other row, this conflict's own (its taker frees it).
     pub existing: pg_sys::HeapTuple,
     /// The similarity of the two texts, with verification.
     pub similarity: Option<f64>,
@@ -326,8 +326,11 @@ pub(super) unsafe fn recheck(
                     .filter_map(|(i, (d, _, text))| similar(o, text).map(|s| (i, *d, s)))
                     .min_by(|a, b| b.2.unwrap_or(0.0).total_cmp(&a.2.unwrap_or(0.0)).then(a.1.cmp(&b.1)));
                 if let Some((i, distance, similarity)) = best {
+                    // Each conflict owns its copy (its caller frees it): several own rows with
+                    // this fingerprint can pick the same other row.
+                    let existing = if kept[i] { pg_sys::heap_copytuple(others[i].1) } else { others[i].1 };
                     kept[i] = true;
-                    conflicts.push(Conflict { own_row: o.tid, distance, existing: others[i].1, similarity });
+                    conflicts.push(Conflict { own_row: o.tid, distance, existing, similarity });
                 }
             }
             for (i, (_, tuple, _)) in others.into_iter().enumerate() {

@@ -20,8 +20,9 @@
 # above then means within k and simhash_similarity >= 0.7 (the default threshold).
 # A radius written K:simhash (or K:verify:simhash) runs the same with a simhash index instead of the
 # four segment B-trees (the row trigger's lookup and the commit-time recheck read it). A radius
-# written K:deferred (or K:simhash:deferred) runs the same with the deferred check
-# (simhash_add_dedup(..., deferred => true)): every row is checked at commit.
+# written K:deferred (or K:simhash:deferred, K:verify:deferred, K:verify:simhash:deferred) runs the
+# same with the deferred check (simhash_add_dedup(..., deferred => true)): every row is checked at
+# commit.
 # Usage: tests/concurrency/dedup.sh [k[:verify][:simhash][:deferred] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -75,7 +76,7 @@ FROM (SELECT n, loader, batch, s, planted, random() < 0.1 AS decoy,
 CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64 NOT NULL, body text NOT NULL);
 SELECT simhash_create_indexes('docs', 'fp', '$method') \g /dev/null
 \if :verify
-SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body') \g /dev/null
+SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body', deferred => $deferred) \g /dev/null
 \else
 SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', deferred => $deferred) \g /dev/null
 \endif

@@ -178,6 +178,29 @@ INSERT INTO vshared VALUES (10, 'Loaders must retry a transaction that fails!', 
 COMMIT;
 SELECT id, body FROM vshared ORDER BY id;
 SELECT dblink_disconnect('other');
+-- 5. Many rows of a transaction with one fingerprint, all similar to one concurrent row: each is
+--    deleted. (Each refusal holds its own copy of the other row: a copy freed twice crashed the
+--    second of these transactions of a new session.)
+\c -
+SELECT dblink_connect('other', pg_catalog.format('dbname=%s port=%s host=%s', current_database(),
+    current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+CREATE TABLE vmany (id integer PRIMARY KEY, body text, fp simhash64);
+SELECT count(*) FROM simhash_create_indexes('vmany', 'fp');
+SELECT simhash_add_dedup('vmany', 'fp', 3, 'skip', verify => 'body', deferred => true);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM vmany;
+SELECT dblink_exec('other', $$INSERT INTO vmany VALUES (1, 'Loaders must retry a transaction that fails.', '5555555555555555')$$);
+INSERT INTO vmany SELECT 100 + g, 'Loaders must retry a transaction that fails' || repeat('!', g), '5555555555555554'
+FROM generate_series(1, 50) g;
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM vmany;
+SELECT dblink_exec('other', $$INSERT INTO vmany VALUES (2, 'Loaders must retry a transaction that fails?', 'aaaaaaaaaaaaaaaa')$$);
+INSERT INTO vmany SELECT 200 + g, 'Loaders must retry a transaction that fails' || repeat('?', g), 'aaaaaaaaaaaaaaa8'
+FROM generate_series(1, 50) g;
+COMMIT;
+SELECT id, body FROM vmany ORDER BY id;
+SELECT dblink_disconnect('other');
 DROP EXTENSION dblink;
 
-DROP TABLE vdd, vbig, vbig_row, vlong, vshared;
+DROP TABLE vdd, vbig, vbig_row, vlong, vshared, vmany;
