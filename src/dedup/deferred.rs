@@ -43,8 +43,9 @@ pub(super) unsafe fn remember_written_row(
 ) {
     unsafe {
         if config.action == Action::Report {
-            // (Its report would be written at commit, after PostgreSQL has fired and closed the
-            // transaction's deferred triggers: those of the report table would not run.)
+            // (Its report would be an INSERT at commit, after PostgreSQL has fired the
+            // transaction's deferred triggers and runs no user code any more: deferred triggers
+            // that the INSERT queued on the report table would never fire.)
             raise(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!(
