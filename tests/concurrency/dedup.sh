@@ -46,6 +46,7 @@ for radius in "${radii[@]}"; do
     deferred=false; case "$radius" in *:deferred) deferred=true ;; esac
     log "concurrency: 8 loaders, k = $k$($verify && echo ', verified by text similarity')$($deferred && echo ', checked at commit'), $method index (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
     fresh_database "$db"
+    rm -f "$work"/*.retries   # (counted per configuration)
     q -v verify="$verify" <<SQL
 CREATE TABLE attempts (id bigint PRIMARY KEY, loader int, batch int, fp simhash64, body text);
 SELECT setseed(0.5) \g /dev/null
