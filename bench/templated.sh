@@ -4,7 +4,9 @@
 # MODE, the four segment indexes; then one statement inserts 5,000 new, distinct texts ('new document
 # g text <md5>') and 500 copies of stored rows with one character changed (about 1 % of the text),
 # under: no trigger; simhash_add_dedup(..., K, 'skip'); the same with verify => 'body'. Each run is
-# rolled back, so all start from the same table. Prints the rows dropped and the time per row.
+# rolled back, so all start from the same table. Then the verified check at commit (verify =>
+# 'body', deferred => true), committed (the check runs at COMMIT, which is timed) and its rows
+# deleted after. Prints the rows dropped and the time per row.
 #   usage: bench/templated.sh [N] [MODE] [K]    (default 200000 'minhash64(body, 4, 2)' 11; needs
 #          scripts/setup.sh; about 5 minutes at the default size)
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
@@ -56,3 +58,20 @@ SELECT '| $label | ' || (SELECT 5000 - count(*) FROM d2 WHERE body LIKE 'new doc
 ROLLBACK;
 SQL
 done
+# The verified deferred check: committed (its check runs at COMMIT), then its rows deleted.
+label="\`simhash_add_dedup('d2', 'fp', $K, 'skip', verify => 'body', deferred => true)\` (checked at COMMIT)"
+label=${label//\'/\'\'}
+q -At <<SQL | tail -1
+SET client_min_messages = warning;
+BEGIN;
+SELECT simhash_add_dedup('d2', 'fp', $K, 'skip', verify => 'body', deferred => true) \g /dev/null
+SELECT clock_timestamp() AS t0 \gset
+INSERT INTO d2 (body) SELECT body FROM incoming ORDER BY kind, body;
+COMMIT;
+SELECT clock_timestamp() AS t1 \gset
+SELECT '| $label | ' || (SELECT 5000 - count(*) FROM d2 WHERE body LIKE 'new document%') || ' | '
+       || (SELECT count(*) FROM incoming i WHERE kind = 'edited' AND NOT EXISTS (SELECT FROM d2 WHERE d2.body = i.body))
+       || ' | ' || round((extract(epoch FROM :'t1'::timestamptz - :'t0'::timestamptz) * 1000 / (SELECT count(*) FROM incoming))::numeric, 3) || ' |';
+DROP TRIGGER d2_fp_dedup ON d2;
+DELETE FROM d2 WHERE id > $N;
+SQL

@@ -276,10 +276,10 @@ BEGIN
     IF deferred IS NULL THEN
         RAISE EXCEPTION 'deferred must be true or false, not NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF deferred AND (action OPERATOR(pg_catalog.=) 'report' OR verify IS NOT NULL) THEN
-        RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'' without verify'
+    IF deferred AND action OPERATOR(pg_catalog.=) 'report' THEN
+        RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'''
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Use deferred => false (the check at each row) for action ''report'' or verify.';
+                  HINT = 'Use deferred => false (the check at each row) for action ''report''.';
     END IF;
     IF verify IS NOT NULL THEN
         -- The text column, checked as the trigger will check it (42703, 42804).

@@ -642,7 +642,7 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_notice';
 -- With verify (a text column), a row within k is a near-duplicate only if
 -- simhash_similarity(its text, the stored row's text, n) >= min_similarity.
 -- With deferred, the rows are checked when the transaction commits, all together (an AFTER row
--- trigger remembers them; actions 'error' and 'skip', without verify).
+-- trigger remembers them; actions 'error' and 'skip', verified or not).
 CREATE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
                                   report_table text DEFAULT NULL, verify name DEFAULT NULL,
                                   min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3,
@@ -706,10 +706,10 @@ BEGIN
     IF deferred IS NULL THEN
         RAISE EXCEPTION 'deferred must be true or false, not NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF deferred AND (action OPERATOR(pg_catalog.=) 'report' OR verify IS NOT NULL) THEN
-        RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'' without verify'
+    IF deferred AND action OPERATOR(pg_catalog.=) 'report' THEN
+        RAISE EXCEPTION 'the deferred near-duplicate check supports actions ''error'' and ''skip'''
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Use deferred => false (the check at each row) for action ''report'' or verify.';
+                  HINT = 'Use deferred => false (the check at each row) for action ''report''.';
     END IF;
     IF verify IS NOT NULL THEN
         -- The text column, checked as the trigger will check it (42703, 42804).

@@ -47,11 +47,13 @@
 //! together (each bucket read once for many of them), and only those with a near-duplicate of
 //! another transaction are rechecked one by one.
 //!
-//! The deferred check (`simhash_add_dedup(..., deferred => true)`): the trigger is fired AFTER
-//! the row is written and only remembers the row version (`pending::WrittenRow`); at commit
-//! `recheck::check_written_rows` looks all of the transaction's rows up together against the rows
-//! of others (the batched lookups above, with the same waits), then judges them in the order
-//! written against the rows the transaction kept before each (`simhash_core::dedup::first_come`).
+//! The deferred check (`simhash_add_dedup(..., deferred => true)`, `deferred`): the trigger is
+//! fired AFTER the row is written and only remembers the row version (`pending::WrittenRow`); at
+//! commit `deferred::check_written_rows` looks all of the transaction's rows up together against
+//! the rows of others (the batched lookups above, with the same waits), then judges them in the
+//! order written against the rows the transaction kept before each
+//! (`simhash_core::dedup::first_come`). With verification, the texts of the rows within k decide,
+//! as at each row (`texts` for pairs of the transaction's own rows).
 //!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.
@@ -62,12 +64,14 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 mod config;
+mod deferred;
 mod dirty;
 mod lookup;
 mod messages;
 mod pending;
 mod recheck;
 mod report;
+mod texts;
 mod trigger;
 
 /// Registers the end-of-transaction callbacks; called from `_PG_init`.

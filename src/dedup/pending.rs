@@ -57,8 +57,8 @@ pub(super) struct WrittenRow {
     /// the rows, so their TIDs no longer say where they are.
     pub relfilenode: Oid,
     /// Where the row comes in the order the check at each row would have judged it: the place
-    /// of the version it updated when the UPDATE kept the fingerprint (that check would not have
-    /// looked at it again), else the next place (set by [`remember_row`]). The old and the new
+    /// of the version it updated when the UPDATE kept the fingerprint (and with verification the
+    /// text: that check would not have looked at it again), else the next place (set by [`remember_row`]). The old and the new
     /// version then share a place; at most one of them is stored at commit.
     pub seq: u32,
 }
@@ -135,16 +135,17 @@ pub(super) fn remember(
 
 /// Remembers, for the deferred check, the row version `row` written into `relid` under
 /// `trigger_oid` (see [`remember`]), for a check that skips rows (`skip`) or not. `replaces`: the
-/// version this transaction wrote that an UPDATE replaced with `row`; if it was remembered, `row`
-/// is judged in its place when the UPDATE kept the fingerprint, and updates a row older than the
-/// transaction if that one did.
+/// version this transaction wrote that an UPDATE replaced with `row`, and whether the UPDATE kept
+/// what the check compares (the fingerprint, and with verification the text); if that version was
+/// remembered, `row` is judged in its place when the UPDATE kept it, and updates a row older than
+/// the transaction if that one did.
 pub(super) fn remember_row(
     relid: Oid,
     trigger_oid: Oid,
     config: String,
     skip: bool,
     mut row: WrittenRow,
-    replaces: Option<Identity>,
+    replaces: Option<(Identity, bool)>,
     make: impl FnOnce() -> Pending,
 ) {
     refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
@@ -165,10 +166,10 @@ pub(super) fn remember_row(
 
 impl WrittenRows {
     /// Appends `row`, placed as [`remember_row`] says; `None` when memory runs out.
-    fn push(&mut self, row: &mut WrittenRow, replaces: Option<Identity>) -> Option<()> {
+    fn push(&mut self, row: &mut WrittenRow, replaces: Option<(Identity, bool)>) -> Option<()> {
         // (Past u32::MAX rows, ties: the stable sort then keeps them in the order written.)
         row.seq = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
-        if let Some(old) = replaces {
+        if let Some((old, unchanged)) = replaces {
             if self.positions.is_none() {
                 let mut positions = HashMap::new();
                 positions.try_reserve(self.list.len() + 1).ok()?;
@@ -178,7 +179,7 @@ impl WrittenRows {
             if let Some(&i) = self.positions.as_ref().and_then(|p| p.get(&old)) {
                 let previous = self.list[i];
                 row.updates_older_row = previous.updates_older_row;
-                if previous.fp == row.fp {
+                if unchanged {
                     row.seq = previous.seq;
                     self.reordered = true;
                 }

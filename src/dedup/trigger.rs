@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::config::{read_config, Action, Config};
 use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
-use super::pending::{identity, remember, remember_row, updates_older_row, Pending, WrittenRow};
+use super::pending::{remember, updates_older_row, Pending};
 use super::report::report;
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{
@@ -108,7 +108,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     Some("Create it AFTER INSERT OR UPDATE, or use simhash_add_dedup(..., deferred => true).".into()),
                 );
             }
-            remember_written_row(rel, trigger, schema, &config, row, old_row);
+            super::deferred::remember_written_row(rel, trigger, schema, &config, row, old_row);
             return Datum::from(0usize); // (an AFTER trigger's result is ignored)
         }
         let tupdesc = (*rel).rd_att;
@@ -207,106 +207,6 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
     }
 }
 
-/// The deferred check's row trigger (fired AFTER the row is written): remembers the row version
-/// and its fingerprint, checked with all the transaction's others at commit
-/// (`super::recheck::check_written_rows`).
-///
-/// # Safety
-///
-/// In a trigger call: `rel`, `trigger`, `row` and `old_row` are the call's.
-unsafe fn remember_written_row(
-    rel: pg_sys::Relation,
-    trigger: *const pg_sys::Trigger,
-    schema: Oid,
-    config: &Config,
-    row: pg_sys::HeapTuple,
-    old_row: Option<pg_sys::HeapTuple>,
-) {
-    unsafe {
-        if config.action == Action::Report || config.verify.is_some() {
-            raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!(
-                    "the deferred near-duplicate check of trigger \"{}\" supports actions 'error' and 'skip' without verify",
-                    trigger_name(trigger)
-                ),
-                None,
-                Some("Use simhash_add_dedup(..., deferred => false) for action 'report' or verify.".into()),
-            );
-        }
-        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID {
-            // (It reads and deletes the rows at commit by their TIDs: heap tables only.)
-            raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!(
-                    "the deferred near-duplicate check of trigger \"{}\" works only on tables of the heap access method",
-                    trigger_name(trigger)
-                ),
-                None,
-                Some("Use simhash_add_dedup(..., deferred => false).".into()),
-            );
-        }
-        let tupdesc = (*rel).rd_att;
-        // (Stored generated columns are computed by now.)
-        let Some(fp) = column_value(row, tupdesc, config.attnum) else { return };
-        let header = (*row).t_data;
-        let frozen = pg_sys::HEAP_XMIN_FROZEN as u16;
-        if (*header).t_infomask & frozen == frozen {
-            // (COPY ... FREEZE: the row looks committed long ago, not written by this transaction.)
-            raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!(
-                    "the deferred near-duplicate check of trigger \"{}\" cannot check rows written frozen (COPY FREEZE)",
-                    trigger_name(trigger)
-                ),
-                None,
-                Some("Load without FREEZE, or use simhash_add_dedup(..., deferred => false).".into()),
-            );
-        }
-        let (updates_older_row, replaces) = match old_row {
-            None => (false, None),
-            Some(old_row) => {
-                // A row this transaction did not write, whose fingerprint did not change: nothing
-                // to check. A new version of a row this transaction wrote replaces that one (which
-                // is then gone at commit), so it is taken even then, in that one's place.
-                let ours = super::pending::written_by_this_transaction(old_row);
-                if !ours && column_value(old_row, tupdesc, config.attnum) == Some(fp) {
-                    return;
-                }
-                let old_header = (*old_row).t_data;
-                let replaces = ours.then(|| identity((*old_row).t_self, (*old_header).t_choice.t_heap.t_xmin));
-                (updates_older_row(old_row), replaces)
-            }
-        };
-        let relid = (*rel).rd_id;
-        let trigger_oid = (*trigger).tgoid;
-        warn_once_without_indexes(trigger_oid, rel, config, schema);
-        let key = format!("{}/{}/{:?}/deferred", config.attnum, config.k, config.action);
-        let written = WrittenRow {
-            tid: (*row).t_self,
-            fp,
-            updates_older_row,
-            xmin: (*header).t_choice.t_heap.t_xmin,
-            relfilenode: (*(*rel).rd_rel).relfilenode,
-            seq: 0,
-        };
-        let skip = config.action == Action::Skip;
-        remember_row(relid, trigger_oid, key, skip, written, replaces, || Pending {
-            schema,
-            attnum: config.attnum,
-            column: config.column.clone(),
-            k: config.k,
-            skip,
-            trigger_name: trigger_name(trigger),
-            verify: None,
-            fingerprints: Vec::new(),
-            updated_older_rows: Default::default(),
-            deferred: true,
-            rows: Default::default(),
-        });
-    }
-}
-
 /// The statement trigger that reports, once per statement, how many rows `skip` dropped.
 #[pg_guard]
 #[unsafe(no_mangle)]
@@ -395,7 +295,12 @@ unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
 }
 
 /// Whether the stored row's text column holds the same bytes as `new` (a text datum).
-unsafe fn same_text(old_row: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32, new: Datum) -> bool {
+pub(super) unsafe fn same_text(
+    old_row: pg_sys::HeapTuple,
+    tupdesc: pg_sys::TupleDesc,
+    attnum: i32,
+    new: Datum,
+) -> bool {
     unsafe {
         let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
         if old.value() == new.value() {
@@ -408,7 +313,7 @@ unsafe fn same_text(old_row: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attn
 }
 
 /// Once per trigger and backend: a WARNING when the column has no index the lookup can use.
-unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
+pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
     unsafe {
         if WARNED.with(|w| w.borrow().contains(&trigger_oid)) {
             return;

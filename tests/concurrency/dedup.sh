@@ -20,8 +20,9 @@
 # above then means within k and simhash_similarity >= 0.7 (the default threshold).
 # A radius written K:simhash (or K:verify:simhash) runs the same with a simhash index instead of the
 # four segment B-trees (the row trigger's lookup and the commit-time recheck read it). A radius
-# written K:deferred (or K:simhash:deferred) runs the same with the deferred check
-# (simhash_add_dedup(..., deferred => true)): every row is checked at commit.
+# written K:deferred (or K:simhash:deferred, K:verify:deferred, K:verify:simhash:deferred) runs the
+# same with the deferred check (simhash_add_dedup(..., deferred => true)): every row is checked at
+# commit.
 # Usage: tests/concurrency/dedup.sh [k[:verify][:simhash][:deferred] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -45,6 +46,7 @@ for radius in "${radii[@]}"; do
     deferred=false; case "$radius" in *:deferred) deferred=true ;; esac
     log "concurrency: 8 loaders, k = $k$($verify && echo ', verified by text similarity')$($deferred && echo ', checked at commit'), $method index (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
     fresh_database "$db"
+    rm -f "$work"/*.retries   # (counted per configuration)
     q -v verify="$verify" <<SQL
 CREATE TABLE attempts (id bigint PRIMARY KEY, loader int, batch int, fp simhash64, body text);
 SELECT setseed(0.5) \g /dev/null
@@ -75,7 +77,7 @@ FROM (SELECT n, loader, batch, s, planted, random() < 0.1 AS decoy,
 CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64 NOT NULL, body text NOT NULL);
 SELECT simhash_create_indexes('docs', 'fp', '$method') \g /dev/null
 \if :verify
-SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body') \g /dev/null
+SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body', deferred => $deferred) \g /dev/null
 \else
 SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', deferred => $deferred) \g /dev/null
 \endif

@@ -151,20 +151,25 @@ pub enum Verdict {
 pub const FIRST_COME_DIRECT_UP_TO: usize = 256;
 
 /// The rows `fps` one transaction wrote, in the order it wrote them, judged as the row trigger
-/// would have judged them one by one: a row is refused if it is within `k` of a row of another
-/// transaction (`near_other(i)`) or of an earlier row that was kept; else it is kept.
+/// would have judged them one by one: a row is refused if it is a near-duplicate of a row of
+/// another transaction (`near_other(i)`) or of an earlier row that was kept; else it is kept.
 ///
 /// `alive(i)` says whether row `i` is still stored; it is asked only of rows that would be refused
 /// and of the kept rows that would refuse them (so most rows are never asked), and a row that is
 /// gone is neither kept nor refused. `near_other` is asked once per row, in order.
+/// `similar(i, j)` says whether row `i` within `k` of the earlier kept row `j` is a near-duplicate
+/// of it (with verification: whether their texts are similar enough; else always); it is asked
+/// only of such pairs where both rows are alive, for `i` in order and then `j` in order.
 ///
-/// The kept rows are pairwise more than `k` apart, so a row meets few of them however many copies
-/// of one text the transaction wrote.
+/// Without verification the kept rows are pairwise more than `k` apart, so a row meets few of them
+/// however many copies of one text the transaction wrote; with it, a row meets every kept row
+/// within `k`, as the row trigger's lookup does.
 pub fn first_come(
     fps: &[u64],
     k: u32,
     near_other: &mut dyn FnMut(usize) -> bool,
     alive: &mut dyn FnMut(usize) -> bool,
+    similar: &mut dyn FnMut(usize, usize) -> bool,
 ) -> Result<Vec<Verdict>, NearSetError> {
     let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
     let mut filed = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(KeptRows::new(fps.len(), radii)?) } else { None };
@@ -195,12 +200,13 @@ pub fn first_come(
                 verdict = Verdict::Gone;
             } else {
                 for &j in &candidates {
-                    if alive(j) {
+                    if !alive(j) {
+                        // Gone after all: no longer kept (and skipped where it is filed).
+                        verdicts[j] = Verdict::Gone;
+                    } else if similar(i, j) {
                         verdict = Verdict::NearEarlier(j);
                         break;
                     }
-                    // Gone after all: no longer kept (and skipped where it is filed).
-                    verdicts[j] = Verdict::Gone;
                 }
             }
         }
@@ -327,11 +333,18 @@ mod tests {
         }
     }
 
-    /// The rows judged one by one with every row's state known up front.
-    fn first_come_eagerly(fps: &[u64], k: u32, near_other: &[bool], alive: &[bool]) -> Vec<Verdict> {
+    /// The rows judged one by one with every row's state known up front (`similar`: whether two
+    /// rows within k are near-duplicates, by their text class).
+    fn first_come_eagerly(
+        fps: &[u64],
+        k: u32,
+        near_other: &[bool],
+        alive: &[bool],
+        similar: &dyn Fn(usize, usize) -> bool,
+    ) -> Vec<Verdict> {
         let mut verdicts = Vec::new();
         for (i, &fp) in fps.iter().enumerate() {
-            let earlier = (0..i).find(|&j| verdicts[j] == Verdict::Kept && hamming(fps[j], fp) <= k);
+            let earlier = (0..i).find(|&j| verdicts[j] == Verdict::Kept && hamming(fps[j], fp) <= k && similar(i, j));
             verdicts.push(match (alive[i], near_other[i], earlier) {
                 (false, _, _) => Verdict::Gone,
                 (true, true, _) => Verdict::NearOther,
@@ -362,12 +375,18 @@ mod tests {
             let near_other: Vec<bool> = (0..n).map(|_| next(&mut state).is_multiple_of(10)).collect();
             let alive: Vec<bool> = (0..n).map(|_| !next(&mut state).is_multiple_of(7)).collect();
             let mut asked = vec![false; n];
-            let got = first_come(&fps, k, &mut |i| near_other[i], &mut |i| {
-                asked[i] = true;
-                alive[i]
-            })
+            let got = first_come(
+                &fps,
+                k,
+                &mut |i| near_other[i],
+                &mut |i| {
+                    asked[i] = true;
+                    alive[i]
+                },
+                &mut |_, _| true,
+            )
             .unwrap();
-            let want = first_come_eagerly(&fps, k, &near_other, &alive);
+            let want = first_come_eagerly(&fps, k, &near_other, &alive, &|_, _| true);
             for i in 0..n {
                 if alive[i] {
                     assert_eq!(got[i], want[i], "row {i} of {n}, k = {k}");
@@ -383,7 +402,7 @@ mod tests {
             }
         }
         assert_eq!(
-            first_come(&[1], MAX_DEDUP_RADIUS + 1, &mut |_| false, &mut |_| true),
+            first_come(&[1], MAX_DEDUP_RADIUS + 1, &mut |_| false, &mut |_| true, &mut |_, _| true),
             Err(NearSetError::RadiusOutOfRange)
         );
         // 100,000 copies of one fingerprint and of a near one (a dedup feed): the first is kept and
@@ -392,10 +411,16 @@ mod tests {
         let copies: Vec<u64> = (0..100_000u64).map(|i| if i % 2 == 0 { 0xABCD } else { 0xABCF }).collect();
         for first_alive in [true, false] {
             let mut asked = 0usize;
-            let verdicts = first_come(&copies, 11, &mut |_| false, &mut |i| {
-                asked += 1;
-                i != 0 || first_alive
-            })
+            let verdicts = first_come(
+                &copies,
+                11,
+                &mut |_| false,
+                &mut |i| {
+                    asked += 1;
+                    i != 0 || first_alive
+                },
+                &mut |_, _| true,
+            )
             .unwrap();
             let first = if first_alive { 0 } else { 1 };
             assert_eq!(verdicts[first], Verdict::Kept);
@@ -403,9 +428,51 @@ mod tests {
             assert!(asked <= 2 * copies.len() + 1, "{asked}");
         }
         // Copies: the first is kept, each later one refused by it; once it is gone, the second is kept.
-        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |_| true).unwrap();
+        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |_| true, &mut |_, _| true).unwrap();
         assert_eq!(verdicts, vec![Verdict::Kept, Verdict::NearEarlier(0), Verdict::NearEarlier(0)]);
-        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |i| i != 0).unwrap();
+        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |i| i != 0, &mut |_, _| true).unwrap();
         assert_eq!(verdicts, vec![Verdict::Gone, Verdict::Kept, Verdict::NearEarlier(1)]);
+    }
+
+    /// With verification: a row within k of an earlier kept row is refused only if `similar` says
+    /// so (here: the same text class), as judged eagerly; `similar` is asked only of alive pairs
+    /// within k, the later row first; kept rows may then be within k of each other.
+    #[test]
+    fn first_come_verified_judges_rows_in_order() {
+        let mut state = 13;
+        for (n, k) in [(1, 0), (60, 3), (300, 7), (2000, 11)] {
+            let bases: Vec<u64> = (0..n / 10 + 1).map(|_| next(&mut state)).collect();
+            let fps: Vec<u64> = (0..n)
+                .map(|_| {
+                    let mut fp = bases[next(&mut state) as usize % bases.len()];
+                    for _ in 0..next(&mut state) % (k as u64 + 3) {
+                        fp ^= 1 << (next(&mut state) % 64);
+                    }
+                    fp
+                })
+                .collect();
+            let class: Vec<u64> = (0..n).map(|_| next(&mut state) % 3).collect();
+            let near_other: Vec<bool> = (0..n).map(|_| next(&mut state).is_multiple_of(10)).collect();
+            let alive: Vec<bool> = (0..n).map(|_| !next(&mut state).is_multiple_of(7)).collect();
+            let similar = |i: usize, j: usize| class[i] == class[j];
+            let got = first_come(&fps, k, &mut |i| near_other[i], &mut |i| alive[i], &mut |i, j| {
+                assert!(j < i && alive[i] && alive[j] && hamming(fps[i], fps[j]) <= k, "asked ({i}, {j})");
+                similar(i, j)
+            })
+            .unwrap();
+            let want = first_come_eagerly(&fps, k, &near_other, &alive, &similar);
+            for i in (0..n).filter(|&i| alive[i]) {
+                assert_eq!(got[i], want[i], "row {i} of {n}, k = {k}");
+            }
+            if n >= 300 {
+                let kept_near = (0..n).any(|i| {
+                    got[i] == Verdict::Kept
+                        && alive[i]
+                        && (0..i).any(|j| got[j] == Verdict::Kept && alive[j] && hamming(fps[i], fps[j]) <= k)
+                });
+                assert!(kept_near, "n {n}: no kept rows within k of each other (dissimilar texts)");
+                assert!(got.iter().any(|v| matches!(v, Verdict::NearEarlier(_))), "n {n}");
+            }
+        }
     }
 }

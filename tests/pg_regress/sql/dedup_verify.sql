@@ -151,6 +151,24 @@ INSERT INTO vshared VALUES (10, 'Loaders must retry a transaction that fails!', 
 COMMIT;
 SELECT id, body FROM vshared ORDER BY id;
 SELECT dblink_disconnect('other');
+-- 5. skip at commit: 30 rows of this transaction with one fingerprint and texts not similar to each
+--    other (under 0.85) but each similar to the concurrent row: all 30 are deleted. (Each refusal
+--    holds its own copy of the other row: a copy freed once per row crashed a new session.)
+\c -
+SELECT dblink_connect('other', pg_catalog.format('dbname=%s port=%s host=%s', current_database(),
+    current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+CREATE TABLE vsame (id integer PRIMARY KEY, body text, fp simhash64);
+SELECT count(*) FROM simhash_create_indexes('vsame', 'fp');
+SELECT simhash_add_dedup('vsame', 'fp', 3, 'skip', verify => 'body', min_similarity => 0.85);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM vsame;
+SELECT dblink_exec('other', $$INSERT INTO vsame VALUES (1, 'alpha beta gamma delta epsilon zeta eta theta', '6666666666666666')$$);
+INSERT INTO vsame SELECT 100 + g, 'alpha beta gamma delta epsilon zeta eta theta ' || substr(md5(g::text), 1, 6), '6666666666666664'
+FROM generate_series(1, 30) g;
+SELECT count(*) FROM vsame;
+COMMIT;
+SELECT id, body FROM vsame ORDER BY id;
+SELECT dblink_disconnect('other');
 DROP EXTENSION dblink;
 
-DROP TABLE vd, vd_near_duplicates, templated, vshared;
+DROP TABLE vd, vd_near_duplicates, templated, vshared, vsame;

@@ -162,6 +162,8 @@ INSERT INTO public.m (id, body, fp2) SELECT 1005, body, fp2 FROM public.m WHERE 
 DROP TRIGGER m_fp2_dedup ON public.m;
 SELECT simhash_add_dedup('public.m', 'fp3', 3, 'skip', deferred => true);
 INSERT INTO public.m (id, body, fp3) SELECT 1006, body, fp3 FROM public.m WHERE id = 3;
+SELECT simhash_add_dedup('public.m', 'fp3', 3, 'error', verify => 'body', min_similarity => 0.5, deferred => true);
+INSERT INTO public.m (id, body, fp3) SELECT 1007, body, fp3 FROM public.m WHERE id = 3;
 -- A column of the role's own domain over simhash64, for which it declares look-alikes of the
 -- extension's operator and functions (more exact for the domain than the extension's own): the
 -- statements the extension builds cast such a column to simhash64 first.

@@ -78,12 +78,20 @@ SET ROLE simhash_sec_other;
 SELECT count(*) AS rows_the_tenant_sees FROM sec_docs;
 INSERT INTO sec_docs VALUES (4, 'the quarterly numbers are up by five percent', minhash64('the quarterly numbers are up by five percent'));
 RESET ROLE;
--- The deferred check too (at commit).
+-- The deferred check too (at commit), and verified: no similarity under the policy either; with
+-- the policy gone, the key, distance and similarity.
 SELECT simhash_add_dedup('sec_docs', 'fp', 11, 'error', deferred => true);
 SET ROLE simhash_sec_other;
 INSERT INTO sec_docs VALUES (5, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
 RESET ROLE;
+SELECT simhash_add_dedup('sec_docs', 'fp', 11, 'error', verify => 'body', min_similarity => 0.5, deferred => true);
+SET ROLE simhash_sec_other;
+INSERT INTO sec_docs VALUES (5, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
+RESET ROLE;
 ALTER TABLE sec_docs DISABLE ROW LEVEL SECURITY;
+SET ROLE simhash_sec_other;
+INSERT INTO sec_docs VALUES (5, 'the quarterly numbers are up by four percent', minhash64('the quarterly numbers are up by four percent'));
+RESET ROLE;
 DROP POLICY sec_own_rows ON sec_docs;
 
 -- Lookups and nearest rows honour row-level security and column privileges, through every
