@@ -36,7 +36,13 @@ pub(super) unsafe fn offer(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::Rel
         };
         let Some(own) = ours.own_index else { return };
         for index in PgList::<pg_sys::IndexOptInfo>::from_pg((*rel).indexlist).iter_ptr() {
-            if (*index).relam != own.access_method || !(*index).amcanorderbyop || (*index).nkeycolumns < 1 {
+            // (a partial index only where the query implies its predicate, as the planner's own paths)
+            let partial_unusable = !(*index).indpred.is_null() && !(*index).predOK;
+            if (*index).relam != own.access_method
+                || !(*index).amcanorderbyop
+                || (*index).nkeycolumns < 1
+                || partial_unusable
+            {
                 continue;
             }
             let (opfamily, input_type) = (*(*index).opfamily, *(*index).opcintype);

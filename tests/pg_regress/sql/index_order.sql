@@ -144,6 +144,17 @@ SELECT count(*) FROM ord_docs WHERE id % 7 = 0;
 RESET enable_bitmapscan;
 RESET enable_seqscan;
 DROP INDEX ord_docs_partial;
+-- A partial index serves ORDER BY fp <~> q only where the query implies its predicate, as for <->.
+CREATE TABLE ord_part AS SELECT id, fp FROM ord_docs WHERE id <= 2000;
+CREATE INDEX ord_part_fp ON ord_part USING simhash (fp) WHERE id % 2 = 0;
+ANALYZE ord_part;
+EXPLAIN (COSTS OFF) SELECT id FROM ord_part ORDER BY fp <~> '0123456789abcdef' LIMIT 5;
+SELECT count(*) FILTER (WHERE id % 2 = 1) AS odd_rows
+FROM (SELECT id FROM ord_part ORDER BY fp <~> '0123456789abcdef' LIMIT 20) s;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM ord_part WHERE id % 2 = 0 ORDER BY fp <~> '0123456789abcdef' LIMIT 5;
+RESET enable_seqscan;
+DROP TABLE ord_part;
 
 -- After inserts into the built index (NULL ones too), then DELETE and VACUUM.
 INSERT INTO ord_docs
