@@ -357,21 +357,26 @@ mod tests {
 
     /// Equal to judging every row eagerly, for rows that are still stored; a gone row is never
     /// refused; only rows that would be refused, or would refuse, are asked whether they are alive.
+    /// `n` fingerprints in clusters of near ones: `bases` random bases, each row a base with up to
+    /// `k + 2` bits flipped.
+    fn clustered(state: &mut u64, n: usize, bases: usize, k: u32) -> Vec<u64> {
+        let bases: Vec<u64> = (0..bases).map(|_| next(state)).collect();
+        (0..n)
+            .map(|_| {
+                let mut fp = bases[next(state) as usize % bases.len()];
+                for _ in 0..next(state) % (u64::from(k) + 3) {
+                    fp ^= 1 << (next(state) % 64);
+                }
+                fp
+            })
+            .collect()
+    }
+
     #[test]
     fn first_come_judges_rows_in_order() {
         let mut state = 11;
         for (n, k) in [(0, 3), (1, 0), (40, 3), (200, 11), (256, 7), (257, 7), (1500, 11), (3000, 3)] {
-            // Clusters of near fingerprints: a few bases, each row a base with a few bits flipped.
-            let bases: Vec<u64> = (0..n / 8 + 1).map(|_| next(&mut state)).collect();
-            let fps: Vec<u64> = (0..n)
-                .map(|_| {
-                    let mut fp = bases[next(&mut state) as usize % bases.len()];
-                    for _ in 0..next(&mut state) % (k as u64 + 3) {
-                        fp ^= 1 << (next(&mut state) % 64);
-                    }
-                    fp
-                })
-                .collect();
+            let fps = clustered(&mut state, n, n / 8 + 1, k);
             let near_other: Vec<bool> = (0..n).map(|_| next(&mut state).is_multiple_of(10)).collect();
             let alive: Vec<bool> = (0..n).map(|_| !next(&mut state).is_multiple_of(7)).collect();
             let mut asked = vec![false; n];
@@ -441,16 +446,7 @@ mod tests {
     fn first_come_verified_judges_rows_in_order() {
         let mut state = 13;
         for (n, k) in [(1, 0), (60, 3), (300, 7), (2000, 11)] {
-            let bases: Vec<u64> = (0..n / 10 + 1).map(|_| next(&mut state)).collect();
-            let fps: Vec<u64> = (0..n)
-                .map(|_| {
-                    let mut fp = bases[next(&mut state) as usize % bases.len()];
-                    for _ in 0..next(&mut state) % (k as u64 + 3) {
-                        fp ^= 1 << (next(&mut state) % 64);
-                    }
-                    fp
-                })
-                .collect();
+            let fps = clustered(&mut state, n, n / 10 + 1, k);
             let class: Vec<u64> = (0..n).map(|_| next(&mut state) % 3).collect();
             let near_other: Vec<bool> = (0..n).map(|_| next(&mut state).is_multiple_of(10)).collect();
             let alive: Vec<bool> = (0..n).map(|_| !next(&mut state).is_multiple_of(7)).collect();
