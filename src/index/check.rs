@@ -218,12 +218,16 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
         }
         rows.sort();
         let mut previous = None;
-        while let Some(row) = rows.next() {
+        for i in 0u64.. {
+            let Some(row) = rows.next() else { break };
             if previous == Some(row) {
                 let (block, offset) = pgrx::itemptr::item_pointer_get_both(crate::pg::tid::tid_of_order(row));
                 corrupt(index, format!("row ({block},{offset}) has two entries in segment 0"));
             }
             previous = Some(row);
+            if i.is_multiple_of(1 << 16) {
+                pgrx::check_for_interrupts!();
+            }
         }
         drop(rows);
         // Each segment's entry of a row is its own WAL record: a crash or an error in the middle of
