@@ -15,7 +15,6 @@ use super::dense_write::{self, SortedRows};
 use super::page::{self, fingerprint_of, DirectoryEntry, Entry, Kind};
 use super::spill::BuildState;
 use super::{buffers, chain, entries, meta};
-use crate::pg::tuplesort::Sort;
 use simhash_core::SEGMENTS;
 use simhash_core::SEGMENT_BITS;
 
@@ -61,9 +60,9 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
         let index_tuples;
         let fork = pg_sys::ForkNumber::MAIN_FORKNUM;
         if let Some(mut spilled) = state.spilled.take() {
-            index_tuples = f64::from(spilled.rows) + spilled.nulls.len() as f64;
-            let null_rows = spilled.nulls.len() as usize;
-            let mut nulls = std::mem::replace(&mut spilled.nulls, Sort::new(64));
+            let mut nulls = spilled.nulls.take().expect("not written yet");
+            index_tuples = f64::from(spilled.rows) + nulls.len() as f64;
+            let null_rows = nulls.len() as usize;
             nulls.sort();
             let mut next_null = || nulls.next().map(crate::pg::tid::tid_of_order);
             write_index(index, fork, &[], Some(&mut *spilled), null_rows, &mut next_null);

@@ -95,7 +95,8 @@ impl BuildState {
 pub(super) struct Spilled {
     pub segment_0: Option<Sort<(u64, pg_sys::ItemPointerData)>>,
     pub segments: [Option<Sort<u64>>; SEGMENTS as usize - 1],
-    pub nulls: Sort<u64>,
+    /// (taken by the build when it writes the chain of NULL rows)
+    pub nulls: Option<Sort<u64>>,
     pub counts: Vec<u32>,
     /// The rows with a fingerprint.
     pub rows: u32,
@@ -109,7 +110,7 @@ impl Spilled {
         Spilled {
             segment_0: Some(Sort::new(share)),
             segments: std::array::from_fn(|_| Some(Sort::new(share))),
-            nulls: Sort::new(share),
+            nulls: Some(Sort::new(share)),
             counts: vec![0; SEGMENTS as usize * VALUES],
             rows: 0,
             current: 0,
@@ -118,7 +119,7 @@ impl Spilled {
 
     fn put(&mut self, fp: Option<u64>, tid: pg_sys::ItemPointerData) {
         let Some(fp) = fp else {
-            return self.nulls.put(crate::pg::tid::tid_order(&tid));
+            return self.nulls.as_mut().expect("not written yet").put(crate::pg::tid::tid_order(&tid));
         };
         if self.rows == u32::MAX {
             raise(
