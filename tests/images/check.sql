@@ -165,6 +165,9 @@ SELECT function, count(*) AS pairs, min(distance),
        percentile_disc(0.5) WITHIN GROUP (ORDER BY distance) AS median,
        count(*) FILTER (WHERE distance <= :k) AS "within k"
 FROM unrelated GROUP BY function ORDER BY function DESC;
+SELECT min(v.phash <~> o.phash) AS "phash: nearest copy to another image's original",
+       min(v.dhash <~> o.dhash) AS "dhash: the same"
+FROM variants v JOIN originals o ON o.image <> v.image;
 
 \echo '== share of each kind within radius r of its original (choose k here), and false matches'
 SELECT function, kind,
