@@ -17,7 +17,9 @@
 //!    returns the exact test AND a candidate test (an OR over the segments of
 //!    `simhash_segment(fp, n) = ANY(probes)`, or `&&` on a GIN index of `simhash_bands(fp)`), whose
 //!    expression `shape` builds. PostgreSQL then plans the candidate test as a BitmapOr of index
-//!    scans, like any other.
+//!    scans, like any other. With a `simhash` index on the column, at any k, it returns
+//!    `fp <@ simhash_ball(q, k)`, the index's own operator; on an indexed expression instead of a
+//!    column (`code::simhash64`, `minhash64(body)`), the same (`expression`).
 //! 2. **Radius scan** (`radius_path`, `radius_exec`): when the four B-trees also INCLUDE `fp`, a
 //!    custom scan recognises the exact test (`shape` matches what it built) and competes with the
 //!    BitmapOr: it probes the B-trees itself (`segment_scan`: one descent per range of consecutive
@@ -32,6 +34,7 @@
 //! an MVCC plan (`crate::dedup`).
 
 pub(crate) mod catalog;
+mod expression;
 mod order_path;
 mod probes;
 mod radius_exec;

@@ -75,8 +75,10 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         let (a, b) = (hamming_args.get_ptr(0)?, hamming_args.get_ptr(1)?);
 
         // Each operand is copied into several places, so it must be cheap to evaluate repeatedly.
+        // (An operand that is an expression of the table's rows may still have a `simhash` index
+        // of its own: `crate::lookup::expression`.)
         if !is_cheap(&ours, a) || !is_cheap(&ours, b) {
-            return None;
+            return super::expression::indexed_expression_test(root, a, b, radius, &ours);
         }
         // A candidate test per operand that is a column with indexes: in a join both sides may be,
         // and whichever the planner puts on the inner side probes its indexes with the other's value.
@@ -218,7 +220,7 @@ unsafe extern "C-unwind" fn refers_to_rows(node: *mut Node, context: *mut std::f
 
 /// `probed <@ ROW(other, radius)::simhash_ball`: the radius test as the operator of the extension's
 /// own index access method (src/index/), exact for every radius.
-unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &ExtensionObjects) -> Option<*mut Node> {
+pub(super) unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &ExtensionObjects) -> Option<*mut Node> {
     unsafe {
         let own = ours.own_index?;
         let mut row = pgrx::PgBox::<pg_sys::RowExpr>::alloc_node(NodeTag::T_RowExpr);
