@@ -220,7 +220,12 @@ unsafe extern "C-unwind" fn refers_to_rows(node: *mut Node, context: *mut std::f
 
 /// `probed <@ ROW(other, radius)::simhash_ball`: the radius test as the operator of the extension's
 /// own index access method (src/index/), exact for every radius.
-pub(super) unsafe fn within_ball(probed: *mut Node, other: *mut Node, radius: u32, ours: &ExtensionObjects) -> Option<*mut Node> {
+pub(super) unsafe fn within_ball(
+    probed: *mut Node,
+    other: *mut Node,
+    radius: u32,
+    ours: &ExtensionObjects,
+) -> Option<*mut Node> {
     unsafe {
         let own = ours.own_index?;
         let mut row = pgrx::PgBox::<pg_sys::RowExpr>::alloc_node(NodeTag::T_RowExpr);
