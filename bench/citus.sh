@@ -11,23 +11,16 @@
 # The point on a 2-core machine is where the work runs and what the coordinator holds, not speed.
 #   usage: bench/citus.sh [N]      (PostgreSQL 15 with Citus installed: ../shared/tools/build-citus)
 PG_MAJOR=15
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 CITUS_PORT=${CITUS_PORT:-5700}
 CITUS_DATA=${CITUS_DATA:-/var/lib/postgresql/simhash-citus-bench}
 source "$REPO_ROOT/tests/citus/cluster.sh"
 N=${1:-1000000}
 RUNS=${RUNS:-500}
 citus_installed || die "Citus is not installed in PostgreSQL 15 (../shared/tools/build-citus installs it)"
-trap citus_stop EXIT
+trap 'citus_stop; rm -rf "$work"' EXIT
 CITUS_SERVER_OPTIONS="-c shared_buffers=1GB -c jit=off" citus_cluster simhash_citus_bench
 export PGPORT=$CITUS_PORT PGDATABASE=simhash_citus_bench
-work=$(mktemp -d); chmod 755 "$work"; trap 'citus_stop; rm -rf "$work"' EXIT
-now() { date +%s.%N; }
-elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
-p50() { cat "$work"/pgbench_log.* | python3 -c '
-import sys
-lat = sorted(int(line.split()[2]) for line in sys.stdin)
-print(f"{lat[len(lat) // 2] / 1000:.2f}")'; }
 
 log "loading $N fingerprints into a plain table (one node) and a distributed one (two workers)"
 psql -q -v ON_ERROR_STOP=1 <<SQL
@@ -53,9 +46,7 @@ for table in one docs; do
         if [ "$k" = nearest ]; then sql="SELECT id FROM $table ORDER BY fp <-> $q LIMIT 10;"
         else sql="SELECT count(*) FROM $table WHERE fp <~> $q <= $k;"; fi
         printf '\\set j random(1, %d)\n%s\n' "$N" "$sql" > "$work/q.sql"
-        (cd "$work" && pgbench -n -M simple -t "$((RUNS / 10 + 1))" -f q.sql >/dev/null \
-            && rm -f pgbench_log.* && pgbench -n -M simple -t "$RUNS" -f q.sql -l >/dev/null)
-        lookup[$table,$k]=$(p50)
+        read -r lookup[$table,$k] _ <<<"$(pgbench_latencies q.sql "$RUNS")"
     done
     for k in 3 7 11; do
         t0=$(now)

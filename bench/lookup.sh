@@ -15,7 +15,7 @@
 # enough for the table and every index, and left running that way; pg_prewarm loads them before
 # each route. SERVER_OPTIONS adds server settings (e.g. SERVER_OPTIONS="-c huge_pages=on", which
 # needs huge pages reserved: vm.nr_hugepages).
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 N=${1:-1000000}
 DATA=${2:-uniform}
 FAST_RUNS=${FAST_RUNS:-$(( N > 2000000 ? 200 : 1000 ))}   # lookups per indexed route and radius
@@ -30,17 +30,6 @@ SB_MB=$(( N / 1000000 * 600 + 512 ))
 restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off ${SERVER_OPTIONS:-}"
 fresh_database simhash_bench
 export PGDATABASE=simhash_bench
-work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
-now() { date +%s.%N; }
-elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
-# p50 and p99 in ms of the pgbench per-transaction log(s) in $work.
-latencies() {
-    cat "$work"/pgbench_log.* | python3 -c '
-import sys
-lat = sorted(int(line.split()[2]) for line in sys.stdin)
-pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] / 1000
-print(f"{pick(0.50):.2f} {pick(0.99):.2f}")'
-}
 
 case $DATA in
 uniform)
@@ -128,16 +117,13 @@ measure() {   # route
         printf '%s\n\\set k %d\n\\set r %d\n%s;\n' "$pick_query" "$k" "$r" "$sql" > "$work/q.sql"
         local example=${sql//:j/42}; example=${example//:q/$(psql -At -c "SELECT fp::bigint FROM queries WHERE j = 42")}
         example=${example//:k/$k}; example=${example//:r/$r}
-        # (awk, not grep -m1 or head: an early exit would fail the pipeline under pipefail)
-        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | awk '!/ on queries/ && match($0, /(Parallel Seq|Parallel Index Only|Parallel Bitmap Heap|Bitmap Heap|Index Only|Seq|Index|SimHash Radius) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
+        plan[$route,$k]=$(psql -At -c "EXPLAIN (COSTS OFF) $example" | first_scan)
         # Planning alone, for the first 50 query points: the median of EXPLAIN's Planning Time.
         local planned=${query[$route]//QFP/'%1$L::simhash64'}; planned=${planned//QTEXT/'%2$L'}
         planned=${planned//:k/$k}; planned=${planned//:r/$r}
         planning[$route,$k]=$(psql -At -c "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY t)::numeric, 3) FROM (
             SELECT simhash_bench_planning(format(\$q\$$planned\$q\$, fp, $( [[ $DATA == real ]] && echo body || echo NULL::text ))) AS t FROM queries WHERE j <= 50) s")
-        pgbench -n -M simple -t "$((runs / 10 + 1))" -f "$work/q.sql" >/dev/null
-        (cd "$work" && rm -f pgbench_log.* && pgbench -n -M simple -t "$runs" -f q.sql -l >/dev/null)
-        read -r p50[$route,$k] p99[$route,$k] <<<"$(latencies)"
+        read -r p50[$route,$k] p99[$route,$k] <<<"$(pgbench_latencies q.sql "$runs")"
         # Recall over the planted pairs: run the route once per query point (a subquery with the
         # point's fingerprint as a parameter), count the planted near-duplicates within k it found.
         local recall_sql=${query[$route]//QFP/qf.fp}
@@ -152,11 +138,9 @@ measure() {   # route
             FROM planted p JOIN found ON found.j = p.j WHERE p.d <= $k")
     done
 }
-# Reads the table and its indexes into shared_buffers, so every route is measured warm.
-prewarm() { psql -q -At -c "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c WHERE c.oid = 'fps'::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'fps'::regclass)" >/dev/null; }
 index_size() { psql -At -c "SELECT round(sum(pg_relation_size(indexrelid)) / 1048576.0) FROM pg_index WHERE indrelid = 'fps'::regclass AND indexrelid::regclass::text LIKE '$1%'"; }
 
-psql -q -c "CREATE EXTENSION pg_prewarm"; prewarm
+psql -q -c "CREATE EXTENSION pg_prewarm"; prewarm fps
 # The lines of EXPLAIN ANALYZE of a statement, to read the radius scan's counters.
 psql -q -c "CREATE FUNCTION simhash_bench_explain(q text) RETURNS SETOF text LANGUAGE plpgsql AS \$\$
 DECLARE line text;
@@ -185,21 +169,21 @@ for route in seq_bit_count seq_hamming; do wanted $route || continue; log "$rout
 if wanted btree; then
 log "btree: four compact segment indexes"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'btree_compact')" >/dev/null; build[btree]=$(elapsed "$t0")
-psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); prewarm; measure btree
+psql -q -c "ANALYZE fps"; size[btree]=$(index_size fps_fp_segment_); prewarm fps; measure btree
 psql -q -c "DROP INDEX fps_fp_segment_0, fps_fp_segment_1, fps_fp_segment_2, fps_fp_segment_3"
 fi
 
 if wanted gin; then
 log "gin: one bands index"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'gin')" >/dev/null; build[gin]=$(elapsed "$t0")
-psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); prewarm; measure gin
+psql -q -c "ANALYZE fps"; size[gin]=$(index_size fps_fp_bands); prewarm fps; measure gin
 psql -q -c "DROP INDEX fps_fp_bands"
 fi
 
 if wanted radius; then
 log "radius: four covering segment indexes, SimHash Radius Scan"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp')" >/dev/null; build[radius]=$(elapsed "$t0")
-psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); prewarm; measure radius
+psql -q -c "VACUUM ANALYZE fps"; size[radius]=$(index_size fps_fp_segment_); prewarm fps; measure radius
 if [[ $DATA == real ]]; then
     log "verified: the same, and simhash_similarity(body, text) >= $MIN_SIMILARITY"
     measure verified
@@ -220,7 +204,7 @@ fi
 if wanted own; then
 log "own: the simhash index access method"
 t0=$(now); psql -q -c "SELECT simhash_create_indexes('fps', 'fp', 'simhash')" >/dev/null; build[own]=$(elapsed "$t0")
-psql -q -c "VACUUM ANALYZE fps"; size[own]=$(index_size fps_fp_simhash); prewarm; measure own
+psql -q -c "VACUUM ANALYZE fps"; size[own]=$(index_size fps_fp_simhash); prewarm fps; measure own
 log "nearest: ORDER BY fp <-> q LIMIT 10, through the simhash index and through a sort"
 printf '%s\nSELECT id FROM fps ORDER BY fp <-> %s LIMIT 10;\n' "$pick_query" "$q" > "$work/nearest.sql"
 declare -A nearest_p50 nearest_p99 nearest_plan nearest_answers
@@ -228,10 +212,8 @@ for how in index sort; do
     options=""; [[ $how == sort ]] && options="-c enable_indexscan=off"
     runs=$FAST_RUNS; [[ $how == sort ]] && runs=$SLOW_RUNS
     example=${q//:j/42}; example=${example//:q/$(psql -At -c "SELECT fp::bigint FROM queries WHERE j = 42")}
-    nearest_plan[$how]=$(PGOPTIONS="$options" psql -At -c "EXPLAIN (COSTS OFF) SELECT id FROM fps ORDER BY fp <-> $example LIMIT 10" | awk 'match($0, /(Parallel Seq|Index) Scan/) && !found { print substr($0, RSTART, RLENGTH); found = 1 }')
-    (cd "$work" && PGOPTIONS="$options" pgbench -n -M simple -t "$((runs / 10 + 1))" -f nearest.sql >/dev/null)
-    (cd "$work" && rm -f pgbench_log.* && PGOPTIONS="$options" pgbench -n -M simple -t "$runs" -f nearest.sql -l >/dev/null)
-    read -r nearest_p50[$how] nearest_p99[$how] <<<"$(latencies)"
+    nearest_plan[$how]=$(PGOPTIONS="$options" psql -At -c "EXPLAIN (COSTS OFF) SELECT id FROM fps ORDER BY fp <-> $example LIMIT 10" | first_scan)
+    read -r nearest_p50[$how] nearest_p99[$how] <<<"$(PGOPTIONS="$options" pgbench_latencies nearest.sql "$runs")"
     # The distances of the 10 nearest rows of 20 query points (ties aside, the same either way).
     nearest_answers[$how]=$(PGOPTIONS="$options" psql -At -c "SELECT j, (SELECT array_agg(d) FROM (SELECT fp <-> qf.fp AS d FROM fps ORDER BY fp <-> qf.fp LIMIT 10) o) FROM queries qf WHERE j <= 20 ORDER BY j")
 done
@@ -250,7 +232,7 @@ log "covering: four B-trees (segment) INCLUDE (fp, id)"
 t0=$(now)
 for n in 0 1 2 3; do psql -q -c "CREATE INDEX fps_covering_$n ON fps (simhash_segment(fp, $n)) INCLUDE (fp, id)"; done
 build[covering]=$(elapsed "$t0")
-psql -q -c "VACUUM ANALYZE fps"; size[covering]=$(index_size fps_covering_); prewarm; measure covering
+psql -q -c "VACUUM ANALYZE fps"; size[covering]=$(index_size fps_covering_); prewarm fps; measure covering
 fi
 
 [[ $PAIRS == 1 ]] && log "batch pairs in memory: simhash_pairs('SELECT id, fp FROM fps', k)"
@@ -260,7 +242,7 @@ fi
     pairs_s[$k]=$(elapsed "$t0")
 done
 
-settings=$(psql -At -c "SELECT 'PostgreSQL ' || split_part(version(), ' ', 2) || ', shared_buffers=' || current_setting('shared_buffers') || ', max_parallel_workers_per_gather=' || current_setting('max_parallel_workers_per_gather') || ', jit=' || current_setting('jit') || ', huge_pages=' || current_setting('huge_pages')")
+settings=$(server_settings)
 echo
 echo "Radius lookups over $N $( [[ $DATA == uniform ]] && echo "uniform fingerprints" || echo "fingerprints of real text, $REAL_MODE," ) + $((QUERIES * 11)) planted near-duplicates ($settings, $(nproc) cores; table ${table_mb} MB; table and indexes prewarmed with pg_prewarm)."
 echo

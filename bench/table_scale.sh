@@ -21,7 +21,7 @@
 # covering segment B-trees (SimHash Radius Scan); candidates = "Rows Within Radius" of EXPLAIN
 # ANALYZE. Progress goes to stderr, the markdown report to stdout:
 #   bench/table_scale.sh 300000 > bench/table_scale.md   (5 minutes on a quiet 2-core machine, 20 shared)
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 log() { printf '\n==> %s\n' "$*" >&2; }   # progress on stderr: stdout is the markdown report
 N=${1:-300000}
 SAMPLE=${SAMPLE:-2000}
@@ -53,11 +53,8 @@ if ((sb_mb < 512)); then restart_cluster "-c shared_buffers=2GB"; fi
 export PGOPTIONS="-c jit=off -c max_parallel_workers_per_gather=2"
 fresh_database "$DB"
 export PGDATABASE=$DB
-work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 qa() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-now() { date +%s.%N; }
-elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 start_all=$(now)
 # The extension's library: a reinstall during the run would mix builds (reported at the end).
 so_file="$($PG_CONFIG --pkglibdir)/simhash.so"
