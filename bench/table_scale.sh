@@ -176,7 +176,7 @@ BEGIN
             INSERT INTO lookup_plans
             SELECT label, k, r.j, v, coalesce(p->'Plan'->>'Custom Plan Provider', p->'Plan'->>'Node Type'),
                    (p->'Plan'->>'Rows Within Radius')::bigint, (p->'Plan'->>'Index Tuples Checked')::bigint,
-                   (p->'Plan'->>'Actual Rows')::bigint, (p->>'Planning Time')::float8,
+                   (p->'Plan'->>'Actual Rows')::numeric::bigint, (p->>'Planning Time')::float8,
                    (p->>'Execution Time')::float8, found
             FROM (SELECT sql::json->0 AS p) x;
         END LOOP;
