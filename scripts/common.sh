@@ -118,6 +118,12 @@ run_pg_tests() {
     (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$data")
 }
 
+# Whether pgvector (extension vector) is installed in the server of PG_MAJOR (for the test
+# embedding_pgvector).
+pgvector_installed() {
+    [ -f "$("$PG_CONFIG" --sharedir)/extension/vector.control" ]
+}
+
 start_cluster() {
     if [ ! -f "$SIMHASH_PGDATA/PG_VERSION" ]; then
         log "creating a UTF8 cluster in $SIMHASH_PGDATA"

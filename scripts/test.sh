@@ -59,6 +59,8 @@ test_major() (
     start_cluster
     log "PostgreSQL $PG_MAJOR: pg_regress suite"
     "$REPO_ROOT/scripts/regress.sh"
+    pgvector_installed \
+        || skip "pg_regress embedding_pgvector on PostgreSQL $PG_MAJOR (pgvector is not installed: ../shared/tools/build-pgvector builds it)"
     log "PostgreSQL $PG_MAJOR: the examples of README.md and docs/ run as shown (tests/docs)"
     "$REPO_ROOT/tests/docs/run.sh"
     log "PostgreSQL $PG_MAJOR: isolation suite (commit-time recheck of the near-duplicate constraint)"
