@@ -107,7 +107,7 @@ pub fn plane_entry(seed: u64, i: usize, j: usize) -> f32 {
     let row = row_key(seed, i);
     let m = (j / 2) as u64;
     let (even, odd) = normal_pair(next(row ^ (2 * m)), next(row ^ (2 * m + 1)));
-    if j % 2 == 0 {
+    if j.is_multiple_of(2) {
         even
     } else {
         odd
