@@ -25,7 +25,7 @@ if pgvector_installed; then
     vector=true
 fi
 
-log "PostgreSQL $PG_MAJOR, $n random vectors per dimension; times in ms (best of 3)"
+log "PostgreSQL $PG_MAJOR, $n random vectors per dimension; times in ms (best of 3); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| d | reading the rows | simhash(v), 64 bits | simhash_bits(v, 256) | simhash_bits(v, 1024) | µs per vector (64 / 256 / 1,024 bits) | ns per bit x dimension (1,024 bits) |"
 echo "|---|---|---|---|---|---|---|"
 for d in 384 768 1536; do
@@ -92,5 +92,6 @@ SQL
 done
 psql -q -d postgres -c "DROP DATABASE $db"
 
+echo "(load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
 log "mean Hamming / b over 100,000 random pairs against angle / pi (crates/core/examples/embedding_angles.rs)"
 cargo run -q --release -p simhash-core --example embedding_angles -- 100000

@@ -404,9 +404,9 @@ ALTER FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) LEA
 
 -- Random-hyperplane SimHash of embeddings (new in 0.8.0).
 CREATE FUNCTION simhash(embedding real[], seed bigint DEFAULT 0) RETURNS simhash64
-    AS 'MODULE_PATHNAME', 'simhash_embedding_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 100;
+    AS 'MODULE_PATHNAME', 'simhash_embedding_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 200;
 CREATE FUNCTION simhash_bits(embedding real[], bits integer, seed bigint DEFAULT 0) RETURNS bit
-    AS 'MODULE_PATHNAME', 'simhash_bits_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 100;
+    AS 'MODULE_PATHNAME', 'simhash_bits_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION simhash_cosine_radius(cosine double precision, bits integer DEFAULT 64, recall double precision DEFAULT 0.95)
 RETURNS integer
     AS 'MODULE_PATHNAME', 'simhash_cosine_radius_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
