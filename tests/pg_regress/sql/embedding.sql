@@ -27,10 +27,10 @@ FROM big;
 SELECT simhash('{0,-0,0}'::real[]) IS NULL AS zero, simhash_bits('{0}', 100) IS NULL AS zero_bits;
 
 -- Overloads: a text literal, a text column and simhash(text, integer) still mean the text functions.
-SELECT simhash('海量网页去重是搜索引擎的基础工作') AS literal, simhash('海量网页去重是搜索引擎的基础工作', 5) AS top_5;
+SELECT simhash('near-duplicate detection keeps one copy of each article') AS literal, simhash('near-duplicate detection keeps one copy of each article', 5) AS top_5;
 CREATE TEMP TABLE texts (body text);
-INSERT INTO texts VALUES ('海量网页去重是搜索引擎的基础工作');
-SELECT simhash(body) = simhash('海量网页去重是搜索引擎的基础工作'::text) AS text_column,
+INSERT INTO texts VALUES ('near-duplicate detection keeps one copy of each article');
+SELECT simhash(body) = simhash('near-duplicate detection keeps one copy of each article'::text) AS text_column,
        simhash(NULL) IS NULL AS untyped_null, pg_typeof(simhash_bits('{1}', 3)) AS bits_type
 FROM texts;
 -- A float8[] or numeric[] array needs the cast (no implicit cast to real[]); an integer literal
