@@ -61,7 +61,7 @@ test_major() (
     start_cluster
     log "PostgreSQL $PG_MAJOR: pg_regress suite"
     "$REPO_ROOT/scripts/regress.sh"
-    pgvector_available || skip "pgvector side by side on PostgreSQL $PG_MAJOR (pg_regress test pgvector, the pgvector examples of docs/binary-codes.md: pgvector is not installed; ../shared/tools/build-pgvector installs it, as .ci/run does)"
+    pgvector_available || skip "pgvector side by side on PostgreSQL $PG_MAJOR (pg_regress tests pgvector and embedding_pgvector, the pgvector examples of docs/binary-codes.md: pgvector is not installed; ../shared/tools/build-pgvector installs it, as .ci/run does)"
     log "PostgreSQL $PG_MAJOR: the examples of README.md and docs/ run as shown (tests/docs)"
     "$REPO_ROOT/tests/docs/run.sh"
     log "PostgreSQL $PG_MAJOR: perceptual image hashes (imagehash) as simhash64 through the simhash index (tests/images)"

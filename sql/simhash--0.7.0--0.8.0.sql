@@ -4,6 +4,8 @@
 -- not run a caller's query set search_path = pg_catalog, pg_temp, so that no object another role
 -- created on the caller's search_path is chosen instead. simhash_add_dedup needs ownership of the
 -- table and a report table of the table's owner. Same signatures, defaults and results.
+-- New: simhash(real[], bigint), simhash_bits and simhash_cosine_radius, the random-hyperplane
+-- SimHash of embeddings (at the end).
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION simhash UPDATE TO '0.8.0'" to load this file. \quit
@@ -399,3 +401,15 @@ END $$;
 -- The radius test of the simhash index is leakproof (it raises no error and tells nothing but its
 -- result): under row-level security it can still be an index condition.
 ALTER FUNCTION simhash_internal.simhash_within_ball(simhash64, simhash_ball) LEAKPROOF;
+
+-- Random-hyperplane SimHash of embeddings (new in 0.8.0).
+CREATE FUNCTION simhash(embedding real[], seed bigint DEFAULT 0) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_embedding_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 200;
+CREATE FUNCTION simhash_bits(embedding real[], bits integer, seed bigint DEFAULT 0) RETURNS bit
+    AS 'MODULE_PATHNAME', 'simhash_bits_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION simhash_cosine_radius(cosine double precision, bits integer DEFAULT 64, recall double precision DEFAULT 0.95)
+RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash_cosine_radius_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION simhash(real[], bigint) IS 'random-hyperplane SimHash of an embedding, 64 bits: Hamming / 64 estimates angle / pi; planes from the seed; NULL for the zero vector';
+COMMENT ON FUNCTION simhash_bits(real[], integer, bigint) IS 'random-hyperplane SimHash of an embedding as bit(bits), 1 to 4096 bits: the first 64 are simhash(embedding, seed); NULL for the zero vector';
+COMMENT ON FUNCTION simhash_cosine_radius(double precision, integer, double precision) IS 'smallest radius k within which a pair of vectors of this cosine similarity falls with probability recall: the binomial quantile of (bits, arccos(cosine) / pi)';

@@ -291,6 +291,18 @@ CREATE AGGREGATE simhash_agg(feature text, weight double precision) (
 CREATE FUNCTION simhash_features(text) RETURNS TABLE (feature text, weight double precision, hash simhash64)
     AS 'MODULE_PATHNAME', 'simhash_features_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 50;
 
+-- Embeddings: random-hyperplane SimHash (src/fingerprint/embedding.rs, crates/core/src/hyperplanes.rs).
+-- A pgvector vector column passes through pgvector's implicit cast vector -> real[].
+-- COST: a 64-bit code of 768 dimensions takes about 10 us, 1,024 bits 155 us; simhash(text) of
+-- 2,000 characters about 100 us (docs/performance.md).
+CREATE FUNCTION simhash(embedding real[], seed bigint DEFAULT 0) RETURNS simhash64
+    AS 'MODULE_PATHNAME', 'simhash_embedding_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 200;
+CREATE FUNCTION simhash_bits(embedding real[], bits integer, seed bigint DEFAULT 0) RETURNS bit
+    AS 'MODULE_PATHNAME', 'simhash_bits_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION simhash_cosine_radius(cosine double precision, bits integer DEFAULT 64, recall double precision DEFAULT 0.95)
+RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash_cosine_radius_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 CREATE FUNCTION simhash_segment(simhash64, integer) RETURNS integer
     AS 'MODULE_PATHNAME', 'simhash_segment_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
@@ -897,6 +909,9 @@ COMMENT ON FUNCTION simhash_internal.simhash_agg_transition(bigint[], text, doub
 COMMENT ON FUNCTION simhash_internal.simhash_agg_combine(bigint[], bigint[]) IS 'combine function of simhash_agg';
 COMMENT ON FUNCTION simhash_internal.simhash_agg_final(bigint[]) IS 'final function of simhash_agg';
 COMMENT ON FUNCTION simhash_features(text) IS 'the features of simhash(text), heaviest first, with their weights and hashes';
+COMMENT ON FUNCTION simhash(real[], bigint) IS 'random-hyperplane SimHash of an embedding, 64 bits: Hamming / 64 estimates angle / pi; planes from the seed; NULL for the zero vector';
+COMMENT ON FUNCTION simhash_bits(real[], integer, bigint) IS 'random-hyperplane SimHash of an embedding as bit(bits), 1 to 4096 bits: the first 64 are simhash(embedding, seed); NULL for the zero vector';
+COMMENT ON FUNCTION simhash_cosine_radius(double precision, integer, double precision) IS 'smallest radius k within which a pair of vectors of this cosine similarity falls with probability recall: the binomial quantile of (bits, arccos(cosine) / pi)';
 COMMENT ON FUNCTION hamming(simhash64, simhash64) IS 'number of bits in which two fingerprints differ';
 COMMENT ON OPERATOR <~> (simhash64, simhash64) IS 'Hamming distance';
 COMMENT ON FUNCTION simhash_segment(simhash64, integer) IS '16-bit segment n of a fingerprint (0 = most significant), for the segment indexes';

@@ -24,6 +24,7 @@
 //! `hamming`, `features` custom features and `simhash_features`, `similarity` the exact similarity,
 //! `memory` the bound on what one call may allocate (`simhash.max_text_memory`).
 
+pub(crate) mod embedding;
 pub(crate) mod features;
 pub(crate) mod memory;
 pub(crate) mod simhash64;

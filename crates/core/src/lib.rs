@@ -18,6 +18,7 @@
 //! - pairs: [`pairs`] (all pairs in memory, permuted tables), [`bucket_pairs`] (all pairs through
 //!   an index's buckets), [`keyed_pairs`] (pairs spread over machines by key);
 //! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck);
+//! - embeddings: [`hyperplanes`] (random-hyperplane SimHash of a vector, the cosine -> radius map);
 //! - [`interrupt`] (stopping a long computation on the caller's request).
 
 pub mod bucket_pairs;
@@ -29,6 +30,7 @@ pub mod distance;
 pub mod features;
 pub mod fingerprint;
 pub mod fold;
+pub mod hyperplanes;
 pub mod interrupt;
 pub mod keyed_pairs;
 pub mod modes;

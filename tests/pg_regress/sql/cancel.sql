@@ -52,9 +52,14 @@ BEGIN RAISE NOTICE 'simhash(text[], float8[]) ran to the end: %',
 -- the same code as simhash, above). The aggregate's rows are the executor's too.
 SELECT count(*) FROM simhash_features(pg_temp.long_text());
 SELECT simhash_agg('ab', 1.0) FROM generate_series(1, 100000000);
+-- The code of an embedding whose matrix is beyond the cache (4,096 planes of 65,536 dimensions,
+-- generated for the vector: about 5 s).
+DO $$ DECLARE v real[] := array_fill(1::real, ARRAY[65536]);
+BEGIN RAISE NOTICE 'simhash_bits ran to the end: %', simhash_bits(v, 4096) IS NOT NULL; END $$;
 RESET statement_timeout;
 
 -- An interrupted call leaves nothing behind: the next calls give the golden fingerprints.
 SELECT simhash('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。'),
        minhash64('海量网页去重是搜索引擎的基础工作，相似的文章应该只保留一份，以节省存储和带宽。', 4, 2),
        simhash_similarity('資料庫擴充套件', '数据库扩展套件');
+SELECT simhash('{1,2,3}'::real[]);
