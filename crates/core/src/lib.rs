@@ -19,6 +19,8 @@
 //!   an index's buckets), [`keyed_pairs`] (pairs spread over machines by key);
 //! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck);
 //! - embeddings: [`hyperplanes`] (random-hyperplane SimHash of a vector, the cosine -> radius map);
+//! - codes of any length: [`multi_index`] (multi-index hashing of `bit(n)` codes: segments of
+//!   about log2(rows) bits, the radii of the generalised pigeonhole, probes, distance);
 //! - [`interrupt`] (stopping a long computation on the caller's request).
 
 pub mod bucket_pairs;
@@ -34,6 +36,7 @@ pub mod hyperplanes;
 pub mod interrupt;
 pub mod keyed_pairs;
 pub mod modes;
+pub mod multi_index;
 pub mod nearest;
 pub mod pairs;
 pub mod probes;

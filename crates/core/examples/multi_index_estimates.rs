@@ -1,0 +1,44 @@
+//! The expected work of exact radius lookups over uniformly random codes, per segment width
+//! (`docs/design/codes-of-any-length.md`): `cargo run -p simhash-core --example multi_index_estimates`.
+
+use simhash_core::multi_index::{expected_work, segment_radii, Costs, SegmentPlan};
+
+fn main() {
+    for (bits, rows) in [(256u32, 10_000_000u64), (256, 1_000_000), (1024, 1_000_000)] {
+        println!("\n{bits}-bit codes, {rows} rows (radius: segments x radius, - = not probed)");
+        println!("| k | width | segments | radii | probes | candidates | cost |");
+        println!("|---:|---:|---|---|---:|---:|---:|");
+        for k in [8u32, 16, 32, 64] {
+            for width in [16u32, 20, 24, 28, 32] {
+                let plan = SegmentPlan::with_width(bits, width).unwrap();
+                let Some(radii) = segment_radii(&plan, k, rows, Costs::default()) else {
+                    println!("| {k} | {width} | - | scan | | | |");
+                    continue;
+                };
+                let work = expected_work(&plan, &radii, rows);
+                let mut counts: Vec<(Option<u32>, u32, u32)> = Vec::new();
+                for (i, r) in radii.iter().enumerate() {
+                    let w = plan.width_of(i as u32);
+                    match counts.iter_mut().find(|(rr, ww, _)| rr == r && *ww == w) {
+                        Some(c) => c.2 += 1,
+                        None => counts.push((*r, w, 1)),
+                    }
+                }
+                let radii_text: Vec<String> = counts
+                    .iter()
+                    .map(|(r, w, n)| format!("{n}x{w}b:{}", r.map_or("-".to_string(), |r| r.to_string())))
+                    .collect();
+                println!(
+                    "| {k} | {width} | {}x{}+{} | {} | {:.0} | {:.0} | {:.0} |",
+                    plan.count - 1,
+                    plan.width,
+                    plan.last_width,
+                    radii_text.join(" "),
+                    work.probes,
+                    work.candidates,
+                    work.cost(Costs::default())
+                );
+            }
+        }
+    }
+}
