@@ -9,7 +9,7 @@ fn main() {
         println!("| k | width | segments | radii | probes | candidates | cost |");
         println!("|---:|---:|---|---|---:|---:|---:|");
         for k in [8u32, 16, 32, 64] {
-            for width in [16u32, 20, 24, 28, 32] {
+            for width in [16u32, 20, 22, 24, 28, 32] {
                 let plan = SegmentPlan::with_width(bits, width).unwrap();
                 let Some(radii) = segment_radii(&plan, k, rows, Costs::default()) else {
                     println!("| {k} | {width} | - | scan | | | |");

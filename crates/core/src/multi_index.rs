@@ -475,6 +475,27 @@ mod tests {
         expected_work(plan, &radii, rows).cost(costs)
     }
 
+    /// The radii of `k + 1` are those of `k` with one segment's radius raised by one (so the
+    /// nearest-rows search grows its radius without repeating work).
+    #[test]
+    fn radii_grow_one_unit_at_a_time() {
+        for (bits, width, rows) in [(256, 22, 10_000_000u64), (1024, 20, 1_000_000), (64, 16, 1000)] {
+            let plan = SegmentPlan::with_width(bits, width).unwrap();
+            let budget = |k| {
+                segment_radii(&plan, k, rows, Costs::default())
+                    .map(|r| r.iter().map(|r| r.map_or(0, |r| r + 1)).collect::<Vec<u32>>())
+            };
+            let mut previous = budget(0).unwrap();
+            for k in 1..=40 {
+                let Some(next) = budget(k) else { break };
+                let raised: Vec<usize> = (0..next.len()).filter(|&i| next[i] != previous[i]).collect();
+                assert_eq!(raised.len(), 1, "{bits}/{width} k={k}");
+                assert_eq!(next[raised[0]], previous[raised[0]] + 1);
+                previous = next;
+            }
+        }
+    }
+
     #[test]
     fn radii_examples() {
         let plan = SegmentPlan::with_width(256, 16).unwrap();
