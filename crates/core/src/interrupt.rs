@@ -244,7 +244,7 @@ pub(crate) mod tests {
         while text.len() < bytes {
             text.push_str(&texts[i % texts.len()]);
             text.push_str("。 ");
-            i = i * 7 + 3;
+            i = i.wrapping_mul(7).wrapping_add(3);
         }
         text
     }
