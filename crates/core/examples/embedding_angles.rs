@@ -45,7 +45,7 @@ fn main() {
     let pairs: usize = args.get(1).map_or(100_000, |s| s.parse().expect("pairs"));
     let seed: u64 = args.get(2).map_or(0, |s| s.parse().expect("seed"));
     let dims = 128;
-    let planes = Planes::new(seed, dims, 1024, Interrupt::NEVER);
+    let planes = Planes::new(seed, dims, 1024, Interrupt::NEVER).expect("memory for the planes");
     assert!(planes.bits() >= 1024 && 1024 % LANES == 0);
     let bit_lengths = [64usize, 256, 1024];
     println!("{pairs} pairs, d = {dims}, plane seed {seed}");

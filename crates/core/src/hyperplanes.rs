@@ -187,15 +187,19 @@ pub struct Planes {
 }
 
 impl Planes {
-    /// Generates the matrix, checking for interrupts once per block.
-    pub fn new(seed: u64, dims: usize, bits: usize, interrupt: Interrupt<'_>) -> Planes {
+    /// Generates the matrix, checking for interrupts once per block; `None` when the memory for
+    /// it cannot be had (the caller then computes the code block by block, [`code_uncached`]).
+    pub fn new(seed: u64, dims: usize, bits: usize, interrupt: Interrupt<'_>) -> Option<Planes> {
         let blocks = bits.div_ceil(LANES);
-        let mut entries = vec![0.0f32; blocks * dims * LANES];
+        let len = blocks * dims * LANES;
+        let mut entries = Vec::new();
+        entries.try_reserve_exact(len).ok()?;
+        entries.resize(len, 0.0f32);
         for (k, block) in entries.chunks_exact_mut(dims * LANES).enumerate() {
             interrupt.check();
             fill_block(seed, k * LANES, dims, block);
         }
-        Planes { seed, dims, blocks, entries }
+        Some(Planes { seed, dims, blocks, entries })
     }
 
     /// Bytes of entries a matrix of `bits` planes of `dims` dimensions takes.
@@ -257,8 +261,9 @@ impl PlaneCache {
     }
 
     /// The matrix for `bits` planes of `seed` over `dims` dimensions, generated if no kept matrix
-    /// has them; `None` when it would take more than the capacity (use [`code_uncached`]). The
-    /// cache changes only once a new matrix is complete, so an interrupt leaves it as it was.
+    /// has them; `None` when it would take more than the capacity or its memory cannot be had (use
+    /// [`code_uncached`]). The cache changes only once a new matrix is complete, so an interrupt
+    /// leaves it as it was.
     pub fn get(&mut self, seed: u64, dims: usize, bits: usize, interrupt: Interrupt<'_>) -> Option<Rc<Planes>> {
         if let Some(at) = self.entries.iter().position(|p| p.seed == seed && p.dims == dims && p.bits() >= bits) {
             let planes = self.entries.remove(at);
@@ -269,7 +274,7 @@ impl PlaneCache {
         if bytes > self.capacity {
             return None;
         }
-        let planes = Rc::new(Planes::new(seed, dims, bits, interrupt));
+        let planes = Rc::new(Planes::new(seed, dims, bits, interrupt)?);
         self.entries.retain(|p| !(p.seed == seed && p.dims == dims));
         while self.bytes() + bytes > self.capacity {
             self.entries.remove(0);
@@ -436,7 +441,7 @@ mod tests {
         let mut rng = Lcg(5);
         for (dims, bits) in [(1, 1), (3, 64), (17, 13), (100, 256), (385, 1000)] {
             let v = f32s(&rng.gaussian(dims));
-            let planes = Planes::new(9, dims, bits, NEVER);
+            let planes = Planes::new(9, dims, bits, NEVER).unwrap();
             let cached = planes.code(&v, bits, NEVER).unwrap();
             assert_eq!(cached, code_uncached(9, &v, bits, NEVER).unwrap());
             // The definition, one plane at a time.
@@ -478,7 +483,7 @@ mod tests {
     #[test]
     fn zero_sums_and_the_zero_vector() {
         assert_eq!(code_uncached(0, &[0.0, -0.0], 64, NEVER), None);
-        assert_eq!(Planes::new(0, 3, 64, NEVER).code(&[0.0; 3], 64, NEVER), None);
+        assert_eq!(Planes::new(0, 3, 64, NEVER).unwrap().code(&[0.0; 3], 64, NEVER), None);
         assert_eq!(check_vector(&[0.0, -0.0]), Ok(false));
         // A sum of exactly 0 gives 1: v = (h_0[1], -h_0[0]) is orthogonal to plane 0, and its two
         // products are exact and opposite.
