@@ -5,14 +5,14 @@
 # memory while they fit and sorts on disk beyond (a NOTICE says so). Each build is timed on the
 # server (clock_timestamp around the statement), the index dropped after; one run each.
 #   usage: bench/build.sh [N]     (default 10000000; needs scripts/setup.sh; about 2 minutes at 10M)
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 set -euo pipefail
 N=${1:-10000000}
 MWM=${MWM:-1GB 256MB 64MB}
 restart_cluster "-c shared_buffers=$(( N / 1000000 * 60 + 256 ))MB -c max_parallel_maintenance_workers=0 -c jit=off"
 fresh_database simhash_bench_build
 export PGDATABASE=simhash_bench_build
-work=$(mktemp -d); chmod 777 "$work"; trap 'rm -rf "$work"' EXIT
+chmod 777 "$work"   # (the server writes the rows' file there)
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 log "writing $N uniform fingerprints to a file"

@@ -17,13 +17,24 @@ db=simhash_bench_embed
 install_prerequisites
 install_extension
 start_cluster
-psql -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-psql -q -d "$db" -c "CREATE EXTENSION simhash"
+fresh_database "$db"
 vector=false
 if pgvector_available; then
     psql -q -d "$db" -c "CREATE EXTENSION vector"
     vector=true
 fi
+
+# pg_temp.best_ms(query): the best of 3 runs of a query, in ms (for each session below).
+best_ms='CREATE FUNCTION pg_temp.best_ms(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz; best float8 := '"'"'Infinity'"'"';
+BEGIN
+    FOR r IN 1..3 LOOP
+        t0 := clock_timestamp();
+        EXECUTE q;
+        best := least(best, extract(epoch FROM clock_timestamp() - t0) * 1000);
+    END LOOP;
+    RETURN best;
+END $$;'
 
 log "PostgreSQL $PG_MAJOR, $n random vectors per dimension; times in ms (best of 3); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| d | reading the rows | simhash(v), 64 bits | simhash_bits(v, 256) | simhash_bits(v, 1024) | µs per vector (64 / 256 / 1,024 bits) | ns per bit x dimension (1,024 bits) |"
@@ -37,16 +48,7 @@ CREATE TABLE t AS
 SELECT i, (SELECT array_agg((random() - 0.5)::real) FROM generate_series(1, $d) WHERE i > 0) AS v
 FROM generate_series(1, $n) i;
 VACUUM ANALYZE t;
-CREATE FUNCTION pg_temp.best_ms(q text) RETURNS float8 LANGUAGE plpgsql AS \$\$
-DECLARE t0 timestamptz; best float8 := 'Infinity';
-BEGIN
-    FOR r IN 1..3 LOOP
-        t0 := clock_timestamp();
-        EXECUTE q;
-        best := least(best, extract(epoch FROM clock_timestamp() - t0) * 1000);
-    END LOOP;
-    RETURN best;
-END \$\$;
+$best_ms
 SELECT pg_temp.best_ms('SELECT sum(array_length(v, 1)) FROM t') AS base,
        pg_temp.best_ms('SELECT count(simhash(v)) FROM t') AS b64,
        pg_temp.best_ms('SELECT count(simhash_bits(v, 256)) FROM t') AS b256,
@@ -75,16 +77,7 @@ SET client_min_messages = warning;
 DROP TABLE IF EXISTS tv;
 CREATE TABLE tv AS SELECT i, v::vector($d) AS v FROM t;
 VACUUM ANALYZE tv;
-CREATE FUNCTION pg_temp.best_ms(q text) RETURNS float8 LANGUAGE plpgsql AS \$\$
-DECLARE t0 timestamptz; best float8 := 'Infinity';
-BEGIN
-    FOR r IN 1..3 LOOP
-        t0 := clock_timestamp();
-        EXECUTE q;
-        best := least(best, extract(epoch FROM clock_timestamp() - t0) * 1000);
-    END LOOP;
-    RETURN best;
-END \$\$;
+$best_ms
 SELECT format('   (d = %s, pgvector vector(%s) column: reading the rows %s ms, count(simhash(v)) %s ms)', $d, $d,
               round(pg_temp.best_ms('SELECT sum(vector_dims(v)) FROM tv')), round(pg_temp.best_ms('SELECT count(simhash(v)) FROM tv')));
 SQL
