@@ -53,13 +53,8 @@ fn code(embedding: Array<'_, f32>, bits: usize, seed: i64, function: &str) -> Op
     if !nonzero {
         return None;
     }
-    let seed = seed as u64;
-    // The cache is borrowed only to find or generate the matrix, not while the code is computed.
-    let planes = PLANES.with(|cache| cache.borrow_mut().get(seed, v.len(), bits, INTERRUPTS));
-    match planes {
-        Some(planes) => planes.code(v, bits, INTERRUPTS),
-        None => hyperplanes::code_uncached(seed, v, bits, INTERRUPTS),
-    }
+    // (an error raised by the interrupt check unwinds through the borrow, which is then released)
+    PLANES.with(|cache| hyperplanes::code(&mut cache.borrow_mut(), seed as u64, v, bits, INTERRUPTS))
 }
 
 fn embedding_error(error: EmbeddingError, function: &str) -> ! {
