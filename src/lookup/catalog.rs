@@ -215,12 +215,9 @@ impl ColumnIndexes {
                     let form = (*index).rd_index;
                     // The extension's own access method, on the column itself.
                     if let Some(own_index) = ours.own_index.filter(|_| own.is_none()) {
-                        let usable = (*(*index).rd_rel).relam == own_index.access_method
-                            && (*form).indisvalid
-                            && (*form).indnkeyatts == 1
+                        if is_whole_single_key_index(index, own_index.access_method)
                             && (*form).indkey.values.as_slice(1)[0] == attno
-                            && pg_sys::RelationGetIndexPredicate(index).is_null();
-                        if usable {
+                        {
                             own = Some(index_oid);
                         }
                     }
@@ -301,6 +298,22 @@ impl ColumnIndexes {
     /// The segment B-trees if all four INCLUDE the column (the radius scan reads it from them).
     pub(crate) fn covering_segment_btrees(&self) -> Option<[SegmentIndex; SEGMENTS]> {
         self.segment_btrees().filter(|all| all.iter().all(|s| s.column_in_index.is_some()))
+    }
+}
+
+/// Whether `index` is a valid index of the access method `am` with one key column and no
+/// predicate (one the rewrite may send a radius test to).
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn is_whole_single_key_index(index: pg_sys::Relation, am: Oid) -> bool {
+    unsafe {
+        let form = (*index).rd_index;
+        (*(*index).rd_rel).relam == am
+            && (*form).indisvalid
+            && (*form).indnkeyatts == 1
+            && pg_sys::RelationGetIndexPredicate(index).is_null()
     }
 }
 

@@ -10,7 +10,7 @@
 use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::PgList;
 
-use super::catalog::ExtensionObjects;
+use super::catalog::{is_whole_single_key_index, ExtensionObjects};
 use crate::pg::nodes::strip_relabel;
 
 /// `probed <@ simhash_ball(other, k)` for the first of `(a, b)` and `(b, a)` whose first member is
@@ -71,13 +71,7 @@ unsafe fn has_index_on(am: Oid, relid: Oid, varno: i32, expr: *mut Node) -> bool
             for index_oid in PgList::<Oid>::from_pg(pg_sys::RelationGetIndexList(rel)).iter_oid() {
                 // (the planner takes the same lock on every index of the table moments later)
                 let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as i32);
-                let form = (*index).rd_index;
-                if (*(*index).rd_rel).relam == am
-                    && (*form).indisvalid
-                    && (*form).indnkeyatts == 1
-                    && (*form).indkey.values.as_slice(1)[0] == 0
-                    && pg_sys::RelationGetIndexPredicate(index).is_null()
-                {
+                if is_whole_single_key_index(index, am) && (*(*index).rd_index).indkey.values.as_slice(1)[0] == 0 {
                     // An index's expressions name the table as range table entry 1 (as the planner's
                     // get_relation_info, renumber them for the query).
                     let indexed = PgList::<Node>::from_pg(pg_sys::RelationGetIndexExpressions(index)).get_ptr(0);
