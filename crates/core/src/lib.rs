@@ -25,6 +25,7 @@
 
 pub mod bucket_pairs;
 pub mod buckets;
+pub mod code_index;
 pub mod cost;
 pub mod dedup;
 pub mod dense;

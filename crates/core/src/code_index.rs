@@ -1,0 +1,421 @@
+//! The layout of an index of binary codes of any length (`bit(n)`, the "bit codes" kind of the
+//! `simhash` access method), without pages: the design is `docs/design/codes-of-any-length.md`
+//! (layout "A"), the segments, radii and probes are [`crate::multi_index`]'s.
+//!
+//! - The *code store*: every row's code once, in ascending order of the codes (so equal codes are
+//!   adjacent); a row is named by its position there, its *ordinal*.
+//! - Per indexed segment (the first [`MAX_INDEXED_SEGMENTS`] of the plan): the entries
+//!   (segment value, ordinal) sorted by (value, ordinal), each split into the value's top
+//!   `prefix_bits` bits (the *prefix*) and the bits below them (the *low* bits, at most 16, kept
+//!   in the entry as a `u16`), and a *directory*: for each prefix, where its entries start
+//!   (`2^prefix_bits + 1` positions, the last one the row count). A probe value goes to its
+//!   prefix's run through the directory and finds its entries there by a binary search on the low
+//!   bits ([`probe_run`]).
+//! - A lookup within `k` bits ([`Layout::radii`], [`candidates`]): the probes of each indexed
+//!   segment within its radius, their ordinals collected, sorted and deduplicated; the caller
+//!   reads each candidate's code and keeps those within `k`. Complete by the generalised
+//!   pigeonhole ([`crate::multi_index`]), checked against brute force below.
+//! - Nearest rows in passes of bounded memory ([`Smallest`]): the next `capacity` rows in
+//!   (distance, TID) order after a cursor.
+
+use std::collections::BinaryHeap;
+
+use crate::multi_index::{self, Costs, PlanError, SegmentPlan, Work};
+
+/// The most segments an index files its rows under (the rest of a long code is only compared).
+pub const MAX_INDEXED_SEGMENTS: u32 = 16;
+
+/// The most bits of a segment value below its prefix (an entry keeps them as a `u16`).
+pub const MAX_LOW_BITS: u32 = 16;
+
+/// How an index of codes is cut: the segment plan, the segments indexed, the prefix bits of the
+/// directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub plan: SegmentPlan,
+    /// The first `indexed` segments of the plan are indexed.
+    pub indexed: u32,
+    /// The directory's prefix: the top `prefix_bits` bits of a segment value (of a full-width
+    /// segment; [`Layout::prefix_bits_of`] for each).
+    pub prefix_bits: u32,
+}
+
+impl Layout {
+    /// The layout of an index built on `rows` rows of `code_bits`-bit codes: the plan of
+    /// [`SegmentPlan::for_table`], at most [`MAX_INDEXED_SEGMENTS`] of its segments indexed, a
+    /// directory of about one prefix per row (8 to 16 bits; more when the low bits would not fit).
+    pub fn for_table(code_bits: u32, rows: u64) -> Result<Layout, PlanError> {
+        let plan = SegmentPlan::for_table(code_bits, rows)?;
+        let log2 = 64 - rows.max(1).leading_zeros();
+        let prefix_bits = log2.clamp(8, 16).min(plan.width).max(plan.width.saturating_sub(MAX_LOW_BITS));
+        Ok(Layout { plan, indexed: plan.count.min(MAX_INDEXED_SEGMENTS), prefix_bits })
+    }
+
+    /// Whether the fields are consistent (for a layout read from a page).
+    pub fn is_valid(&self) -> bool {
+        let Ok(plan) = SegmentPlan::with_width(self.plan.code_bits, self.plan.width) else { return false };
+        plan == self.plan
+            && (1..=MAX_INDEXED_SEGMENTS.min(plan.count)).contains(&self.indexed)
+            && self.prefix_bits >= 1
+            && self.prefix_bits <= 16
+            && self.prefix_bits <= plan.width
+            && plan.width - self.prefix_bits <= MAX_LOW_BITS
+    }
+
+    /// The prefix bits of segment `i`.
+    pub fn prefix_bits_of(&self, i: u32) -> u32 {
+        self.prefix_bits.min(self.plan.width_of(i))
+    }
+
+    /// The low bits of segment `i`.
+    pub fn low_bits_of(&self, i: u32) -> u32 {
+        self.plan.width_of(i) - self.prefix_bits_of(i)
+    }
+
+    /// The directory's length for segment `i`: one position per prefix, and the end.
+    pub fn directory_len(&self, i: u32) -> usize {
+        (1usize << self.prefix_bits_of(i)) + 1
+    }
+
+    /// A value of segment `i` as (prefix, low bits).
+    pub fn split(&self, i: u32, value: u32) -> (u32, u16) {
+        let low = self.low_bits_of(i);
+        ((value as u64 >> low) as u32, (value & ((1u64 << low) - 1) as u32) as u16)
+    }
+
+    /// The plan of the indexed segments alone (what the radii are chosen over).
+    pub fn indexed_plan(&self) -> SegmentPlan {
+        let last_width = if self.indexed == self.plan.count { self.plan.last_width } else { self.plan.width };
+        SegmentPlan {
+            code_bits: self.plan.width * (self.indexed - 1) + last_width,
+            count: self.indexed,
+            last_width,
+            ..self.plan
+        }
+    }
+
+    /// The radii of the indexed segments for a lookup within `k` bits among `rows` rows (`None`:
+    /// no probing is complete, read every code).
+    pub fn radii(&self, k: u32, rows: u64) -> Option<Vec<Option<u32>>> {
+        multi_index::segment_radii(&self.indexed_plan(), k, rows, Costs::default())
+    }
+
+    /// The expected work of probing with `radii` among `rows` rows.
+    pub fn work(&self, radii: &[Option<u32>], rows: u64) -> Work {
+        multi_index::expected_work(&self.indexed_plan(), radii, rows)
+    }
+}
+
+/// Whether probing with `work` is expected to cost less than reading all `rows` codes in order
+/// (a candidate or a probe is a random access in the index, a code read in order about a tenth).
+pub fn probing_pays(work: Work, rows: u64) -> bool {
+    work.probes + work.candidates < rows as f64 / 10.0 + 16.0
+}
+
+/// The directory of a segment from its entries' prefixes in ascending order: where each of the
+/// `len - 1` prefixes starts, then the count.
+pub fn directory(prefixes: impl Iterator<Item = u32>, len: usize) -> Vec<u32> {
+    let mut starts = vec![0u32; len];
+    let mut count = 0u32;
+    for prefix in prefixes {
+        starts[prefix as usize + 1] += 1;
+        count += 1;
+    }
+    for p in 1..len {
+        starts[p] += starts[p - 1];
+    }
+    debug_assert_eq!(starts[len - 1], count);
+    starts
+}
+
+/// The entries of segment `i` of `codes` (in ordinal order) sorted by (value, ordinal), as
+/// (value, ordinal).
+pub fn segment_entries<'a>(layout: &Layout, i: u32, codes: impl Iterator<Item = &'a [u8]>) -> Vec<(u32, u32)> {
+    let mut entries: Vec<(u32, u32)> =
+        codes.enumerate().map(|(ordinal, code)| (layout.plan.segment(code, i), ordinal as u32)).collect();
+    entries.sort_unstable();
+    entries
+}
+
+/// The entries with low bits `low` among `start..end`, a run sorted by low bits: their range, by
+/// binary search with `low_at(position)`.
+pub fn probe_run(start: u32, end: u32, low: u16, mut low_at: impl FnMut(u32) -> u16) -> std::ops::Range<u32> {
+    let (mut lo, mut hi) = (start, end);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if low_at(mid) < low {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let first = lo;
+    hi = end;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if low_at(mid) <= low {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    first..lo
+}
+
+/// The segment accesses [`candidates`] needs: the directory position of a prefix, the low bits
+/// and ordinal of an entry (of indexed segment `i`).
+pub trait Segments {
+    fn directory(&mut self, i: u32, prefix: u32) -> u32;
+    fn low(&mut self, i: u32, position: u32) -> u16;
+    fn ordinal(&mut self, i: u32, position: u32) -> u32;
+}
+
+/// The ordinals of the rows met by probing the indexed segments of `query` with `radii`, sorted
+/// and each once, or `None` once more than `limit` were met (counting repeats).
+pub fn candidates(
+    layout: &Layout,
+    radii: &[Option<u32>],
+    query: &[u8],
+    segments: &mut dyn Segments,
+    limit: usize,
+    interrupt: crate::Interrupt,
+) -> Option<Vec<u32>> {
+    let mut found = Vec::new();
+    let mut probed = 0usize;
+    for (i, radius) in radii.iter().enumerate() {
+        let Some(radius) = *radius else { continue };
+        let i = i as u32;
+        let value = layout.plan.segment(query, i);
+        for probe in multi_index::probes(value, layout.plan.width_of(i), radius) {
+            probed += 1;
+            if probed.is_multiple_of(1024) {
+                interrupt.check();
+            }
+            let (prefix, low) = layout.split(i, probe);
+            let (start, end) = (segments.directory(i, prefix), segments.directory(i, prefix + 1));
+            let range = probe_run(start, end, low, |p| segments.low(i, p));
+            if found.len() + range.len() > limit {
+                return None;
+            }
+            found.extend(range.map(|p| segments.ordinal(i, p)));
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    Some(found)
+}
+
+/// The `capacity` smallest keys offered that are above a cursor, for nearest rows in passes of
+/// bounded memory: a pass offers every row's (distance, TID order) key; the keys kept are the
+/// next ones in order after the cursor.
+pub struct Smallest {
+    heap: BinaryHeap<(u32, u64)>,
+    capacity: usize,
+    after: Option<(u32, u64)>,
+}
+
+impl Smallest {
+    /// Keeps up to `capacity` (at least 1) keys above `after` (`None`: all).
+    pub fn new(capacity: usize, after: Option<(u32, u64)>) -> Smallest {
+        Smallest { heap: BinaryHeap::new(), capacity: capacity.max(1), after }
+    }
+
+    /// Offers a key.
+    pub fn offer(&mut self, key: (u32, u64)) {
+        if self.after.is_some_and(|after| key <= after) {
+            return;
+        }
+        if self.heap.len() < self.capacity {
+            self.heap.push(key);
+        } else if self.heap.peek().is_some_and(|&top| key < top) {
+            self.heap.pop();
+            self.heap.push(key);
+        }
+    }
+
+    /// The largest key that could still be kept (`None`: any), to skip work on rows beyond it.
+    pub fn bound(&self) -> Option<(u32, u64)> {
+        (self.heap.len() == self.capacity).then(|| *self.heap.peek().expect("full"))
+    }
+
+    /// The keys kept, ascending, and whether they are all the keys above the cursor (the pass
+    /// held fewer than its capacity).
+    pub fn finish(self) -> (Vec<(u32, u64)>, bool) {
+        let all = self.heap.len() < self.capacity;
+        (self.heap.into_sorted_vec(), all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::multi_index::hamming_bytes;
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// An in-memory index: directories and (low, ordinal) entries per indexed segment.
+    struct Memory {
+        directories: Vec<Vec<u32>>,
+        entries: Vec<Vec<(u16, u32)>>,
+    }
+
+    impl Memory {
+        fn build(layout: &Layout, codes: &[Vec<u8>]) -> Memory {
+            let mut directories = Vec::new();
+            let mut entries = Vec::new();
+            for i in 0..layout.indexed {
+                let sorted = segment_entries(layout, i, codes.iter().map(|c| c.as_slice()));
+                let split: Vec<(u32, u16, u32)> = sorted
+                    .iter()
+                    .map(|&(value, ordinal)| {
+                        let (prefix, low) = layout.split(i, value);
+                        (prefix, low, ordinal)
+                    })
+                    .collect();
+                directories.push(directory(split.iter().map(|e| e.0), layout.directory_len(i)));
+                entries.push(split.iter().map(|e| (e.1, e.2)).collect());
+            }
+            Memory { directories, entries }
+        }
+    }
+
+    impl Segments for Memory {
+        fn directory(&mut self, i: u32, prefix: u32) -> u32 {
+            self.directories[i as usize][prefix as usize]
+        }
+        fn low(&mut self, i: u32, position: u32) -> u16 {
+            self.entries[i as usize][position as usize].0
+        }
+        fn ordinal(&mut self, i: u32, position: u32) -> u32 {
+            self.entries[i as usize][position as usize].1
+        }
+    }
+
+    /// `rows` random codes of `bits` bits, every 10th a copy of an earlier one with a few bits
+    /// flipped (up to 40), sorted (the code store's order).
+    fn planted(rows: usize, bits: u32, seed: u64) -> Vec<Vec<u8>> {
+        let mut state = seed;
+        let bytes = bits.div_ceil(8) as usize;
+        let pad = (bytes * 8) as u32 - bits;
+        let mut codes: Vec<Vec<u8>> = Vec::with_capacity(rows);
+        for n in 0..rows {
+            let mut code: Vec<u8> = if n % 10 == 9 {
+                let mut code = codes[xorshift(&mut state) as usize % n].clone();
+                for _ in 0..xorshift(&mut state) % 41 {
+                    let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
+                    code[bit / 8] ^= 0x80 >> (bit % 8);
+                }
+                code
+            } else {
+                (0..bytes).map(|_| xorshift(&mut state) as u8).collect()
+            };
+            code[bytes - 1] &= 0xffu8 << pad;
+            codes.push(code);
+        }
+        codes.sort();
+        codes
+    }
+
+    fn check_exact(rows: usize, bits: u32, seed: u64, layout_rows: u64) {
+        let codes = planted(rows, bits, seed);
+        let layout = Layout::for_table(bits, layout_rows).unwrap();
+        assert!(layout.is_valid(), "{layout:?}");
+        let mut memory = Memory::build(&layout, &codes);
+        let mut state = seed ^ 0x5555;
+        for q in 0..40 {
+            // Queries: stored codes with a few bits flipped, and random codes.
+            let mut query = codes[xorshift(&mut state) as usize % rows].clone();
+            if q % 4 == 3 {
+                query.iter_mut().for_each(|b| *b = xorshift(&mut state) as u8);
+            }
+            for _ in 0..q % 7 {
+                let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
+                query[bit / 8] ^= 0x80 >> (bit % 8);
+            }
+            let bytes = query.len();
+            query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
+            for k in 0..=40 {
+                let expected: Vec<u32> =
+                    (0..rows as u32).filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
+                let Some(radii) = layout.radii(k, rows as u64) else { continue };
+                let found =
+                    candidates(&layout, &radii, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER).unwrap();
+                assert!(found.windows(2).all(|w| w[0] < w[1]));
+                let within: Vec<u32> =
+                    found.into_iter().filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
+                assert_eq!(within, expected, "{bits} bits, k {k}, layout {layout:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lookups_equal_brute_force() {
+        check_exact(10_000, 256, 0x1234_5678_9abc_def1, 10_000);
+        check_exact(10_000, 64, 0x0f0f_1234_5678_9abc, 10_000);
+        // 1,024 bits: 16 of 64 segments indexed.
+        check_exact(3_000, 1024, 0x2468_ace0_1357_9bdf, 3_000);
+        // Wider segments (as for ten million rows) over a small table, and odd lengths.
+        check_exact(5_000, 256, 0x1111_2222_3333_4444, 10_000_000);
+        check_exact(2_000, 100, 0x7777_2222_3333_4444, 1 << 30);
+        check_exact(500, 7, 0x7777_2222_3333_9999, 500);
+    }
+
+    #[test]
+    fn layouts() {
+        for bits in [1, 7, 64, 100, 256, 1000, 1024, 4096] {
+            for rows in [0u64, 1, 255, 1000, 20_000, 1_000_000, 10_000_000, 1 << 40] {
+                let layout = Layout::for_table(bits, rows).unwrap();
+                assert!(layout.is_valid(), "{bits} {rows} {layout:?}");
+                for i in 0..layout.indexed {
+                    assert!(layout.low_bits_of(i) <= MAX_LOW_BITS);
+                }
+            }
+        }
+        let layout = Layout::for_table(1024, 1_000_000).unwrap();
+        assert_eq!((layout.indexed, layout.plan.count, layout.prefix_bits), (16, 52, 16));
+        assert_eq!(layout.indexed_plan().count, 16);
+        assert_eq!(Layout::for_table(256, 20_000).unwrap().prefix_bits, 15);
+        // Damaged fields are refused.
+        assert!(!Layout { indexed: 17, ..layout }.is_valid());
+        assert!(!Layout { prefix_bits: 3, ..layout }.is_valid());
+    }
+
+    #[test]
+    fn probe_runs() {
+        let lows = [1u16, 3, 3, 3, 7, 9];
+        assert_eq!(probe_run(0, 6, 3, |p| lows[p as usize]), 1..4);
+        assert_eq!(probe_run(0, 6, 4, |p| lows[p as usize]), 4..4);
+        assert_eq!(probe_run(2, 5, 9, |p| lows[p as usize]), 5..5);
+        assert_eq!(probe_run(0, 6, 0, |p| lows[p as usize]), 0..0);
+        assert_eq!(directory([0u32, 0, 2, 3, 3].into_iter(), 5), vec![0, 2, 2, 3, 5]);
+    }
+
+    #[test]
+    fn smallest_in_passes_equals_a_sort() {
+        let mut state = 99u64;
+        let keys: Vec<(u32, u64)> =
+            (0..5000).map(|_| ((xorshift(&mut state) % 50) as u32, xorshift(&mut state) % 2000)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let mut pass = Smallest::new(37, after);
+            keys.iter().for_each(|&key| pass.offer(key));
+            let (mut batch, all) = pass.finish();
+            batch.dedup();
+            after = batch.last().copied().or(after);
+            out.extend(batch);
+            if all {
+                break;
+            }
+        }
+        assert_eq!(out, sorted);
+    }
+}
