@@ -41,6 +41,9 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
     index_info: *mut pg_sys::IndexInfo,
 ) -> *mut pg_sys::IndexBuildResult {
     unsafe {
+        if super::codes::is_codes(index) {
+            return super::codes::build::build(heap, index, index_info);
+        }
         if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
@@ -89,6 +92,9 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     unsafe {
+        if super::codes::is_codes(index) {
+            return super::codes::build::build_empty(index);
+        }
         let mut built = dense_write::InMemory::new(&[]);
         let built = builds_dense().then_some(&mut built as &mut dyn SortedRows);
         write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], built, 0, &mut || None);

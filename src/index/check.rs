@@ -64,6 +64,11 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 None,
             );
         }
+        if super::codes::is_codes(index) {
+            let rows = super::codes::check::check(index);
+            pg_sys::index_close(index, pg_sys::ShareLock as i32);
+            return rows;
+        }
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
         if blocks == 0 {
             corrupt(index, "it has no metapage".into());

@@ -101,5 +101,17 @@ pub(super) unsafe extern "C-unwind" fn amcostestimate(
         *selectivity = costs.indexSelectivity;
         *correlation = costs.indexCorrelation;
         *pages = costs.numIndexPages;
+        // An index of codes: its own estimate, the penalties above kept.
+        let info = (*path).indexinfo;
+        if !(*info).opcintype.is_null() && *(*info).opcintype == pg_sys::BITOID {
+            if let Some((startup, total, share, read)) = super::codes::cost::estimate(path) {
+                let extra = f64::from(penalty) * pg_sys::disable_cost;
+                *startup_cost = startup + extra;
+                *total_cost = total + extra;
+                *selectivity = share;
+                *pages = read;
+                *correlation = 0.0;
+            }
+        }
     }
 }

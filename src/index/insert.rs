@@ -29,6 +29,9 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
     _index_info: *mut pg_sys::IndexInfo,
 ) -> bool {
     unsafe {
+        if super::codes::is_codes(index) {
+            return super::codes::write::insert(index, *values, *isnull, *heap_tid);
+        }
         let meta = meta::load_meta(index);
         let mut links = Links::of(index, &meta);
         let Some(fp) = fingerprint_of(*values, *isnull) else {

@@ -39,6 +39,7 @@ mod buffers;
 mod build;
 mod chain;
 mod check;
+mod codes;
 mod cost;
 mod dense;
 mod dense_read;
@@ -65,7 +66,12 @@ mod vacuum;
 ///
 /// `index` is an open simhash index.
 pub(crate) unsafe fn rows_within(index: pg_sys::Relation, fp: u64, k: u32) -> Vec<pg_sys::ItemPointerData> {
-    unsafe { search::search(index, &[Some((fp, k.min(64) as i32))]) }
+    unsafe {
+        if codes::is_codes(index) {
+            codes::refuse(index, "a near-duplicate constraint");
+        }
+        search::search(index, &[Some((fp, k.min(64) as i32))])
+    }
 }
 
 /// For each fingerprint of `fps`, the rows within `k` bits of it (`k` at most
@@ -80,7 +86,12 @@ pub(crate) unsafe fn rows_within_each(
     fps: &[u64],
     k: u32,
 ) -> Vec<(usize, pg_sys::ItemPointerData)> {
-    unsafe { search::search_many(index, fps, k) }
+    unsafe {
+        if codes::is_codes(index) {
+            codes::refuse(index, "a near-duplicate constraint");
+        }
+        search::search_many(index, fps, k)
+    }
 }
 
 /// Reports once each pair of entries of `index` within `k` (at most
@@ -93,7 +104,12 @@ pub(crate) unsafe fn rows_within_each(
 ///
 /// `index` is an open simhash index.
 pub(crate) unsafe fn pairs_within(index: pg_sys::Relation, k: u32, on_pair: simhash_core::bucket_pairs::OnPairs<u64>) {
-    unsafe { pairs::for_each_pair(index, k, on_pair) }
+    unsafe {
+        if codes::is_codes(index) {
+            codes::refuse(index, "simhash_pairs");
+        }
+        pairs::for_each_pair(index, k, on_pair)
+    }
 }
 
 #[unsafe(no_mangle)]

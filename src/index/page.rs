@@ -62,6 +62,14 @@ pub(super) enum Kind {
     DenseDirectory = 5,
     /// A page of the entries of a segment of the built part (format 5, `super::dense`).
     Dense = 6,
+    /// The pages of an index of `bit(n)` codes (`super::codes`): its code store, each indexed
+    /// segment's directory and entries, the chain of codes inserted since the build, the chain
+    /// of rows whose code is NULL.
+    CodeStore = 7,
+    CodeDirectory = 8,
+    CodeEntries = 9,
+    CodeTail = 10,
+    CodeNulls = 11,
 }
 
 /// The special space of every page.

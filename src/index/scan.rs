@@ -35,6 +35,8 @@ struct ScanState {
     /// With a radius test whose matches do not fit in work_mem: the radius around the ordered
     /// scan's query beyond which it stops (`u32::MAX`: none), each row rechecked.
     within: Option<u32>,
+    /// The scan of an index of codes (`super::codes::scan`).
+    codes: super::codes::scan::CodesScan,
 }
 
 impl ScanState {
@@ -113,6 +115,9 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
         if !orderbys.is_null() && norderbys > 0 {
             std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
         }
+        if super::codes::is_codes((*scan).indexRelation) {
+            return super::codes::scan::rescan(scan, &mut state.codes);
+        }
         // ORDER BY fp <-> q: the first key whose q is not NULL orders the scan (a NULL q makes its
         // distance NULL for every row, a constant); with every q NULL, any order.
         let orderbys = (0..(*scan).numberOfOrderBys as usize).map(|i| &*(*scan).orderByData.add(i));
@@ -174,6 +179,9 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
         }
         let state = state_of(scan);
         let index = (*scan).indexRelation;
+        if super::codes::is_codes(index) {
+            return super::codes::scan::gettuple(scan, &mut state.codes);
+        }
         if !state.searched {
             match state.order {
                 // No key at all (a partial index whose predicate is the query's only condition,
@@ -249,6 +257,9 @@ pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, 
     unsafe {
         let state = state_of(scan);
         let index = (*scan).indexRelation;
+        if super::codes::is_codes(index) {
+            return super::codes::scan::getbitmap(scan, &mut state.codes, tbm);
+        }
         if state.balls.is_empty() {
             // No key (a partial index's predicate is the query's only condition): every row,
             // added a batch at a time (the bitmap keeps to work_mem).

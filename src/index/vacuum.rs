@@ -102,6 +102,9 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
     callback_state: *mut core::ffi::c_void,
 ) -> *mut pg_sys::IndexBulkDeleteResult {
     unsafe {
+        if super::codes::is_codes((*info).index) {
+            return super::codes::write::bulk_delete(info, stats, callback, callback_state);
+        }
         let stats = stats_or_new(stats);
         let Some(callback) = callback else { return stats };
         let index = (*info).index;
@@ -157,6 +160,9 @@ pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
     stats: *mut pg_sys::IndexBulkDeleteResult,
 ) -> *mut pg_sys::IndexBulkDeleteResult {
     unsafe {
+        if super::codes::is_codes((*info).index) {
+            return super::codes::write::vacuum_cleanup(info, stats);
+        }
         if (*info).analyze_only {
             return stats;
         }

@@ -1,0 +1,125 @@
+//! The cost of a scan of an index of codes: from its metapage (rows, layout, tail pages) and the
+//! ball's radius when the plan knows it, the expected probes and candidates of a lookup
+//! (`simhash_core::code_index`), or a read of the whole code store when probing would cost more
+//! (as the scan then does). `ORDER BY` alone is priced as a read of the code store (the nearest
+//! rows of uniform codes are far: rounds through the segments are a bonus of clustered data).
+
+use pgrx::pg_sys::{self, Node, NodeTag};
+use pgrx::PgList;
+use simhash_core::code_index;
+
+use super::meta::{self, CodesMeta};
+use crate::pg::nodes::const_integer;
+
+/// Without a constant radius, the estimate of a radius of 8.
+const DEFAULT_RADIUS: u32 = 8;
+
+/// The radius of the ball operand of an index clause, when it is known at plan time.
+unsafe fn radius_of(clause: *mut Node) -> Option<i64> {
+    unsafe {
+        if clause.is_null() || (*clause).type_ != NodeTag::T_OpExpr {
+            return None;
+        }
+        let args = PgList::<Node>::from_pg((*(clause as *mut pg_sys::OpExpr)).args);
+        let ball = args.get_ptr(1)?;
+        match (*ball).type_ {
+            NodeTag::T_RowExpr => {
+                let fields = PgList::<Node>::from_pg((*(ball as *mut pg_sys::RowExpr)).args);
+                const_integer(fields.get_ptr(1)?)
+            }
+            NodeTag::T_FuncExpr => {
+                let fields = PgList::<Node>::from_pg((*(ball as *mut pg_sys::FuncExpr)).args);
+                const_integer(fields.get_ptr(1)?)
+            }
+            NodeTag::T_Const => {
+                let constant = ball as *mut pg_sys::Const;
+                if (*constant).constisnull {
+                    return Some(-1);
+                }
+                super::ball_of((*constant).constvalue).map(|ball| i64::from(ball.radius))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The share of uniformly random `bits`-bit codes within `k` bits of a query.
+fn uniform_share(bits: u32, k: u32) -> f64 {
+    // sum C(bits, j) / 2^bits, in logarithms (bits up to 4,096)
+    let mut log_binomial = 0.0f64;
+    let mut share = 0.0;
+    for j in 0..=k.min(bits) {
+        if j > 0 {
+            log_binomial += ((bits - j + 1) as f64).ln() - (j as f64).ln();
+        }
+        share += (log_binomial - bits as f64 * std::f64::consts::LN_2).exp();
+    }
+    share.min(1.0)
+}
+
+/// The costs of a scan: (startup, total, selectivity, pages), or `None` for the generic estimate.
+///
+/// # Safety
+///
+/// `path` is an index path of an index of codes.
+pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<(f64, f64, f64, f64)> {
+    unsafe {
+        let info = (*path).indexinfo;
+        let index = pg_sys::index_open((*info).indexoid, pg_sys::NoLock as i32);
+        let meta: CodesMeta = meta::load_meta(index);
+        pg_sys::index_close(index, pg_sys::NoLock as i32);
+        let rows = u64::from(meta.rows);
+        let code_bytes = meta.code_bytes().max(1);
+        let store_pages = (rows as f64 / meta::store_per_page(code_bytes) as f64).ceil() + f64::from(meta.tail_pages);
+        let all_rows = rows as f64 + f64::from(meta.tail_pages) * meta::store_per_page(code_bytes) as f64;
+        let (seq_page, random_page, cpu_tuple, cpu_operator) =
+            (pg_sys::seq_page_cost, pg_sys::random_page_cost, pg_sys::cpu_index_tuple_cost, pg_sys::cpu_operator_cost);
+        // A read of every code: its pages in order, a distance per row.
+        let scan = store_pages * seq_page + all_rows * (cpu_tuple + cpu_operator);
+        let clauses = PgList::<pg_sys::IndexClause>::from_pg((*path).indexclauses);
+        let mut radius: Option<u32> = None;
+        for clause in clauses.iter_ptr() {
+            let r = radius_of((*(*clause).rinfo).clause.cast()).unwrap_or(i64::from(DEFAULT_RADIUS));
+            let r = r.clamp(-1, i64::from(meta.code_bits.max(1))) as i32;
+            if r < 0 {
+                return Some((0.0, 0.0, 0.0, 1.0));
+            }
+            radius = Some(radius.map_or(r as u32, |k| k.min(r as u32)));
+        }
+        let Some(k) = radius else {
+            // ORDER BY alone: a read of the code store.
+            return Some((scan, scan, 1.0, store_pages));
+        };
+        let selectivity = (uniform_share(meta.code_bits.max(1), k) + 1.0 / all_rows.max(1.0)).min(1.0);
+        let matches = selectivity * all_rows;
+        let tail = f64::from(meta.tail_pages);
+        let probed = (rows > 0)
+            .then(|| meta.layout())
+            .and_then(|layout| layout.radii(k, rows).map(|radii| layout.work(&radii, rows)))
+            .filter(|&work| code_index::probing_pays(work, rows));
+        let cost = match probed {
+            // A probe: a directory position and a binary search in cached pages; a candidate: a
+            // code-store page (random, a share of them cached) and a distance.
+            Some(work) => {
+                work.probes * (cpu_operator * 20.0)
+                    + work.candidates * (cpu_tuple + cpu_operator + 0.1 * random_page)
+                    + tail * seq_page
+                    + matches * cpu_tuple
+                    + random_page
+            }
+            None => scan,
+        };
+        let pages = probed.map_or(store_pages, |work| (work.candidates + 1.0).min(store_pages) + tail);
+        Some((cost, cost, selectivity, pages))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shares() {
+        assert!((super::uniform_share(8, 8) - 1.0).abs() < 1e-9);
+        assert!((super::uniform_share(4, 1) - 5.0 / 16.0).abs() < 1e-9);
+        assert!(super::uniform_share(256, 16) < 1e-40);
+    }
+}

@@ -1,0 +1,113 @@
+//! The second kind of `simhash` index: `bit(n)` codes of 1 to 4,096 bits (operator class
+//! `simhash_bit_ops`), exact radius search `code <@ simhash_code_ball(q, k)` and exact nearest rows
+//! `ORDER BY code <-> simhash_code_ball(q, 0)`. Every callback of the access method dispatches on
+//! the key type ([`is_codes`]); the `simhash64` kind (`super`) is untouched.
+//!
+//! The layout ("A" of `docs/design/codes-of-any-length.md`; without pages in
+//! `simhash_core::code_index`): block 0 the metapage ([`meta`], format 6), then the *code store*
+//! (every row of the build, code and TID, sorted by code: a row's position there is its ordinal),
+//! then per indexed segment its directory (where each prefix's entries start) and its entries
+//! ((low bits, ordinal) in two arrays per page, sorted by (segment value, ordinal)), then the chain
+//! of rows whose code is NULL. Rows inserted after the build go to the *tail*, a chain of (code,
+//! TID) pages that every lookup reads whole (a REINDEX compacts).
+//!
+//! The files: `meta` (the metapage, where each part is, the slots of a page), `build`, `read`
+//! (pages, the store and the chains, the probes), `ordered` (nearest rows, and radius scans too
+//! large for memory), `scan` (the scan callbacks), `write` (insert and VACUUM), `cost`, `check`.
+
+use pgrx::pg_sys::{self, Datum};
+use pgrx::PgSqlErrorCode;
+
+use crate::pg::errors::raise;
+
+pub(super) mod build;
+pub(super) mod check;
+pub(super) mod cost;
+pub(super) mod meta;
+mod ordered;
+mod read;
+pub(super) mod scan;
+pub(super) mod write;
+
+/// Whether `index` is of the bit-codes kind (its key is `bit`).
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn is_codes(index: pg_sys::Relation) -> bool {
+    unsafe { !(*index).rd_opcintype.is_null() && *(*index).rd_opcintype == pg_sys::BITOID }
+}
+
+/// ERROR 0A000 for an entry point of the `simhash64` kind given an index of codes.
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn refuse(index: pg_sys::Relation, what: &str) -> ! {
+    let name = unsafe { crate::pg::names::relation_name(index) };
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("{what} does not support simhash index \"{name}\" of bit codes"),
+        None,
+        Some("It needs a simhash index on a simhash64 column.".into()),
+    )
+}
+
+/// The bits and bytes of a `bit` value (detoasted; the bytes as `bit` stores them, first bit =
+/// most significant bit of byte 0, padding bits zero).
+///
+/// # Safety
+///
+/// `datum` is a non-NULL `bit` or `bit varying` value; the bytes live in the current memory
+/// context.
+pub(crate) unsafe fn code_bytes<'a>(datum: Datum) -> (u32, &'a [u8]) {
+    unsafe {
+        let varlena = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
+        let size = pgrx::varlena::varsize_any_exhdr(varlena);
+        let data = pgrx::varlena::vardata_any(varlena) as *const u8;
+        let bits = (data as *const i32).read_unaligned().max(0) as u32;
+        let bytes = (bits.div_ceil(8) as usize).min(size.saturating_sub(4));
+        (bits, std::slice::from_raw_parts(data.add(4), bytes))
+    }
+}
+
+/// A `simhash_code_ball`: its centre's bits and bytes, its radius.
+#[derive(Clone, Debug)]
+pub(crate) struct CodeBall {
+    pub bits: u32,
+    pub bytes: Vec<u8>,
+    pub radius: i32,
+}
+
+/// The ball of a `simhash_code_ball` value (a composite of a `bit varying` centre and an integer
+/// radius), `None` when the centre or the radius is NULL.
+///
+/// # Safety
+///
+/// `datum` is a non-NULL `simhash_code_ball`.
+pub(crate) unsafe fn ball_of(datum: Datum) -> Option<CodeBall> {
+    unsafe {
+        let tuple = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
+        let mut isnull = false;
+        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
+        if isnull {
+            return None;
+        }
+        let radius = pg_sys::GetAttributeByNum(tuple, 2, &mut isnull);
+        if isnull {
+            return None;
+        }
+        let (bits, bytes) = code_bytes(center);
+        Some(CodeBall { bits, bytes: bytes.to_vec(), radius: radius.value() as i32 })
+    }
+}
+
+/// ERROR 22026: a code of `bits` bits where the index holds codes of `expected`.
+pub(super) fn wrong_length(bits: u32, expected: u32) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_STRING_DATA_LENGTH_MISMATCH,
+        format!("a code of {bits} bits cannot be compared with the {expected}-bit codes of a simhash index"),
+        None,
+        Some("Every code of an index has one length.".into()),
+    )
+}

@@ -1,0 +1,135 @@
+//! Rows of an index of codes in order of distance to a query, nearest first, ties in table order,
+//! then the rows whose code is NULL ([`Nearest`]): for `ORDER BY code <-> simhash_code_ball(q, _)`,
+//! and for a radius scan whose matches do not fit in `work_mem` (then stopping beyond the radius).
+//!
+//! Exact in two phases. First, rounds through the segments: the rows within `r` bits of the query
+//! (a radius lookup, `super::read::Reader::probe`), those beyond the previous round's radius
+//! handed out sorted, with `r` growing (0, 1, 2, 3, 4, 6, 9, ...) while a round costs less than
+//! reading the code store and its candidates fit in `work_mem`. Then passes over the code store
+//! and the tail, each keeping the next rows in (distance, TID) order after the last one handed out,
+//! as many as `work_mem` holds (`simhash_core::code_index::Smallest`): one pass when they fit.
+
+use pgrx::pg_sys;
+use simhash_core::code_index::Smallest;
+use simhash_core::multi_index::hamming_bytes;
+
+use super::read::Reader;
+use super::CodeBall;
+use crate::pg::tid::{tid_of_order, tid_order};
+
+/// The bytes of memory a scan's rows may take: `work_mem`.
+pub(super) fn work_mem_bytes() -> usize {
+    unsafe { pg_sys::work_mem.max(64) as usize * 1024 }
+}
+
+pub(super) struct Nearest {
+    /// The query (`None`: no order; every row at distance 0, in table order).
+    query: Option<Vec<u8>>,
+    /// Every row handed out is within each of these balls.
+    filter: Vec<CodeBall>,
+    /// Rows beyond this distance are not handed out (`u32::MAX`: none).
+    bound: u32,
+    /// The next round's radius, while rounds through the segments go on.
+    round: Option<u32>,
+    /// Every row at or before this key was handed out.
+    done: Option<(u32, u64)>,
+    batch: Vec<(u32, u64)>,
+    at: usize,
+    codes_done: bool,
+    nulls: Option<Vec<u64>>,
+}
+
+impl Nearest {
+    /// Rows around `query` within `bound` that are in each ball of `filter`; `nulls`: then the
+    /// rows whose code is NULL.
+    pub fn new(query: Option<Vec<u8>>, filter: Vec<CodeBall>, bound: u32, rounds: bool, nulls: bool) -> Nearest {
+        Nearest {
+            round: (rounds && query.is_some()).then_some(0),
+            query,
+            filter,
+            bound,
+            done: None,
+            batch: Vec::new(),
+            at: 0,
+            codes_done: false,
+            nulls: (!nulls).then(Vec::new),
+        }
+    }
+
+    pub(super) fn keeps_all(filter: &[CodeBall], code: &[u8]) -> bool {
+        filter.iter().all(|ball| hamming_bytes(code, &ball.bytes).is_some_and(|d| d as i64 <= i64::from(ball.radius)))
+    }
+
+    /// The next row: its TID and distance (`None` for a NULL code).
+    ///
+    /// # Safety
+    ///
+    /// `index` is the open index of codes scanned.
+    pub unsafe fn next(&mut self, index: pg_sys::Relation) -> Option<(pg_sys::ItemPointerData, Option<u32>)> {
+        unsafe {
+            loop {
+                if let Some(&(d, key)) = self.batch.get(self.at) {
+                    self.at += 1;
+                    return Some((tid_of_order(key), Some(d)));
+                }
+                if self.codes_done {
+                    if self.nulls.is_none() {
+                        self.nulls = Some(Reader::new(index).null_rows());
+                        self.at = 0;
+                    }
+                    let nulls = self.nulls.as_ref().expect("read");
+                    let key = *nulls.get(self.at)?;
+                    self.at += 1;
+                    return Some((tid_of_order(key), None));
+                }
+                self.refill(index);
+            }
+        }
+    }
+
+    unsafe fn refill(&mut self, index: pg_sys::Relation) {
+        unsafe {
+            let mut reader = Reader::new(index);
+            let filter = &self.filter;
+            let capacity = work_mem_bytes() / 24;
+            self.at = 0;
+            if let (Some(r), Some(query)) = (self.round, self.query.as_ref()) {
+                let r = r.min(self.bound);
+                let found = if reader.meta.rows == 0 {
+                    // (the tail alone: one pass)
+                    None
+                } else {
+                    reader.probes_pay(r).and_then(|radii| {
+                        reader.probe(query, r, &radii, work_mem_bytes() / 4, &mut |code| Self::keeps_all(filter, code))
+                    })
+                };
+                match found {
+                    Some(mut found) if found.len() <= capacity => {
+                        let after = self.done;
+                        found.retain(|&key| after.is_none_or(|after| key > after));
+                        super::super::memory::sort_interruptibly(&mut found, |&key| key);
+                        self.batch = found;
+                        self.done = Some((r, u64::MAX));
+                        self.codes_done = r >= self.bound;
+                        self.round = Some(if r < 4 { r + 1 } else { r + r / 2 });
+                    }
+                    _ => self.round = None,
+                }
+                return;
+            }
+            // A pass over every row.
+            let mut pass = Smallest::new(capacity, self.done);
+            let (query, bound) = (self.query.as_deref(), self.bound);
+            reader.for_each_row(&mut |code, tid| {
+                let d = query.map_or(Some(0), |query| hamming_bytes(code, query)).unwrap_or(u32::MAX);
+                if d <= bound && pass.bound().is_none_or(|top| (d, 0) <= top) && Self::keeps_all(filter, code) {
+                    pass.offer((d, tid_order(tid)));
+                }
+            });
+            let (batch, all) = pass.finish();
+            self.done = batch.last().copied().or(self.done);
+            self.batch = batch;
+            self.codes_done = all;
+        }
+    }
+}

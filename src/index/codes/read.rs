@@ -1,0 +1,333 @@
+//! Reads of an index of codes: pages share-locked one or two at a time ([`Pages`]), the rows of
+//! the code store and the tail ([`Reader::for_each_row`]), the NULL rows, and a radius lookup
+//! through the segments ([`Reader::probe`]). Every offset and ordinal read from a page is checked
+//! before it is followed (ERROR XX002), and every chain walk is bounded by the index's size.
+
+use pgrx::pg_sys::{self, BlockNumber, Page};
+use simhash_core::code_index::{self, Layout, Segments};
+use simhash_core::multi_index::hamming_bytes;
+
+use super::super::buffers::{number_of_blocks, read_locked};
+use super::super::page::{self, corrupt, Kind, INVALID_BLOCK, TID};
+use super::meta::{self, CodesMeta, Places};
+use crate::pg::tid::tid_order;
+
+/// Up to two pages share-locked at a time (a directory's and an entries' page, say), each kept
+/// until another block is asked for in its place.
+pub(super) struct Pages {
+    index: pg_sys::Relation,
+    held: [(BlockNumber, pg_sys::Buffer); 2],
+}
+
+impl Pages {
+    pub fn new(index: pg_sys::Relation) -> Pages {
+        Pages { index, held: [(INVALID_BLOCK, pg_sys::InvalidBuffer as pg_sys::Buffer); 2] }
+    }
+
+    /// Block `block`, of `kind`, in place `place` (0 or 1), share-locked until released.
+    pub unsafe fn page(&mut self, place: usize, block: BlockNumber, kind: Kind) -> Page {
+        unsafe {
+            let (held, buffer) = self.held[place];
+            if held != block {
+                if held != INVALID_BLOCK {
+                    pg_sys::UnlockReleaseBuffer(buffer);
+                    self.held[place].0 = INVALID_BLOCK;
+                }
+                let buffer = read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
+                self.held[place] = (block, buffer);
+                page::expect_kind(pg_sys::BufferGetPage(buffer), kind, self.index, block);
+            }
+            pg_sys::BufferGetPage(self.held[place].1)
+        }
+    }
+
+    pub fn release(&mut self) {
+        for (block, buffer) in &mut self.held {
+            if *block != INVALID_BLOCK {
+                unsafe { pg_sys::UnlockReleaseBuffer(*buffer) };
+                *block = INVALID_BLOCK;
+            }
+        }
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        // (after an ERROR the buffers are released by the abort; this is for the normal end)
+        self.release();
+    }
+}
+
+/// The TID of a slot whose row VACUUM removed.
+pub(super) fn is_removed(tid: &pg_sys::ItemPointerData) -> bool {
+    tid.ip_posid == 0
+}
+
+/// The slots of a page of the code store or the tail, checked against its size.
+///
+/// # Safety
+///
+/// `store_page` is a locked page of such a kind.
+pub(super) unsafe fn slots<'a>(
+    index: pg_sys::Relation,
+    store_page: Page,
+    block: BlockNumber,
+    code_bytes: usize,
+) -> impl Iterator<Item = (pg_sys::ItemPointerData, &'a [u8])> {
+    unsafe {
+        let slot = meta::store_slot(code_bytes);
+        let used = page::used(store_page);
+        if used % slot != 0 || used / slot > meta::store_per_page(code_bytes) {
+            corrupt(index, format!("block {block} holds {used} bytes, not slots of {slot}"));
+        }
+        let contents = std::slice::from_raw_parts(page::contents(store_page) as *const u8, used);
+        contents.chunks_exact(slot).map(|s| (s.as_ptr().cast::<pg_sys::ItemPointerData>().read_unaligned(), &s[TID..]))
+    }
+}
+
+/// The TIDs of a page of the NULL rows' chain.
+pub(super) unsafe fn null_slots(index: pg_sys::Relation, nulls_page: Page, block: BlockNumber) -> Vec<pg_sys::ItemPointerData> {
+    unsafe {
+        let used = page::used(nulls_page);
+        if used % TID != 0 || used / TID > meta::nulls_per_page() {
+            corrupt(index, format!("block {block} holds {used} bytes, not TIDs"));
+        }
+        let tids = page::contents(nulls_page) as *const pg_sys::ItemPointerData;
+        (0..used / TID).map(|i| tids.add(i).read_unaligned()).collect()
+    }
+}
+
+/// An index of codes being read.
+pub(super) struct Reader {
+    pub index: pg_sys::Relation,
+    pub meta: CodesMeta,
+    pub layout: Layout,
+    pub places: Places,
+    pub pages: Pages,
+    blocks: BlockNumber,
+}
+
+impl Reader {
+    /// # Safety
+    ///
+    /// `index` is an open simhash index of codes.
+    pub unsafe fn new(index: pg_sys::Relation) -> Reader {
+        unsafe {
+            let meta = meta::load_meta(index);
+            Reader {
+                index,
+                meta,
+                layout: meta.layout(),
+                places: Places::of(&meta),
+                pages: Pages::new(index),
+                blocks: number_of_blocks(index),
+            }
+        }
+    }
+
+    /// Each page of the chain from `head` (of `kind`), share-locked in turn, with `visit`.
+    pub unsafe fn walk_chain(&mut self, head: BlockNumber, kind: Kind, mut visit: impl FnMut(BlockNumber, Page)) {
+        unsafe {
+            let mut block = head;
+            let mut steps = 0u32;
+            while block != INVALID_BLOCK {
+                pgrx::check_for_interrupts!();
+                steps += 1;
+                if block >= self.blocks.max(number_of_blocks(self.index)) || steps > self.blocks.max(number_of_blocks(self.index)) {
+                    corrupt(self.index, format!("a chain of {kind:?} pages leads to block {block} (step {steps})"));
+                }
+                let buffer = read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
+                let chain_page = pg_sys::BufferGetPage(buffer);
+                page::expect_kind(chain_page, kind, self.index, block);
+                visit(block, chain_page);
+                let next = (*page::special(chain_page)).next;
+                pg_sys::UnlockReleaseBuffer(buffer);
+                block = next;
+            }
+        }
+    }
+
+    /// Every live row with a code, with `visit(code, TID)`: the code store in order, then the tail.
+    pub unsafe fn for_each_row(&mut self, visit: &mut dyn FnMut(&[u8], &pg_sys::ItemPointerData)) {
+        unsafe {
+            let code_bytes = self.meta.code_bytes();
+            let per_page = meta::store_per_page(code_bytes);
+            for p in 0..self.places.store_pages {
+                pgrx::check_for_interrupts!();
+                let block = self.meta.store_start + p;
+                let store_page = self.pages.page(0, block, Kind::CodeStore);
+                let expected = (self.meta.rows as usize - p as usize * per_page).min(per_page);
+                let mut n = 0;
+                for (tid, code) in slots(self.index, store_page, block, code_bytes) {
+                    n += 1;
+                    if !is_removed(&tid) {
+                        visit(code, &tid);
+                    }
+                }
+                if n != expected {
+                    corrupt(self.index, format!("code store block {block} has {n} rows, not {expected}"));
+                }
+            }
+            self.pages.release();
+            self.for_each_tail_row(visit);
+        }
+    }
+
+    /// Every live row of the tail, with `visit(code, TID)`.
+    pub unsafe fn for_each_tail_row(&mut self, visit: &mut dyn FnMut(&[u8], &pg_sys::ItemPointerData)) {
+        unsafe {
+            let (index, code_bytes) = (self.index, self.meta.code_bytes());
+            self.walk_chain(self.meta.tail_head, Kind::CodeTail, |block, tail_page| {
+                for (tid, code) in slots(index, tail_page, block, code_bytes) {
+                    if !is_removed(&tid) {
+                        visit(code, &tid);
+                    }
+                }
+            });
+        }
+    }
+
+    /// The TIDs of the rows whose code is NULL (in TID order).
+    pub unsafe fn null_rows(&mut self) -> Vec<u64> {
+        unsafe {
+            let index = self.index;
+            let mut tids = Vec::new();
+            self.walk_chain(self.meta.nulls_head, Kind::CodeNulls, |block, nulls_page| {
+                tids.extend(null_slots(index, nulls_page, block).iter().filter(|t| !is_removed(t)).map(tid_order));
+            });
+            tids.sort_unstable();
+            tids
+        }
+    }
+
+    /// Whether a lookup within `k` probes the segments (or reads the code store whole).
+    pub fn probes_pay(&self, k: u32) -> Option<Vec<Option<u32>>> {
+        if self.meta.rows == 0 {
+            return None;
+        }
+        let rows = u64::from(self.meta.rows);
+        let radii = self.layout.radii(k, rows)?;
+        code_index::probing_pays(self.layout.work(&radii, rows), rows).then_some(radii)
+    }
+
+    /// The rows of the code store within `k` of `query` found through the segments with `radii`
+    /// and then the tail's, as (distance, TID order) in no particular order, or `None` when more
+    /// than `limit` candidates were met (nothing read then but the segments).
+    pub unsafe fn probe(
+        &mut self,
+        query: &[u8],
+        k: u32,
+        radii: &[Option<u32>],
+        limit: usize,
+        keep: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Option<Vec<(u32, u64)>> {
+        unsafe {
+            let check = || {
+                pgrx::check_for_interrupts!();
+            };
+            let interrupt = simhash_core::Interrupt::new(&check);
+            let layout = self.layout;
+            let ordinals = {
+                let mut segments = SegmentPages { reader: self };
+                code_index::candidates(&layout, radii, query, &mut segments, limit, interrupt)
+            };
+            self.pages.release();
+            let ordinals = ordinals?;
+            let mut found = Vec::new();
+            let code_bytes = self.meta.code_bytes();
+            let per_page = meta::store_per_page(code_bytes);
+            let slot = meta::store_slot(code_bytes);
+            for (n, &ordinal) in ordinals.iter().enumerate() {
+                if n % 1024 == 0 {
+                    self.pages.release();
+                    pgrx::check_for_interrupts!();
+                }
+                let block = self.meta.store_start + ordinal / per_page as u32;
+                let store_page = self.pages.page(0, block, Kind::CodeStore);
+                let at = ordinal as usize % per_page;
+                if (at + 1) * slot > page::used(store_page) {
+                    corrupt(self.index, format!("code store block {block} has no row {ordinal}"));
+                }
+                let bytes = page::contents(store_page).add(at * slot);
+                let tid = bytes.cast::<pg_sys::ItemPointerData>().read_unaligned();
+                let code = std::slice::from_raw_parts(bytes.add(TID), code_bytes);
+                if let Some(d) = hamming_bytes(code, query).filter(|&d| d <= k) {
+                    if !is_removed(&tid) && keep(code) {
+                        found.push((d, tid_order(&tid)));
+                    }
+                }
+            }
+            self.pages.release();
+            self.for_each_tail_row(&mut |code, tid| {
+                if let Some(d) = hamming_bytes(code, query).filter(|&d| d <= k) {
+                    if keep(code) {
+                        found.push((d, tid_order(tid)));
+                    }
+                }
+            });
+            Some(found)
+        }
+    }
+}
+
+/// The segments of a [`Reader`]'s index, for `simhash_core::code_index::candidates`.
+struct SegmentPages<'a> {
+    reader: &'a mut Reader,
+}
+
+impl SegmentPages<'_> {
+    fn corrupt(&self, what: String) -> ! {
+        corrupt(self.reader.index, what)
+    }
+}
+
+impl Segments for SegmentPages<'_> {
+    fn directory(&mut self, i: u32, prefix: u32) -> u32 {
+        let per_page = meta::directory_per_page() as u32;
+        let block = self.reader.places.segments[i as usize].0 + prefix / per_page;
+        let at = (prefix % per_page) as usize;
+        unsafe {
+            let directory_page = self.reader.pages.page(0, block, Kind::CodeDirectory);
+            if (at + 1) * 4 > page::used(directory_page) {
+                self.corrupt(format!("directory block {block} has no position {at}"));
+            }
+            let position = (page::contents(directory_page) as *const u32).add(at).read_unaligned();
+            if position > self.reader.meta.rows {
+                self.corrupt(format!("directory block {block} points to entry {position}"));
+            }
+            position
+        }
+    }
+
+    fn low(&mut self, i: u32, position: u32) -> u16 {
+        let (entries_page, at) = self.entry(i, position);
+        unsafe { (page::contents(entries_page).add(meta::entries_per_page() * 4) as *const u16).add(at).read_unaligned() }
+    }
+
+    fn ordinal(&mut self, i: u32, position: u32) -> u32 {
+        let (entries_page, at) = self.entry(i, position);
+        let ordinal = unsafe { (page::contents(entries_page) as *const u32).add(at).read_unaligned() };
+        if ordinal >= self.reader.meta.rows {
+            self.corrupt(format!("segment {i} entry {position} names row {ordinal} of {}", self.reader.meta.rows));
+        }
+        ordinal
+    }
+}
+
+impl SegmentPages<'_> {
+    fn entry(&mut self, i: u32, position: u32) -> (Page, usize) {
+        let per_page = meta::entries_per_page() as u32;
+        if position >= self.reader.meta.rows {
+            self.corrupt(format!("segment {i} has no entry {position}"));
+        }
+        let block = self.reader.places.segments[i as usize].1 + position / per_page;
+        unsafe {
+            let entries_page = self.reader.pages.page(1, block, Kind::CodeEntries);
+            let at = (position % per_page) as usize;
+            if at >= meta::entries_on(entries_page) {
+                self.corrupt(format!("entries block {block} has no entry {at}"));
+            }
+            (entries_page, at)
+        }
+    }
+}
