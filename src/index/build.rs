@@ -41,6 +41,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
     index_info: *mut pg_sys::IndexInfo,
 ) -> *mut pg_sys::IndexBuildResult {
     unsafe {
+        refuse_bit_codes(index);
         if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
@@ -89,6 +90,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     unsafe {
+        refuse_bit_codes(index);
         let mut built = dense_write::InMemory::new(&[]);
         let built = builds_dense().then_some(&mut built as &mut dyn SortedRows);
         write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &[], built, 0, &mut || None);
@@ -291,5 +293,22 @@ unsafe fn write_page(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, bl
         fill(pg_sys::BufferGetPage(buffer));
         pg_sys::MarkBufferDirty(buffer);
         pg_sys::UnlockReleaseBuffer(buffer);
+    }
+}
+
+/// Indexes of `bit` codes (operator class `simhash_bit_ops`) are not built yet: refused before a
+/// page is written, so no other callback ever meets one.
+///
+/// # Safety
+///
+/// `index` is an open index of the simhash AM.
+unsafe fn refuse_bit_codes(index: pg_sys::Relation) {
+    if unsafe { *(*index).rd_opcintype } == pg_sys::BITOID {
+        crate::pg::errors::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "simhash indexes of bit codes are not built yet".into(),
+            None,
+            Some("Store 64-bit codes as simhash64 (code::simhash64).".into()),
+        );
     }
 }
