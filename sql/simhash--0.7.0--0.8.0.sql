@@ -445,10 +445,18 @@ CREATE FUNCTION simhash_internal.simhash_code_distance(bit, simhash_code_ball) R
 CREATE OPERATOR <-> (
     LEFTARG = bit, RIGHTARG = simhash_code_ball, FUNCTION = simhash_internal.simhash_code_distance
 );
--- Strategy 1: radius tests; 2: ORDER BY code <-> ball, nearest first.
+-- The same distance as a float8: the order of pgvector's <~> (bit, bit), which the planner hook
+-- serves with this operator (src/lookup/codes.rs).
+CREATE FUNCTION simhash_internal.simhash_code_distance_float(bit, simhash_code_ball) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_code_distance_float' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <~> (
+    LEFTARG = bit, RIGHTARG = simhash_code_ball, FUNCTION = simhash_internal.simhash_code_distance_float
+);
+-- Strategy 1: radius tests; 2 and 3: ORDER BY distance, nearest first (as integer and as float8).
 CREATE OPERATOR CLASS simhash_bit_ops DEFAULT FOR TYPE bit USING simhash AS
     OPERATOR 1 <@ (bit, simhash_code_ball),
-    OPERATOR 2 <-> (bit, simhash_code_ball) FOR ORDER BY integer_ops;
+    OPERATOR 2 <-> (bit, simhash_code_ball) FOR ORDER BY integer_ops,
+    OPERATOR 3 <~> (bit, simhash_code_ball) FOR ORDER BY float_ops;
 
 COMMENT ON FUNCTION simhash_hamming(bit, bit) IS 'number of differing bits of two codes of one length (22026 otherwise); simhash_hamming(code, q) <= k uses a simhash index on code';
 COMMENT ON FUNCTION simhash_code(bytea) IS 'the bytes as a code of 8 * length bits, first bit = most significant bit of the first byte';
@@ -460,5 +468,7 @@ COMMENT ON FUNCTION simhash_internal.simhash_code_ball_joinsel(internal, oid, in
 COMMENT ON OPERATOR <@ (bit, simhash_code_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
 COMMENT ON FUNCTION simhash_internal.simhash_code_distance(bit, simhash_code_ball) IS 'implementation of bit <-> simhash_code_ball';
 COMMENT ON OPERATOR <-> (bit, simhash_code_ball) IS 'Hamming distance to the ball''s center, for ORDER BY (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_code_distance_float(bit, simhash_code_ball) IS 'implementation of bit <~> simhash_code_ball';
+COMMENT ON OPERATOR <~> (bit, simhash_code_ball) IS 'Hamming distance to the ball''s center as float8, the order of pgvector''s <~> (answered by a simhash index)';
 COMMENT ON OPERATOR CLASS simhash_bit_ops USING simhash IS 'radius tests (code <@ simhash_code_ball(q, k)) and ORDER BY code <-> simhash_code_ball(q, 0) of bit(n) codes in a simhash index';
 COMMENT ON OPERATOR FAMILY simhash_bit_ops USING simhash IS 'radius tests and ORDER BY distance of bit(n) codes in a simhash index';

@@ -164,6 +164,21 @@ pub unsafe extern "C-unwind" fn simhash_code_within(fcinfo: pg_sys::FunctionCall
     }
 }
 
+/// The distance from a code to a ball's center (`None` when the center is NULL).
+///
+/// # Safety
+///
+/// `fcinfo` is a call of a function `(bit, simhash_code_ball)` with non-NULL arguments.
+unsafe fn distance_to_center(fcinfo: pg_sys::FunctionCallInfo) -> Option<u32> {
+    unsafe {
+        let args = (*fcinfo).args.as_slice(2);
+        let tuple = pg_sys::pg_detoast_datum(args[1].value.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
+        let mut isnull = false;
+        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
+        (!isnull).then(|| distance(code_of(args[0].value), code_of(center)))
+    }
+}
+
 #[unsafe(no_mangle)]
 #[doc(hidden)]
 pub extern "C" fn pg_finfo_simhash_code_distance() -> &'static pg_sys::Pg_finfo_record {
@@ -171,20 +186,41 @@ pub extern "C" fn pg_finfo_simhash_code_distance() -> &'static pg_sys::Pg_finfo_
     &V1
 }
 
-/// `code <-> simhash_code_ball(q, k)`: the distance from `code` to `q` (the radius is not used;
-/// NULL when the center is NULL; 22026 when the lengths differ).
+/// `code <-> simhash_code_ball(q, k)`: the distance from `code` to `q` as an integer (the radius
+/// is not used; NULL when the center is NULL; 22026 when the lengths differ).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn simhash_code_distance(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
     unsafe {
-        let args = (*fcinfo).args.as_slice(2);
-        let tuple = pg_sys::pg_detoast_datum(args[1].value.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
-        let mut isnull = false;
-        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
-        if isnull {
-            (*fcinfo).isnull = true;
-            return Datum::from(0);
+        match distance_to_center(fcinfo) {
+            Some(d) => Datum::from(d as i32),
+            None => {
+                (*fcinfo).isnull = true;
+                Datum::from(0)
+            }
         }
-        Datum::from(distance(code_of(args[0].value), code_of(center)) as i32)
+    }
+}
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_simhash_code_distance_float() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// `code <~> simhash_code_ball(q, k)`: the same distance as a float8, the order of pgvector's
+/// `<~>` on `bit`, which the planner hook serves with it (`crate::lookup::codes`).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn simhash_code_distance_float(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    unsafe {
+        match distance_to_center(fcinfo) {
+            Some(d) => f64::from(d).into_datum().expect("a float8 is a datum"),
+            None => {
+                (*fcinfo).isnull = true;
+                Datum::from(0)
+            }
+        }
     }
 }

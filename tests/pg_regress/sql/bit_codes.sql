@@ -23,14 +23,17 @@ SELECT simhash_hamming(B'1010', B'10100');
 SELECT simhash_hamming(B'1010101', B'10101010');
 SELECT B'1010' <@ simhash_code_ball(B'101', 1);
 SELECT B'1010' <-> simhash_code_ball(B'101', 1);
+SELECT B'1010' <~> simhash_code_ball(B'101', 1);
 -- NULLs: strict functions; a ball with a NULL center or radius contains nothing.
 SELECT simhash_hamming(NULL, B'1') IS NULL AS null_a,
        (B'1' <@ simhash_code_ball(NULL, 3)) IS NULL AS null_center,
        (B'1' <@ simhash_code_ball(B'1', NULL)) IS NULL AS null_radius,
-       (B'1' <-> simhash_code_ball(NULL, 3)) IS NULL AS null_distance;
+       (B'1' <-> simhash_code_ball(NULL, 3)) IS NULL AS null_distance,
+       (B'1' <~> simhash_code_ball(NULL, 3)) IS NULL AS null_distance_float;
 -- The ball: within k bits, boundary included; a negative radius holds nothing.
 SELECT k, B'11110000' <@ simhash_code_ball(B'11000000', k) AS within,
-       B'11110000' <-> simhash_code_ball(B'11000000', k) AS distance
+       B'11110000' <-> simhash_code_ball(B'11000000', k) AS distance,
+       B'11110000' <~> simhash_code_ball(B'11000000', k) AS distance_float
 FROM generate_series(-1, 3) k;
 SELECT simhash_code_ball(B'1011', 2);
 -- simhash_code: bytes in order, first bit = the most significant bit of the first byte.
