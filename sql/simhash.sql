@@ -527,6 +527,64 @@ CREATE ACCESS METHOD simhash TYPE INDEX HANDLER simhash_internal.simhash_amhandl
 CREATE OPERATOR CLASS simhash64_ops DEFAULT FOR TYPE simhash64 USING simhash AS
     OPERATOR 1 <@ (simhash64, simhash_ball),
     OPERATOR 2 <-> (simhash64, simhash64) FOR ORDER BY integer_ops;
+
+-- ---------------------------------------------------------------------------------------------
+-- Binary codes of any length as bit(n) (src/codes/; new in 0.8.0): perceptual image hashes,
+-- binary embeddings, simhash_bits. Nothing is defined on (bit, bit), so that pgvector's operators
+-- on bit and these live in one schema; the index operators take a simhash_code_ball on the right.
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION simhash_hamming(a bit, b bit) RETURNS simhash_distance
+    AS 'MODULE_PATHNAME', 'simhash_hamming_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_code(bytes bytea) RETURNS bit
+    AS 'MODULE_PATHNAME', 'simhash_code_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- A radius around a code: code <@ simhash_code_ball(q, k) is simhash_hamming(code, q) <= k.
+CREATE TYPE simhash_code_ball AS (center bit varying, radius integer);
+CREATE FUNCTION simhash_code_ball(center bit, radius integer) RETURNS simhash_code_ball
+    AS $$ SELECT ROW(center, radius)::@extschema@.simhash_code_ball $$ LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_code_within(bit, simhash_code_ball) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'simhash_code_within' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_code_ball_sel(internal, oid, internal, integer) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_code_ball_sel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_internal.simhash_code_ball_joinsel(internal, oid, internal, smallint, internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_code_ball_joinsel_wrapper' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <@ (
+    LEFTARG = bit, RIGHTARG = simhash_code_ball, FUNCTION = simhash_internal.simhash_code_within,
+    RESTRICT = simhash_internal.simhash_code_ball_sel, JOIN = simhash_internal.simhash_code_ball_joinsel
+);
+-- The distance to the ball's center (its radius unused), for ORDER BY code <-> simhash_code_ball(q, 0).
+CREATE FUNCTION simhash_internal.simhash_code_distance(bit, simhash_code_ball) RETURNS integer
+    AS 'MODULE_PATHNAME', 'simhash_code_distance' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <-> (
+    LEFTARG = bit, RIGHTARG = simhash_code_ball, FUNCTION = simhash_internal.simhash_code_distance
+);
+-- The same distance as a float8: the order of pgvector's <~> (bit, bit), which the planner hook
+-- serves with this operator (src/lookup/codes.rs).
+CREATE FUNCTION simhash_internal.simhash_code_distance_float(bit, simhash_code_ball) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'simhash_code_distance_float' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR <~> (
+    LEFTARG = bit, RIGHTARG = simhash_code_ball, FUNCTION = simhash_internal.simhash_code_distance_float
+);
+-- Strategy 1: radius tests; 2 and 3: ORDER BY distance, nearest first (as integer and as float8).
+CREATE OPERATOR CLASS simhash_bit_ops DEFAULT FOR TYPE bit USING simhash AS
+    OPERATOR 1 <@ (bit, simhash_code_ball),
+    OPERATOR 2 <-> (bit, simhash_code_ball) FOR ORDER BY integer_ops,
+    OPERATOR 3 <~> (bit, simhash_code_ball) FOR ORDER BY float_ops;
+
+COMMENT ON FUNCTION simhash_hamming(bit, bit) IS 'number of differing bits of two codes of one length (22026 otherwise); simhash_hamming(code, q) <= k uses a simhash index on code';
+COMMENT ON FUNCTION simhash_code(bytea) IS 'the bytes as a code of 8 * length bits, first bit = most significant bit of the first byte';
+COMMENT ON TYPE simhash_code_ball IS 'a radius around a code: code <@ simhash_code_ball(q, k) is simhash_hamming(code, q) <= k';
+COMMENT ON FUNCTION simhash_code_ball(bit, integer) IS 'the ball of codes within radius bits of center';
+COMMENT ON FUNCTION simhash_internal.simhash_code_within(bit, simhash_code_ball) IS 'implementation of bit <@ simhash_code_ball';
+COMMENT ON FUNCTION simhash_internal.simhash_code_ball_sel(internal, oid, internal, integer) IS 'selectivity of bit <@ simhash_code_ball (uniform codes)';
+COMMENT ON FUNCTION simhash_internal.simhash_code_ball_joinsel(internal, oid, internal, smallint, internal) IS 'join selectivity of bit <@ simhash_code_ball (uniform codes)';
+COMMENT ON OPERATOR <@ (bit, simhash_code_ball) IS 'within the ball: at most radius bits from its center (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_code_distance(bit, simhash_code_ball) IS 'implementation of bit <-> simhash_code_ball';
+COMMENT ON OPERATOR <-> (bit, simhash_code_ball) IS 'Hamming distance to the ball''s center, for ORDER BY (answered by a simhash index)';
+COMMENT ON FUNCTION simhash_internal.simhash_code_distance_float(bit, simhash_code_ball) IS 'implementation of bit <~> simhash_code_ball';
+COMMENT ON OPERATOR <~> (bit, simhash_code_ball) IS 'Hamming distance to the ball''s center as float8, the order of pgvector''s <~> (answered by a simhash index)';
+COMMENT ON OPERATOR CLASS simhash_bit_ops USING simhash IS 'radius tests (code <@ simhash_code_ball(q, k)) and ORDER BY code <-> simhash_code_ball(q, 0) of bit(n) codes in a simhash index';
+COMMENT ON OPERATOR FAMILY simhash_bit_ops USING simhash IS 'radius tests and ORDER BY distance of bit(n) codes in a simhash index';
 -- The structure of a simhash index, checked (as amcheck checks a B-tree); the number of rows in it.
 CREATE FUNCTION simhash_index_check(index regclass) RETURNS bigint
     AS 'MODULE_PATHNAME', 'simhash_index_check_wrapper' LANGUAGE C STRICT;

@@ -1,7 +1,8 @@
 //! simhash: near-duplicate text detection inside PostgreSQL.
 //!
 //! This crate is the thin pgrx glue that maps `simhash-core` onto SQL, in folders by subsystem:
-//! `fingerprint` (the type and the functions that make fingerprints), `index` (the `simhash` index
+//! `fingerprint` (the type and the functions that make fingerprints), `codes` (binary codes of any
+//! length as `bit(n)`), `index` (the `simhash` index
 //! access method: its pages, build, insert, scans, VACUUM and check), `lookup` (how a radius test
 //! uses the indexes), `dedup` (the near-duplicate constraint), `pairs` (batch pairs and clusters)
 //! and `pg` (small PostgreSQL helpers); each folder's `mod.rs` tells its story.
@@ -11,6 +12,7 @@
 
 use pgrx::prelude::*;
 
+mod codes;
 mod dedup;
 mod fingerprint;
 mod index;

@@ -126,7 +126,9 @@ pub unsafe extern "C-unwind" fn simhash_amhandler(_fcinfo: pg_sys::FunctionCallI
     unsafe {
         let am = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexAmRoutine>()) as *mut pg_sys::IndexAmRoutine;
         (*am).type_ = pg_sys::NodeTag::T_IndexAmRoutine;
-        (*am).amstrategies = 2; // 1: fp <@ simhash_ball, 2: ORDER BY fp <~> q
+        // 1: radius tests (fp <@ simhash_ball, code <@ simhash_code_ball); 2: ORDER BY distance
+        // (fp <-> q, code <-> ball); 3: ORDER BY distance as float8 (code <~> ball), bit codes only.
+        (*am).amstrategies = 3;
         (*am).amsupport = 0;
         (*am).amoptsprocnum = 0;
         (*am).amcanorder = false;

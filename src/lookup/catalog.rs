@@ -31,6 +31,19 @@ pub(crate) struct ExtensionObjects {
     /// The `simhash` index access method and what its radius test is made of:
     /// `col <@ ROW(q, k)::simhash_ball` (`None` for catalogs of a version without it).
     pub own_index: Option<OwnIndex>,
+    /// The objects of `bit(n)` codes (`crate::codes`; `None` for catalogs of a version without them).
+    pub codes: Option<CodeObjects>,
+}
+
+/// The objects of binary codes of any length (`crate::codes`, sql/simhash.sql).
+#[derive(Clone, Copy)]
+pub(crate) struct CodeObjects {
+    /// `simhash_hamming(bit, bit)`.
+    pub hamming: Oid,
+    pub ball_type: Oid,
+    /// The operator `bit <@ simhash_code_ball` and its function.
+    pub within: Oid,
+    pub within_function: Oid,
 }
 
 /// The objects of the `simhash` index access method (src/index/).
@@ -71,6 +84,7 @@ impl ExtensionObjects {
                     function_oid(schema, c"minhash64", &[pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT4OID])?,
                 ],
                 own_index: own_index(schema, simhash64),
+                codes: code_objects(schema),
             })
         }
     }
@@ -118,6 +132,33 @@ unsafe fn own_index(schema: Oid, simhash64: Oid) -> Option<OwnIndex> {
             return None;
         }
         Some(OwnIndex { access_method, ball_type, within, within_function: pg_sys::get_opcode(within) })
+    }
+}
+
+/// The objects of `bit(n)` codes, when the extension's catalog has them all.
+unsafe fn code_objects(schema: Oid) -> Option<CodeObjects> {
+    unsafe {
+        let ball_type = type_oid(schema, c"simhash_code_ball");
+        if ball_type == Oid::INVALID {
+            return None;
+        }
+        let within = pg_sys::GetSysCacheOid(
+            pg_sys::SysCacheIdentifier::OPERNAMENSP as i32,
+            pg_sys::Anum_pg_operator_oid as i16,
+            Datum::from(c"<@".as_ptr()),
+            Datum::from(pg_sys::BITOID.to_u32()),
+            Datum::from(ball_type.to_u32()),
+            Datum::from(schema.to_u32()),
+        );
+        if within == Oid::INVALID {
+            return None;
+        }
+        Some(CodeObjects {
+            hamming: function_oid(schema, c"simhash_hamming", &[pg_sys::BITOID, pg_sys::BITOID])?,
+            ball_type,
+            within,
+            within_function: pg_sys::get_opcode(within),
+        })
     }
 }
 

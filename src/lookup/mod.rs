@@ -27,13 +27,18 @@
 //!    table only the rows within k, in table order.
 //! 3. **Nearest rows** (`order_path`): `ORDER BY fp <~> q` gets the `simhash` index's ordered scan,
 //!    as `ORDER BY fp <-> q` does, from the same planner hook.
-//! 4. **SQL probe functions** (`probes`): `simhash_segment_probes()` and friends compute the probe
+//! 4. **Codes of any length** (`codes`): `simhash_hamming(code, q) <= k` on a `bit` column with a
+//!    `simhash` index becomes `code <@ simhash_code_ball(q, k)` (the same support function), and
+//!    the hook serves pgvector's `code <~> q <= k` and `ORDER BY code <~> q` (and
+//!    `ORDER BY simhash_hamming(code, q)`) through that index.
+//! 5. **SQL probe functions** (`probes`): `simhash_segment_probes()` and friends compute the probe
 //!    arrays at run time when the query fingerprint is a parameter or another table's column.
 //!
 //! `segment_scan` also serves the near-duplicate constraint's commit-time recheck, which cannot use
 //! an MVCC plan (`crate::dedup`).
 
 pub(crate) mod catalog;
+mod codes;
 mod expression;
 mod order_path;
 mod probes;

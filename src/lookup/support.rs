@@ -64,15 +64,20 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         // (the segment indexes answer radii up to 11; the extension's own index any radius)
         let segment_radius = simhash_core::probes::segment_radius(radius);
 
-        // The distance must be exactly our hamming(simhash64, simhash64), from the extension's
-        // schema. (The comparison itself is in simhash_internal, so the schema is hamming's.)
+        // The distance must be exactly our hamming(simhash64, simhash64) (or simhash_hamming(bit,
+        // bit)), from the extension's schema. (The comparison itself is in simhash_internal, so the
+        // schema is hamming's.)
         let (hamming_fn, hamming_args) = call_of(distance)?;
         let ours = ExtensionObjects::lookup(pg_sys::get_func_namespace(hamming_fn))?;
+        let hamming_args = PgList::<Node>::from_pg(hamming_args);
+        let (a, b) = (hamming_args.get_ptr(0)?, hamming_args.get_ptr(1)?);
+        // simhash_hamming(bit, bit): codes of any length (`super::codes`).
+        if let Some(codes) = ours.codes.filter(|codes| codes.hamming == hamming_fn) {
+            return super::codes::rewrite_hamming_test(root, a, b, radius, &ours, &codes);
+        }
         if hamming_fn != ours.hamming {
             return None;
         }
-        let hamming_args = PgList::<Node>::from_pg(hamming_args);
-        let (a, b) = (hamming_args.get_ptr(0)?, hamming_args.get_ptr(1)?);
 
         // Each operand is copied into several places, so it must be cheap to evaluate repeatedly.
         // (An operand that is an expression of the table's rows may still have a `simhash` index

@@ -228,3 +228,44 @@ pub(crate) unsafe fn pathkey_is_ascending(pathkey: *const pg_sys::PathKey) -> bo
         return (*pathkey).pk_cmptype == pg_sys::CompareType::COMPARE_LT;
     }
 }
+
+/// `make_simple_restrictinfo` (a macro in C, whose function gained arguments in 16): a
+/// RestrictInfo for `clause` pushed down to its relation, at `security_level`.
+///
+/// # Safety
+///
+/// `root` is the planner's state and `clause` an expression of the query.
+pub(crate) unsafe fn make_simple_restrictinfo(
+    root: *mut pg_sys::PlannerInfo,
+    clause: *mut pg_sys::Expr,
+    security_level: pg_sys::Index,
+) -> *mut pg_sys::RestrictInfo {
+    use std::ptr::null_mut;
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::make_restrictinfo(
+            root,
+            clause,
+            true,
+            false,
+            false,
+            security_level,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+        #[cfg(feature = "pg18")]
+        return pg_sys::make_restrictinfo(
+            root,
+            clause,
+            true,
+            false,
+            false,
+            false,
+            security_level,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+    }
+}

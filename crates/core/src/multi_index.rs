@@ -236,6 +236,23 @@ impl Iterator for Probes {
     }
 }
 
+/// The share of uniformly random `bits`-bit codes within `k` bits of a given code:
+/// `P(Binomial(bits, 1/2) <= k)`, summed in log space (exact enough for a selectivity at any
+/// length up to [`MAX_CODE_BITS`]).
+pub fn uniform_share_within(bits: u32, k: u32) -> f64 {
+    if k >= bits {
+        return 1.0;
+    }
+    let ln_half = -(bits as f64) * std::f64::consts::LN_2;
+    let mut ln_term = ln_half; // ln(C(bits, 0) / 2^bits)
+    let mut total = ln_term.exp();
+    for j in 1..=k {
+        ln_term += ((bits - j + 1) as f64).ln() - (j as f64).ln();
+        total += ln_term.exp();
+    }
+    total.min(1.0)
+}
+
 /// The number of bit positions at which `a` and `b` differ, or `None` when their lengths differ.
 pub fn hamming_bytes(a: &[u8], b: &[u8]) -> Option<u32> {
     if a.len() != b.len() {
@@ -255,6 +272,22 @@ pub fn hamming_bytes(a: &[u8], b: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uniform_share_matches_direct_sums() {
+        // 64 bits: the simhash64 model (probes::uniform_share_within).
+        for k in [0, 3, 11, 32, 63] {
+            let a = uniform_share_within(64, k);
+            let b = crate::probes::uniform_share_within(k);
+            assert!((a - b).abs() <= 1e-12 * b.max(1e-300), "k {k}: {a} vs {b}");
+        }
+        assert_eq!(uniform_share_within(256, 256), 1.0);
+        assert!((uniform_share_within(256, 127) - 0.475_1).abs() < 1e-3);
+        // 4,096 bits at a small radius: tiny but not NaN or zero-by-overflow of 2^4096.
+        let tiny = uniform_share_within(4096, 100);
+        assert!(tiny.is_finite() && tiny >= 0.0 && tiny < 1e-300);
+        assert!(uniform_share_within(4096, 2048) > 0.5);
+    }
 
     fn xorshift(state: &mut u64) -> u64 {
         *state ^= *state << 13;

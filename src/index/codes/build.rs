@@ -95,7 +95,8 @@ pub(in crate::index) unsafe fn build(
         if buffers::number_of_blocks(index) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
-        let mut state = BuildState { bits: declared_bits(index), codes: Vec::new(), tids: Vec::new(), nulls: Vec::new() };
+        let mut state =
+            BuildState { bits: declared_bits(index), codes: Vec::new(), tids: Vec::new(), nulls: Vec::new() };
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -201,7 +202,11 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, s
                 for chunk in directory.chunks(meta::directory_per_page()) {
                     write(&mut |directory_page| {
                         page::init_page(directory_page, Kind::CodeDirectory, 0);
-                        std::ptr::copy_nonoverlapping(chunk.as_ptr(), page::contents(directory_page).cast::<u32>(), chunk.len());
+                        std::ptr::copy_nonoverlapping(
+                            chunk.as_ptr(),
+                            page::contents(directory_page).cast::<u32>(),
+                            chunk.len(),
+                        );
                         page::set_used(directory_page, chunk.len() * 4);
                     });
                 }
@@ -249,12 +254,16 @@ fn sort_by_code(order: &mut [u32], code_bytes: usize, codes: &[u8], tids: &[pg_s
     // by value, and a code is a slice)
     if order.len() <= 1 << 20 {
         order.sort_unstable_by(|&a, &b| {
-            code(a).cmp(code(b)).then_with(|| crate::pg::tid::tid_order(&tids[a as usize]).cmp(&crate::pg::tid::tid_order(&tids[b as usize])))
+            code(a).cmp(code(b)).then_with(|| {
+                crate::pg::tid::tid_order(&tids[a as usize]).cmp(&crate::pg::tid::tid_order(&tids[b as usize]))
+            })
         });
     } else {
         let middle = order.len() / 2;
         order.select_nth_unstable_by(middle, |&a, &b| {
-            code(a).cmp(code(b)).then_with(|| crate::pg::tid::tid_order(&tids[a as usize]).cmp(&crate::pg::tid::tid_order(&tids[b as usize])))
+            code(a).cmp(code(b)).then_with(|| {
+                crate::pg::tid::tid_order(&tids[a as usize]).cmp(&crate::pg::tid::tid_order(&tids[b as usize]))
+            })
         });
         pgrx::check_for_interrupts!();
         let (low, high) = order.split_at_mut(middle);

@@ -86,9 +86,13 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
                     corrupt(index, format!("entries block {block} has no entry {at}"));
                 }
                 let ordinal = (page::contents(entries_page) as *const u32).add(at).read_unaligned();
-                let low = (page::contents(entries_page).add(entries_per_page * 4) as *const u16).add(at).read_unaligned();
+                let low =
+                    (page::contents(entries_page).add(entries_per_page * 4) as *const u16).add(at).read_unaligned();
                 if ordinal >= meta.rows || std::mem::replace(&mut seen[ordinal as usize], true) {
-                    corrupt(index, format!("segment {i} names row {ordinal} twice or out of range at entry {position}"));
+                    corrupt(
+                        index,
+                        format!("segment {i} names row {ordinal} twice or out of range at entry {position}"),
+                    );
                 }
                 if last.is_some_and(|last| last >= (low, ordinal)) {
                     corrupt(index, format!("segment {i} is not in order at entry {position}"));
@@ -112,7 +116,10 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
             let mut last = INVALID_BLOCK;
             while block != INVALID_BLOCK {
                 pgrx::check_for_interrupts!();
-                if block >= blocks || block < meta.built_end || std::mem::replace(&mut seen_blocks[block as usize], true) {
+                if block >= blocks
+                    || block < meta.built_end
+                    || std::mem::replace(&mut seen_blocks[block as usize], true)
+                {
                     corrupt(index, format!("a chain of {kind:?} pages leads to block {block} again or outside"));
                 }
                 let buffer = buffers::read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);

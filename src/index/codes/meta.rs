@@ -174,7 +174,8 @@ pub(super) fn check_meta(index: pg_sys::Relation, meta: &CodesMeta) {
     }
     let fits = meta.code_bits <= simhash_core::multi_index::MAX_CODE_BITS
         && meta.store_start == 1
-        && (meta.rows == 0 || (meta.code_bits > 0 && meta.layout().is_valid() && meta.layout().plan.code_bits == meta.code_bits))
+        && (meta.rows == 0
+            || (meta.code_bits > 0 && meta.layout().is_valid() && meta.layout().plan.code_bits == meta.code_bits))
         && Places::of(meta).end == meta.built_end;
     if !fits {
         corrupt(index, format!("bad metapage ({meta:?})"));

@@ -53,6 +53,8 @@ pub(super) unsafe fn refuse(index: pg_sys::Relation, what: &str) -> ! {
     )
 }
 
+pub(crate) use crate::codes::{ball_of, CodeBall};
+
 /// The bits and bytes of a `bit` value (detoasted; the bytes as `bit` stores them, first bit =
 /// most significant bit of byte 0, padding bits zero).
 ///
@@ -61,45 +63,8 @@ pub(super) unsafe fn refuse(index: pg_sys::Relation, what: &str) -> ! {
 /// `datum` is a non-NULL `bit` or `bit varying` value; the bytes live in the current memory
 /// context.
 pub(crate) unsafe fn code_bytes<'a>(datum: Datum) -> (u32, &'a [u8]) {
-    unsafe {
-        let varlena = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
-        let size = pgrx::varlena::varsize_any_exhdr(varlena);
-        let data = pgrx::varlena::vardata_any(varlena) as *const u8;
-        let bits = (data as *const i32).read_unaligned().max(0) as u32;
-        let bytes = (bits.div_ceil(8) as usize).min(size.saturating_sub(4));
-        (bits, std::slice::from_raw_parts(data.add(4), bytes))
-    }
-}
-
-/// A `simhash_code_ball`: its centre's bits and bytes, its radius.
-#[derive(Clone, Debug)]
-pub(crate) struct CodeBall {
-    pub bits: u32,
-    pub bytes: Vec<u8>,
-    pub radius: i32,
-}
-
-/// The ball of a `simhash_code_ball` value (a composite of a `bit varying` centre and an integer
-/// radius), `None` when the centre or the radius is NULL.
-///
-/// # Safety
-///
-/// `datum` is a non-NULL `simhash_code_ball`.
-pub(crate) unsafe fn ball_of(datum: Datum) -> Option<CodeBall> {
-    unsafe {
-        let tuple = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
-        let mut isnull = false;
-        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
-        if isnull {
-            return None;
-        }
-        let radius = pg_sys::GetAttributeByNum(tuple, 2, &mut isnull);
-        if isnull {
-            return None;
-        }
-        let (bits, bytes) = code_bytes(center);
-        Some(CodeBall { bits, bytes: bytes.to_vec(), radius: radius.value() as i32 })
-    }
+    let code = unsafe { crate::codes::code_of(datum) };
+    (code.bits, code.bytes)
 }
 
 /// ERROR 22026: a code of `bits` bits where the index holds codes of `expected`.

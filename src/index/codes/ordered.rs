@@ -52,6 +52,7 @@ impl Nearest {
             batch: Vec::new(),
             at: 0,
             codes_done: false,
+            // (none wanted: an empty list, read already)
             nulls: (!nulls).then(Vec::new),
         }
     }
@@ -75,6 +76,7 @@ impl Nearest {
                 if self.codes_done {
                     if self.nulls.is_none() {
                         self.nulls = Some(Reader::new(index).null_rows());
+                        self.batch = Vec::new();
                         self.at = 0;
                     }
                     let nulls = self.nulls.as_ref().expect("read");
@@ -93,6 +95,7 @@ impl Nearest {
             let filter = &self.filter;
             let capacity = work_mem_bytes() / 24;
             self.at = 0;
+            self.batch.clear();
             if let (Some(r), Some(query)) = (self.round, self.query.as_ref()) {
                 let r = r.min(self.bound);
                 let found = if reader.meta.rows == 0 {

@@ -86,7 +86,11 @@ pub(super) unsafe fn slots<'a>(
 }
 
 /// The TIDs of a page of the NULL rows' chain.
-pub(super) unsafe fn null_slots(index: pg_sys::Relation, nulls_page: Page, block: BlockNumber) -> Vec<pg_sys::ItemPointerData> {
+pub(super) unsafe fn null_slots(
+    index: pg_sys::Relation,
+    nulls_page: Page,
+    block: BlockNumber,
+) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
         let used = page::used(nulls_page);
         if used % TID != 0 || used / TID > meta::nulls_per_page() {
@@ -133,7 +137,9 @@ impl Reader {
             while block != INVALID_BLOCK {
                 pgrx::check_for_interrupts!();
                 steps += 1;
-                if block >= self.blocks.max(number_of_blocks(self.index)) || steps > self.blocks.max(number_of_blocks(self.index)) {
+                if block >= self.blocks.max(number_of_blocks(self.index))
+                    || steps > self.blocks.max(number_of_blocks(self.index))
+                {
                     corrupt(self.index, format!("a chain of {kind:?} pages leads to block {block} (step {steps})"));
                 }
                 let buffer = read_locked(self.index, block, pg_sys::BUFFER_LOCK_SHARE);
@@ -301,7 +307,9 @@ impl Segments for SegmentPages<'_> {
 
     fn low(&mut self, i: u32, position: u32) -> u16 {
         let (entries_page, at) = self.entry(i, position);
-        unsafe { (page::contents(entries_page).add(meta::entries_per_page() * 4) as *const u16).add(at).read_unaligned() }
+        unsafe {
+            (page::contents(entries_page).add(meta::entries_per_page() * 4) as *const u16).add(at).read_unaligned()
+        }
     }
 
     fn ordinal(&mut self, i: u32, position: u32) -> u32 {

@@ -20,6 +20,8 @@ pub(in crate::index) struct CodesScan {
     /// `ORDER BY`: `Some(q)`, `Some(None)` for a NULL query (any order).
     order: Option<Option<Vec<u8>>>,
     order_key: usize,
+    /// Whether the ordering key is `<~>` (strategy 3, a float8 distance).
+    order_float: bool,
     results: Vec<(u32, u64)>,
     next: usize,
     nearest: Option<Box<Nearest>>,
@@ -52,7 +54,7 @@ pub(in crate::index) unsafe fn rescan(scan: pg_sys::IndexScanDesc, state: &mut C
         for (i, key) in orderbys.enumerate() {
             if key.sk_flags & pg_sys::SK_ISNULL as i32 == 0 {
                 if let Some(ball) = super::ball_of(key.sk_argument) {
-                    effective = Some((i, ball.bytes, ball.bits));
+                    effective = Some((i, ball.bytes, ball.bits, key.sk_strategy == 3));
                     break;
                 }
             }
@@ -60,13 +62,14 @@ pub(in crate::index) unsafe fn rescan(scan: pg_sys::IndexScanDesc, state: &mut C
         *state = CodesScan::default();
         let index = (*scan).indexRelation;
         let code_bits = super::meta::load_meta(index).code_bits;
-        if let Some((_, _, bits)) = &effective {
+        if let Some((_, _, bits, _)) = &effective {
             if code_bits != 0 && *bits != code_bits {
                 super::wrong_length(*bits, code_bits);
             }
         }
-        state.order = ((*scan).numberOfOrderBys > 0).then(|| effective.as_ref().map(|(_, q, _)| q.clone()));
-        state.order_key = effective.map_or(usize::MAX, |(i, _, _)| i);
+        state.order = ((*scan).numberOfOrderBys > 0).then(|| effective.as_ref().map(|(_, q, _, _)| q.clone()));
+        state.order_float = effective.as_ref().is_some_and(|e| e.3);
+        state.order_key = effective.map_or(usize::MAX, |(i, _, _, _)| i);
         state.balls = (0..(*scan).numberOfKeys as usize)
             .map(|i| {
                 let key = &*(*scan).keyData.add(i);
@@ -168,6 +171,7 @@ pub(in crate::index) unsafe fn gettuple(scan: pg_sys::IndexScanDesc, state: &mut
             }
             if state.order_key < norderbys {
                 match distance {
+                    Some(d) if state.order_float => values[state.order_key] = Datum::from((d as f64).to_bits()),
                     Some(d) => values[state.order_key] = Datum::from(d as i32),
                     None => nulls[state.order_key] = true,
                 }
@@ -182,7 +186,11 @@ pub(in crate::index) unsafe fn gettuple(scan: pg_sys::IndexScanDesc, state: &mut
 /// # Safety
 ///
 /// As `amgetbitmap`; `state` is the scan's.
-pub(in crate::index) unsafe fn getbitmap(scan: pg_sys::IndexScanDesc, state: &mut CodesScan, tbm: *mut pg_sys::TIDBitmap) -> i64 {
+pub(in crate::index) unsafe fn getbitmap(
+    scan: pg_sys::IndexScanDesc,
+    state: &mut CodesScan,
+    tbm: *mut pg_sys::TIDBitmap,
+) -> i64 {
     unsafe {
         let index = (*scan).indexRelation;
         let mut reader = Reader::new(index);

@@ -185,7 +185,9 @@ unsafe fn each_row_page(
         for block in meta.store_start..meta.store_start + places.store_pages {
             visit(block, Kind::CodeStore, store_slot);
         }
-        for (head, kind, slot) in [(meta.tail_head, Kind::CodeTail, store_slot), (meta.nulls_head, Kind::CodeNulls, TID)] {
+        for (head, kind, slot) in
+            [(meta.tail_head, Kind::CodeTail, store_slot), (meta.nulls_head, Kind::CodeNulls, TID)]
+        {
             let mut block = head;
             let mut steps = 0;
             while block != INVALID_BLOCK {

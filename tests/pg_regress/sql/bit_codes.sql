@@ -1,0 +1,56 @@
+-- Binary codes of any length as bit(n) (src/codes/): simhash_hamming, simhash_code(bytea), the ball
+-- and the operators of the simhash_bit_ops operator class, checked against bit_count(a # b).
+-- (The index itself: bit_index. pgvector beside it: pgvector_codes.)
+\set VERBOSITY sqlstate
+
+SELECT simhash_hamming(B'1010', B'0110') AS d4, simhash_hamming(B'1', B'1') AS d0,
+       simhash_hamming(B'101'::bit(3), B'010') AS d3;
+-- The result is the distance domain, so radius tests get the planner's support.
+SELECT pg_typeof(simhash_hamming(B'1', B'0'));
+-- Equal to bit_count(a # b) on random codes of many lengths (padding bits do not count).
+CREATE TEMP TABLE pairs AS
+SELECT n, (SELECT string_agg(CASE WHEN hashint8(n * 100000 + j) & 1 = 0 THEN '0' ELSE '1' END, '' ORDER BY j)
+           FROM generate_series(1, len) j)::varbit AS a,
+          (SELECT string_agg(CASE WHEN hashint8(n * 100000 + j + 50000) & 1 = 0 THEN '0' ELSE '1' END, '' ORDER BY j)
+           FROM generate_series(1, len) j)::varbit AS b,
+       len
+FROM generate_series(1, 60) n, LATERAL (SELECT (n * 37) % 300 + 1 AS len) l;
+SELECT count(*) AS checked, count(*) FILTER (WHERE simhash_hamming(a, b) <> bit_count(a # b)) AS wrong,
+       count(DISTINCT len) AS lengths
+FROM pairs;
+-- Unequal lengths: 22026, as bit's own # (even when the byte counts agree).
+SELECT simhash_hamming(B'1010', B'10100');
+SELECT simhash_hamming(B'1010101', B'10101010');
+SELECT B'1010' <@ simhash_code_ball(B'101', 1);
+SELECT B'1010' <-> simhash_code_ball(B'101', 1);
+SELECT B'1010' <~> simhash_code_ball(B'101', 1);
+-- NULLs: strict functions; a ball with a NULL center or radius contains nothing.
+SELECT simhash_hamming(NULL, B'1') IS NULL AS null_a,
+       (B'1' <@ simhash_code_ball(NULL, 3)) IS NULL AS null_center,
+       (B'1' <@ simhash_code_ball(B'1', NULL)) IS NULL AS null_radius,
+       (B'1' <-> simhash_code_ball(NULL, 3)) IS NULL AS null_distance,
+       (B'1' <~> simhash_code_ball(NULL, 3)) IS NULL AS null_distance_float;
+-- The ball: within k bits, boundary included; a negative radius holds nothing.
+SELECT k, B'11110000' <@ simhash_code_ball(B'11000000', k) AS within,
+       B'11110000' <-> simhash_code_ball(B'11000000', k) AS distance,
+       B'11110000' <~> simhash_code_ball(B'11000000', k) AS distance_float
+FROM generate_series(-1, 3) k;
+SELECT simhash_code_ball(B'1011', 2);
+-- simhash_code: bytes in order, first bit = the most significant bit of the first byte.
+SELECT simhash_code('\x80ff01'::bytea) AS code, length(simhash_code('\x0102'::bytea)) AS bits,
+       simhash_code(''::bytea) AS empty,
+       simhash_hamming(simhash_code('\x00ff'::bytea), simhash_code('\x0f0f'::bytea)) AS d8;
+SELECT simhash_code(decode(repeat('00', 513), 'hex'));
+-- Without a simhash index, a radius test is a filter; the operators are exact on a table.
+CREATE TEMP TABLE codes AS
+SELECT i, (SELECT string_agg(CASE WHEN hashint8(i * 1000 + j) & 1 = 0 THEN '0' ELSE '1' END, '' ORDER BY j)
+           FROM generate_series(1, 40) j)::bit(40) AS code
+FROM generate_series(1, 400) i;
+SELECT k, count(*) FILTER (WHERE code <@ simhash_code_ball(q, k)) = count(*) FILTER (WHERE bit_count(code # q) <= k) AS same,
+       count(*) FILTER (WHERE simhash_hamming(code, q) <= k) = count(*) FILTER (WHERE bit_count(code # q) <= k) AS same_hamming
+FROM codes, (SELECT code AS q FROM codes WHERE i = 1) q, generate_series(0, 40, 5) k GROUP BY k ORDER BY k;
+SELECT array_agg(i ORDER BY code <-> simhash_code_ball(q, 0), i) = array_agg(i ORDER BY bit_count(code # q), i) AS same_order
+FROM codes, (SELECT code AS q FROM codes WHERE i = 7) q;
+-- The index of bit codes (tests/pg_regress/sql/bit_index.sql has its tests).
+CREATE INDEX codes_simhash ON codes USING simhash (code);
+SELECT simhash_index_check('codes_simhash');

@@ -1,0 +1,125 @@
+-- The simhash index of bit(n) codes (src/index/codes/): radius lookups and nearest rows through
+-- the index equal to a sequential scan of bit_count(code # q), after the build, after inserts,
+-- after DELETE and VACUUM; NULL codes; codes of another length; simhash_index_check.
+SET jit = off;
+\set VERBOSITY sqlstate
+-- A code of 256 (or 1,024) bits from a seed, and a sparse mask (each bit set with probability
+-- 2^-n): planted near-duplicates are a group's code XOR a mask.
+CREATE FUNCTION pg_temp.code256(seed text) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT simhash_code(decode(md5(seed || 'a') || md5(seed || 'b'), 'hex'))::bit(256) $$;
+CREATE FUNCTION pg_temp.mask256(seed text, n int) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT bit_and(pg_temp.code256(seed || '/' || j)) FROM generate_series(1, n) j $$;
+CREATE FUNCTION pg_temp.code1024(seed text) RETURNS bit(1024) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT pg_temp.code256(seed || 1) || pg_temp.code256(seed || 2) || pg_temp.code256(seed || 3) || pg_temp.code256(seed || 4) $$;
+CREATE FUNCTION pg_temp.mask1024(seed text, n int) RETURNS bit(1024) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT bit_and(pg_temp.code1024(seed || '/' || j)) FROM generate_series(1, n) j $$;
+
+-- 20,000 rows of bit(256): groups of 10, two exact copies of the group's code, eight near copies
+-- (about 32, 16, 8 or 4 bits away).
+CREATE TABLE c256 (i int PRIMARY KEY, code bit(256));
+INSERT INTO c256 SELECT i, CASE WHEN i % 10 < 2 THEN pg_temp.code256((i / 10)::text)
+    ELSE pg_temp.code256((i / 10)::text) # pg_temp.mask256(i::text, 3 + i % 4) END
+FROM generate_series(0, 19999) i;
+INSERT INTO c256 VALUES (-1, NULL), (-2, NULL);
+CREATE INDEX c256_code ON c256 USING simhash (code);
+ANALYZE c256;
+SELECT simhash_index_check('c256_code') AS indexed, (SELECT count(*) FROM c256) AS rows;
+-- Queries: stored codes, a stored code with 3 bits flipped, a code of no row.
+CREATE TABLE q256 (n int, q bit(256));
+INSERT INTO q256 SELECT i, code FROM c256 WHERE i IN (7, 1234, 19999);
+INSERT INTO q256 SELECT 4, code # (B'111' || repeat('0', 253)::bit(253)) FROM c256 WHERE i = 555;
+INSERT INTO q256 VALUES (5, pg_temp.code256('no row'));
+UPDATE q256 SET n = s.n FROM (SELECT q, row_number() OVER (ORDER BY q) AS n FROM q256) s WHERE q256.q = s.q;
+
+-- Through the index (an index scan, then a bitmap scan) and by a sequential scan: the same rows.
+CREATE FUNCTION pg_temp.compare(tbl regclass, ks int[]) RETURNS TABLE (k int, matches bigint, differ bigint)
+LANGUAGE plpgsql AS $$
+DECLARE through text; brute text;
+BEGIN
+    FOREACH k IN ARRAY ks LOOP
+        through := format('SELECT i FROM %s, q256 WHERE code <@ simhash_code_ball(q, %s)', tbl, k);
+        brute := format('SELECT i FROM %s, q256 WHERE bit_count(code # q) <= %s', tbl, k);
+        SET LOCAL enable_seqscan = off;
+        EXECUTE format('SELECT count(*) FROM (%s) m', through) INTO matches;
+        EXECUTE format('SELECT count(*) FROM ((%s EXCEPT ALL %s) UNION ALL (%s EXCEPT ALL %s)) d',
+                       through, brute, brute, through) INTO differ;
+        RESET enable_seqscan;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT i FROM c256, q256 WHERE code <@ simhash_code_ball(q, 8);
+SELECT * FROM pg_temp.compare('c256', ARRAY[0, 2, 5, 8, 12, 16, 24, 32, 40, 100, 128]);
+RESET enable_bitmapscan;
+SET enable_indexscan = off;
+SELECT * FROM pg_temp.compare('c256', ARRAY[0, 8, 16, 32, 40, 128]);
+RESET enable_indexscan;
+-- Candidates beyond work_mem: the code store read in passes instead (still exact).
+SET work_mem = 64;
+SELECT * FROM pg_temp.compare('c256', ARRAY[24, 40, 128]);
+RESET work_mem;
+
+-- The planner takes the index for a selective ball, the sequential scan for one that reads all.
+EXPLAIN (COSTS OFF) SELECT i FROM c256 WHERE code <@ simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 16);
+EXPLAIN (COSTS OFF) SELECT i FROM c256 WHERE code <@ simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 128);
+
+-- Nearest rows: nearest first, ties in table order, NULL codes last (every row).
+CREATE FUNCTION pg_temp.same_order(tbl regclass, lim int) RETURNS TABLE (n int, same boolean)
+LANGUAGE plpgsql AS $$
+DECLARE a tid[]; b tid[];
+BEGIN
+    FOR n IN SELECT q256.n FROM q256 ORDER BY 1 LOOP
+        SET LOCAL enable_seqscan = off;
+        EXECUTE format('SELECT array(SELECT ctid FROM %s ORDER BY code <-> simhash_code_ball((SELECT q FROM q256 WHERE n = %s), 0) LIMIT %s)', tbl, n, lim) INTO a;
+        RESET enable_seqscan;
+        EXECUTE format('SELECT array(SELECT ctid FROM %s ORDER BY bit_count(code # (SELECT q FROM q256 WHERE n = %s)) NULLS LAST, ctid LIMIT %s)', tbl, n, lim) INTO b;
+        same := a = b AND cardinality(a) = least(lim, (SELECT count(*) FROM c256));
+        RETURN NEXT;
+    END LOOP;
+END $$;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT i FROM c256 ORDER BY code <-> simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 0) LIMIT 10;
+RESET enable_seqscan;
+SELECT * FROM pg_temp.same_order('c256', 10);
+SELECT * FROM pg_temp.same_order('c256', 1000) WHERE n <= 2;
+-- Every row, in passes of 2,730 rows (work_mem 64 kB).
+SET work_mem = 64;
+SELECT * FROM pg_temp.same_order('c256', 30000) WHERE n = 3;
+RESET work_mem;
+
+-- Inserts after the build (copies of built rows, new groups, NULLs) go to the tail.
+INSERT INTO c256 SELECT 100000 + i, CASE WHEN i % 3 = 0 THEN code ELSE code # pg_temp.mask256('ins' || i, 4) END
+FROM c256 WHERE i BETWEEN 0 AND 499;
+INSERT INTO c256 SELECT 200000 + i, pg_temp.code256('new' || i) FROM generate_series(1, 300) i;
+INSERT INTO c256 VALUES (-3, NULL);
+SELECT simhash_index_check('c256_code') AS indexed, (SELECT count(*) FROM c256) AS rows;
+SELECT * FROM pg_temp.compare('c256', ARRAY[0, 8, 24, 40, 128]);
+SELECT * FROM pg_temp.same_order('c256', 50);
+-- Another length: 22026, at insert and in a query.
+INSERT INTO c256 VALUES (-4, B'101');
+SET enable_seqscan = off;
+SELECT count(*) FROM c256 WHERE code <@ simhash_code_ball(B'101', 1);
+RESET enable_seqscan;
+-- DELETE and VACUUM: removed rows leave the code store and the tail.
+DELETE FROM c256 WHERE i % 7 = 0 OR i = -1;
+VACUUM c256;
+SELECT simhash_index_check('c256_code') AS indexed, (SELECT count(*) FROM c256) AS rows;
+SELECT * FROM pg_temp.compare('c256', ARRAY[0, 8, 40]);
+SELECT * FROM pg_temp.same_order('c256', 100);
+
+-- 2,000 rows of bit(1024) (16 of its segments indexed), planted as above.
+CREATE TABLE c1024 (i int PRIMARY KEY, code bit(1024));
+INSERT INTO c1024 SELECT i, CASE WHEN i % 10 < 2 THEN pg_temp.code1024((i / 10)::text)
+    ELSE pg_temp.code1024((i / 10)::text) # pg_temp.mask1024(i::text, 3 + i % 4) END
+FROM generate_series(0, 1999) i;
+CREATE INDEX c1024_code ON c1024 USING simhash (code);
+SELECT simhash_index_check('c1024_code') AS indexed;
+TRUNCATE q256;
+ALTER TABLE q256 ALTER COLUMN q TYPE bit(1024) USING NULL;
+INSERT INTO q256 SELECT row_number() OVER (ORDER BY i), code FROM c1024 WHERE i IN (3, 999, 1500) ORDER BY i;
+SELECT * FROM pg_temp.compare('c1024', ARRAY[0, 16, 40, 64, 128, 400]);
+
+-- bit varying: the first row's length; another is refused at the build (22026).
+CREATE TABLE cv (code bit varying);
+INSERT INTO cv VALUES (B'1010'), (B'10101');
+CREATE INDEX ON cv USING simhash (code);
