@@ -7,7 +7,7 @@
 //! - Per indexed segment (the first [`MAX_INDEXED_SEGMENTS`] of the plan): the entries
 //!   (segment value, ordinal) sorted by (value, ordinal), each split into the value's top
 //!   `prefix_bits` bits (the *prefix*) and the bits below them (the *low* bits, at most 16, kept
-//!   in the entry as a `u16`), and a *directory*: for each prefix, where its entries start
+//!   in the entry as a byte, or two when there are more than 8), and a *directory*: for each prefix, where its entries start
 //!   (`2^prefix_bits + 1` positions, the last one the row count). A probe value goes to its
 //!   prefix's run through the directory and finds its entries there by a binary search on the low
 //!   bits ([`probe_run`]).
@@ -70,6 +70,15 @@ impl Layout {
     /// The low bits of segment `i`.
     pub fn low_bits_of(&self, i: u32) -> u32 {
         self.plan.width_of(i) - self.prefix_bits_of(i)
+    }
+
+    /// The bytes of an entry's low bits in segment `i`: 1 up to 8 bits, else 2.
+    pub fn low_bytes_of(&self, i: u32) -> usize {
+        if self.low_bits_of(i) <= 8 {
+            1
+        } else {
+            2
+        }
     }
 
     /// The directory's length for segment `i`: one position per prefix, and the end.
@@ -247,175 +256,4 @@ impl Smallest {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::multi_index::hamming_bytes;
-
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
-
-    /// An in-memory index: directories and (low, ordinal) entries per indexed segment.
-    struct Memory {
-        directories: Vec<Vec<u32>>,
-        entries: Vec<Vec<(u16, u32)>>,
-    }
-
-    impl Memory {
-        fn build(layout: &Layout, codes: &[Vec<u8>]) -> Memory {
-            let mut directories = Vec::new();
-            let mut entries = Vec::new();
-            for i in 0..layout.indexed {
-                let sorted = segment_entries(layout, i, codes.iter().map(|c| c.as_slice()));
-                let split: Vec<(u32, u16, u32)> = sorted
-                    .iter()
-                    .map(|&(value, ordinal)| {
-                        let (prefix, low) = layout.split(i, value);
-                        (prefix, low, ordinal)
-                    })
-                    .collect();
-                directories.push(directory(split.iter().map(|e| e.0), layout.directory_len(i)));
-                entries.push(split.iter().map(|e| (e.1, e.2)).collect());
-            }
-            Memory { directories, entries }
-        }
-    }
-
-    impl Segments for Memory {
-        fn directory(&mut self, i: u32, prefix: u32) -> u32 {
-            self.directories[i as usize][prefix as usize]
-        }
-        fn low(&mut self, i: u32, position: u32) -> u16 {
-            self.entries[i as usize][position as usize].0
-        }
-        fn ordinal(&mut self, i: u32, position: u32) -> u32 {
-            self.entries[i as usize][position as usize].1
-        }
-    }
-
-    /// `rows` random codes of `bits` bits, every 10th a copy of an earlier one with a few bits
-    /// flipped (up to 40), sorted (the code store's order).
-    fn planted(rows: usize, bits: u32, seed: u64) -> Vec<Vec<u8>> {
-        let mut state = seed;
-        let bytes = bits.div_ceil(8) as usize;
-        let pad = (bytes * 8) as u32 - bits;
-        let mut codes: Vec<Vec<u8>> = Vec::with_capacity(rows);
-        for n in 0..rows {
-            let mut code: Vec<u8> = if n % 10 == 9 {
-                let mut code = codes[xorshift(&mut state) as usize % n].clone();
-                for _ in 0..xorshift(&mut state) % 41 {
-                    let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
-                    code[bit / 8] ^= 0x80 >> (bit % 8);
-                }
-                code
-            } else {
-                (0..bytes).map(|_| xorshift(&mut state) as u8).collect()
-            };
-            code[bytes - 1] &= 0xffu8 << pad;
-            codes.push(code);
-        }
-        codes.sort();
-        codes
-    }
-
-    fn check_exact(rows: usize, bits: u32, seed: u64, layout_rows: u64) {
-        let codes = planted(rows, bits, seed);
-        let layout = Layout::for_table(bits, layout_rows).unwrap();
-        assert!(layout.is_valid(), "{layout:?}");
-        let mut memory = Memory::build(&layout, &codes);
-        let mut state = seed ^ 0x5555;
-        for q in 0..40 {
-            // Queries: stored codes with a few bits flipped, and random codes.
-            let mut query = codes[xorshift(&mut state) as usize % rows].clone();
-            if q % 4 == 3 {
-                query.iter_mut().for_each(|b| *b = xorshift(&mut state) as u8);
-            }
-            for _ in 0..q % 7 {
-                let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
-                query[bit / 8] ^= 0x80 >> (bit % 8);
-            }
-            let bytes = query.len();
-            query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
-            for k in 0..=40 {
-                let expected: Vec<u32> =
-                    (0..rows as u32).filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
-                let Some(radii) = layout.radii(k, rows as u64) else { continue };
-                let found =
-                    candidates(&layout, &radii, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER).unwrap();
-                assert!(found.windows(2).all(|w| w[0] < w[1]));
-                let within: Vec<u32> =
-                    found.into_iter().filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
-                assert_eq!(within, expected, "{bits} bits, k {k}, layout {layout:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn lookups_equal_brute_force() {
-        check_exact(10_000, 256, 0x1234_5678_9abc_def1, 10_000);
-        check_exact(10_000, 64, 0x0f0f_1234_5678_9abc, 10_000);
-        // 1,024 bits: 16 of 64 segments indexed.
-        check_exact(3_000, 1024, 0x2468_ace0_1357_9bdf, 3_000);
-        // Wider segments (as for ten million rows) over a small table, and odd lengths.
-        check_exact(5_000, 256, 0x1111_2222_3333_4444, 10_000_000);
-        check_exact(2_000, 100, 0x7777_2222_3333_4444, 1 << 30);
-        check_exact(500, 7, 0x7777_2222_3333_9999, 500);
-    }
-
-    #[test]
-    fn layouts() {
-        for bits in [1, 7, 64, 100, 256, 1000, 1024, 4096] {
-            for rows in [0u64, 1, 255, 1000, 20_000, 1_000_000, 10_000_000, 1 << 40] {
-                let layout = Layout::for_table(bits, rows).unwrap();
-                assert!(layout.is_valid(), "{bits} {rows} {layout:?}");
-                for i in 0..layout.indexed {
-                    assert!(layout.low_bits_of(i) <= MAX_LOW_BITS);
-                }
-            }
-        }
-        let layout = Layout::for_table(1024, 1_000_000).unwrap();
-        assert_eq!((layout.indexed, layout.plan.count, layout.prefix_bits), (16, 52, 16));
-        assert_eq!(layout.indexed_plan().count, 16);
-        assert_eq!(Layout::for_table(256, 20_000).unwrap().prefix_bits, 15);
-        // Damaged fields are refused.
-        assert!(!Layout { indexed: 17, ..layout }.is_valid());
-        assert!(!Layout { prefix_bits: 3, ..layout }.is_valid());
-    }
-
-    #[test]
-    fn probe_runs() {
-        let lows = [1u16, 3, 3, 3, 7, 9];
-        assert_eq!(probe_run(0, 6, 3, |p| lows[p as usize]), 1..4);
-        assert_eq!(probe_run(0, 6, 4, |p| lows[p as usize]), 4..4);
-        assert_eq!(probe_run(2, 5, 9, |p| lows[p as usize]), 5..5);
-        assert_eq!(probe_run(0, 6, 0, |p| lows[p as usize]), 0..0);
-        assert_eq!(directory([0u32, 0, 2, 3, 3].into_iter(), 5), vec![0, 2, 2, 3, 5]);
-    }
-
-    #[test]
-    fn smallest_in_passes_equals_a_sort() {
-        let mut state = 99u64;
-        let keys: Vec<(u32, u64)> =
-            (0..5000).map(|_| ((xorshift(&mut state) % 50) as u32, xorshift(&mut state) % 2000)).collect();
-        let mut sorted = keys.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            let mut pass = Smallest::new(37, after);
-            keys.iter().for_each(|&key| pass.offer(key));
-            let (mut batch, all) = pass.finish();
-            batch.dedup();
-            after = batch.last().copied().or(after);
-            out.extend(batch);
-            if all {
-                break;
-            }
-        }
-        assert_eq!(out, sorted);
-    }
-}
+mod tests;

@@ -285,7 +285,7 @@ mod tests {
         assert!((uniform_share_within(256, 127) - 0.475_1).abs() < 1e-3);
         // 4,096 bits at a small radius: tiny but not NaN or zero-by-overflow of 2^4096.
         let tiny = uniform_share_within(4096, 100);
-        assert!(tiny.is_finite() && tiny >= 0.0 && tiny < 1e-300);
+        assert!(tiny.is_finite() && (0.0..1e-300).contains(&tiny));
         assert!(uniform_share_within(4096, 2048) > 0.5);
     }
 

@@ -23,7 +23,8 @@ struct BuildState {
     nulls: Vec<pg_sys::ItemPointerData>,
 }
 
-/// The code length a column's type fixes (`bit(n)`), if any, checked.
+/// The code length a column's type fixes (`bit(n)`; not `bit varying(n)`, whose `n` is a
+/// maximum), if any, checked.
 ///
 /// # Safety
 ///
@@ -31,7 +32,8 @@ struct BuildState {
 pub(in crate::index) unsafe fn declared_bits(index: pg_sys::Relation) -> u32 {
     unsafe {
         let attribute = crate::pg::compat::tuple_desc_attr((*index).rd_att, 0);
-        let bits = u32::try_from(attribute.atttypmod).unwrap_or(0);
+        let fixed = attribute.atttypid == pg_sys::BITOID;
+        let bits = if fixed { u32::try_from(attribute.atttypmod).unwrap_or(0) } else { 0 };
         check_bits(bits.max(1));
         bits
     }
@@ -210,17 +212,23 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, s
                         page::set_used(directory_page, chunk.len() * 4);
                     });
                 }
-                let per_page = meta::entries_per_page();
+                let low_bytes = layout.low_bytes_of(i);
+                let per_page = meta::entries_per_page(low_bytes);
                 for chunk in entries.chunks(per_page) {
                     write(&mut |entries_page| {
                         page::init_page(entries_page, Kind::CodeEntries, 0);
                         let ordinals = page::contents(entries_page).cast::<u32>();
-                        let lows = page::contents(entries_page).add(per_page * 4).cast::<u16>();
+                        let lows = page::contents(entries_page).add(per_page * 4);
                         for (n, &entry) in chunk.iter().enumerate() {
                             ordinals.add(n).write_unaligned(entry as u32);
-                            lows.add(n).write_unaligned(layout.split(i, (entry >> 32) as u32).1);
+                            let low = layout.split(i, (entry >> 32) as u32).1;
+                            if low_bytes == 1 {
+                                *lows.add(n) = low as u8;
+                            } else {
+                                lows.cast::<u16>().add(n).write_unaligned(low);
+                            }
                         }
-                        page::set_used(entries_page, meta::entries_used(chunk.len()));
+                        page::set_used(entries_page, meta::entries_used(chunk.len(), low_bytes));
                     });
                 }
             }

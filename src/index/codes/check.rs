@@ -48,9 +48,10 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
         }
         reader.pages.release();
         // The segments.
-        let entries_per_page = meta::entries_per_page();
         for (i, &(directory_start, entries_start)) in reader.places.segments.clone().iter().enumerate() {
             let i = i as u32;
+            let low_bytes = layout.low_bytes_of(i);
+            let entries_per_page = meta::entries_per_page(low_bytes);
             let len = layout.directory_len(i);
             let mut directory = Vec::with_capacity(len);
             for d in 0..len.div_ceil(meta::directory_per_page()) {
@@ -82,12 +83,11 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
                 let block = entries_start + position / entries_per_page as u32;
                 let entries_page = reader.pages.page(1, block, Kind::CodeEntries);
                 let at = position as usize % entries_per_page;
-                if at >= meta::entries_on(entries_page) {
+                if at >= meta::entries_on(entries_page, low_bytes) {
                     corrupt(index, format!("entries block {block} has no entry {at}"));
                 }
                 let ordinal = (page::contents(entries_page) as *const u32).add(at).read_unaligned();
-                let low =
-                    (page::contents(entries_page).add(entries_per_page * 4) as *const u16).add(at).read_unaligned();
+                let low = meta::low_at(entries_page, low_bytes, at);
                 if ordinal >= meta.rows || std::mem::replace(&mut seen[ordinal as usize], true) {
                     corrupt(
                         index,

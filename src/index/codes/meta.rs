@@ -6,7 +6,7 @@
 //! it (`super::super::meta::read_meta`). Built part, in block order: the code store
 //! (`Kind::CodeStore`: slots of TID and code, [`store_slot`] bytes), then for each indexed segment
 //! its directory (`Kind::CodeDirectory`: `u32` positions) and its entries (`Kind::CodeEntries`: the
-//! ordinals as `u32`, then the low bits as `u16`, [`entries_per_page`] of each), then the chain of
+//! ordinals as `u32`, then the low bits in one or two bytes, [`entries_per_page`] of each), then the chain of
 //! NULL rows (`Kind::CodeNulls`: TIDs). The tail (`Kind::CodeTail`, slots as the store's) and the
 //! pages inserts add to the NULL chain follow, linked through the special space's `next`.
 
@@ -111,27 +111,45 @@ pub(super) fn nulls_per_page() -> usize {
     page::usable() / TID
 }
 
-/// The entries of a page of a segment's entries (4 bytes of ordinal, 2 of low bits each).
-pub(super) fn entries_per_page() -> usize {
-    page::usable() / 6
+/// The entries of a page of a segment's entries (4 bytes of ordinal, `low_bytes` of low bits
+/// each).
+pub(in crate::index) fn entries_per_page(low_bytes: usize) -> usize {
+    page::usable() / (4 + low_bytes)
 }
 
-/// The entries on a page of a segment's entries: its ordinals fill `entries_per_page()` slots
-/// of 4 bytes, its low bits follow them, and `pd_lower` ends after the last low bits (so that the
-/// page's free space, which WAL leaves out of full-page images, holds none of them); 0 when
-/// `pd_lower` says no such thing.
+/// The entries on a page of a segment's entries whose low bits take `low_bytes`: its ordinals
+/// fill `entries_per_page(low_bytes)` slots of 4 bytes, its low bits follow them, and `pd_lower`
+/// ends after the last low bits (so that the page's free space, which WAL leaves out of full-page
+/// images, holds none of them); 0 when `pd_lower` says no such thing.
 ///
 /// # Safety
 ///
 /// `entries_page` is a locked page.
-pub(super) unsafe fn entries_on(entries_page: Page) -> usize {
-    let lows = unsafe { page::used(entries_page) }.saturating_sub(entries_per_page() * 4);
-    (lows / 2).min(entries_per_page())
+pub(in crate::index) unsafe fn entries_on(entries_page: Page, low_bytes: usize) -> usize {
+    let per_page = entries_per_page(low_bytes);
+    let lows = unsafe { page::used(entries_page) }.saturating_sub(per_page * 4);
+    (lows / low_bytes).min(per_page)
 }
 
 /// The bytes used by a page of `n` entries ([`entries_on`]).
-pub(super) fn entries_used(n: usize) -> usize {
-    entries_per_page() * 4 + n * 2
+pub(super) fn entries_used(n: usize, low_bytes: usize) -> usize {
+    entries_per_page(low_bytes) * 4 + n * low_bytes
+}
+
+/// The low bits of entry `at` of a page of entries.
+///
+/// # Safety
+///
+/// `entries_page` is a locked page of entries with more than `at`.
+pub(super) unsafe fn low_at(entries_page: Page, low_bytes: usize, at: usize) -> u16 {
+    unsafe {
+        let lows = page::contents(entries_page).add(entries_per_page(low_bytes) * 4);
+        if low_bytes == 1 {
+            u16::from(*lows.add(at))
+        } else {
+            (lows as *const u16).add(at).read_unaligned()
+        }
+    }
 }
 
 /// The positions of a directory page.
@@ -155,10 +173,10 @@ impl Places {
         }
         let layout = meta.layout();
         let store_pages = (meta.rows as usize).div_ceil(store_per_page(meta.code_bytes())) as u32;
-        let entry_pages = (meta.rows as usize).div_ceil(entries_per_page()) as u32;
         let mut block = meta.store_start + store_pages;
         let mut segments = Vec::new();
         for i in 0..layout.indexed {
+            let entry_pages = (meta.rows as usize).div_ceil(entries_per_page(layout.low_bytes_of(i))) as u32;
             let directory_pages = layout.directory_len(i).div_ceil(directory_per_page()) as u32;
             segments.push((block, block + directory_pages));
             block += directory_pages + entry_pages;
@@ -226,7 +244,7 @@ pub(super) unsafe fn read_meta(index: pg_sys::Relation, meta_page: Page) -> Code
 /// # Safety
 ///
 /// `page` is a metapage.
-pub(super) unsafe fn codes_meta(meta_page: Page) -> *mut CodesMeta {
+pub(in crate::index) unsafe fn codes_meta(meta_page: Page) -> *mut CodesMeta {
     unsafe { page::contents(meta_page).cast() }
 }
 

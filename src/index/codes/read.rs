@@ -76,13 +76,29 @@ pub(super) unsafe fn slots<'a>(
 ) -> impl Iterator<Item = (pg_sys::ItemPointerData, &'a [u8])> {
     unsafe {
         let slot = meta::store_slot(code_bytes);
-        let used = page::used(store_page);
-        if used % slot != 0 || used / slot > meta::store_per_page(code_bytes) {
-            corrupt(index, format!("block {block} holds {used} bytes, not slots of {slot}"));
-        }
+        let used = slot_count(index, store_page, block, code_bytes) * slot;
         let contents = std::slice::from_raw_parts(page::contents(store_page) as *const u8, used);
         contents.chunks_exact(slot).map(|s| (s.as_ptr().cast::<pg_sys::ItemPointerData>().read_unaligned(), &s[TID..]))
     }
+}
+
+/// The number of slots of a page of the code store or the tail, checked against its size.
+///
+/// # Safety
+///
+/// `store_page` is a locked page of such a kind.
+pub(super) unsafe fn slot_count(
+    index: pg_sys::Relation,
+    store_page: Page,
+    block: BlockNumber,
+    code_bytes: usize,
+) -> usize {
+    let slot = meta::store_slot(code_bytes);
+    let used = unsafe { page::used(store_page) };
+    if !used.is_multiple_of(slot) || used / slot > meta::store_per_page(code_bytes) {
+        corrupt(index, format!("block {block} holds {used} bytes, not slots of {slot}"));
+    }
+    used / slot
 }
 
 /// The TIDs of a page of the NULL rows' chain.
@@ -93,7 +109,7 @@ pub(super) unsafe fn null_slots(
 ) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
         let used = page::used(nulls_page);
-        if used % TID != 0 || used / TID > meta::nulls_per_page() {
+        if !used.is_multiple_of(TID) || used / TID > meta::nulls_per_page() {
             corrupt(index, format!("block {block} holds {used} bytes, not TIDs"));
         }
         let tids = page::contents(nulls_page) as *const pg_sys::ItemPointerData;
@@ -251,7 +267,7 @@ impl Reader {
                 let block = self.meta.store_start + ordinal / per_page as u32;
                 let store_page = self.pages.page(0, block, Kind::CodeStore);
                 let at = ordinal as usize % per_page;
-                if (at + 1) * slot > page::used(store_page) {
+                if at >= slot_count(self.index, store_page, block, code_bytes) {
                     corrupt(self.index, format!("code store block {block} has no row {ordinal}"));
                 }
                 let bytes = page::contents(store_page).add(at * slot);
@@ -307,9 +323,7 @@ impl Segments for SegmentPages<'_> {
 
     fn low(&mut self, i: u32, position: u32) -> u16 {
         let (entries_page, at) = self.entry(i, position);
-        unsafe {
-            (page::contents(entries_page).add(meta::entries_per_page() * 4) as *const u16).add(at).read_unaligned()
-        }
+        unsafe { meta::low_at(entries_page, self.reader.layout.low_bytes_of(i), at) }
     }
 
     fn ordinal(&mut self, i: u32, position: u32) -> u32 {
@@ -324,7 +338,8 @@ impl Segments for SegmentPages<'_> {
 
 impl SegmentPages<'_> {
     fn entry(&mut self, i: u32, position: u32) -> (Page, usize) {
-        let per_page = meta::entries_per_page() as u32;
+        let low_bytes = self.reader.layout.low_bytes_of(i);
+        let per_page = meta::entries_per_page(low_bytes) as u32;
         if position >= self.reader.meta.rows {
             self.corrupt(format!("segment {i} has no entry {position}"));
         }
@@ -332,7 +347,7 @@ impl SegmentPages<'_> {
         unsafe {
             let entries_page = self.reader.pages.page(1, block, Kind::CodeEntries);
             let at = (position % per_page) as usize;
-            if at >= meta::entries_on(entries_page) {
+            if at >= meta::entries_on(entries_page, low_bytes) {
                 self.corrupt(format!("entries block {block} has no entry {at}"));
             }
             (entries_page, at)

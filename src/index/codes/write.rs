@@ -121,7 +121,7 @@ unsafe fn mark_page(
     unsafe {
         let original = pg_sys::BufferGetPage(buffer);
         let used = page::used(original);
-        if used % slot != 0 || used > page::usable() {
+        if !used.is_multiple_of(slot) || used > page::usable() {
             corrupt(index, format!("block {block} holds {used} bytes, not slots of {slot}"));
         }
         let mut change = Change::start(index);

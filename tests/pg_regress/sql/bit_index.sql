@@ -119,7 +119,20 @@ ALTER TABLE q256 ALTER COLUMN q TYPE bit(1024) USING NULL;
 INSERT INTO q256 SELECT row_number() OVER (ORDER BY i), code FROM c1024 WHERE i IN (3, 999, 1500) ORDER BY i;
 SELECT * FROM pg_temp.compare('c1024', ARRAY[0, 16, 40, 64, 128, 400]);
 
--- bit varying: the first row's length; another is refused at the build (22026).
-CREATE TABLE cv (code bit varying);
+-- bit varying(n): the first row's length (n is a maximum); another is refused at the build and
+-- at insert (22026).
+CREATE TABLE cv (code bit varying(8));
 INSERT INTO cv VALUES (B'1010'), (B'10101');
 CREATE INDEX ON cv USING simhash (code);
+DELETE FROM cv WHERE length(code) = 5;
+CREATE INDEX cv_code ON cv USING simhash (code);
+INSERT INTO cv VALUES (B'0110'), (NULL);
+INSERT INTO cv VALUES (B'01');
+SET enable_seqscan = off;
+SELECT code FROM cv WHERE code <@ simhash_code_ball(B'0010', 1) ORDER BY code;
+SELECT code FROM cv ORDER BY code <-> simhash_code_ball(B'0111', 0);
+RESET enable_seqscan;
+SELECT simhash_index_check('cv_code');
+-- Codes longer than an index takes (4,096 bits): 54000.
+CREATE TABLE clong (code bit(4097));
+CREATE INDEX ON clong USING simhash (code);
