@@ -4,10 +4,12 @@
 //!
 //! Exact in two phases. First, rounds through the segments: the rows within `r` bits of the query
 //! (a radius lookup, `super::read::Reader::probe`), those beyond the previous round's radius
-//! handed out sorted, with `r` growing (0, 1, 2, 3, 4, 6, 9, ...) while a round costs less than
-//! reading the code store and its candidates fit in `work_mem`. Then passes over the code store
-//! and the tail, each keeping the next rows in (distance, TID) order after the last one handed out,
-//! as many as `work_mem` holds (`simhash_core::code_index::Smallest`): one pass when they fit.
+//! handed out sorted, with `r` growing (0, 1, 2, 3, 4, 6, 9, ...) while the rounds together cost
+//! less than reading the code store and its candidates fit in `work_mem`. Then passes over the code store
+//! and the tail, each keeping the next rows in (distance, TID) order after the last one handed out
+//! (`simhash_core::code_index::Smallest`): for `ORDER BY`, 64 rows in the first pass (a scan
+//! under `LIMIT 10` reads the codes once, keeping few), eight times more in each next one, up to
+//! what `work_mem` holds; for a radius scan, as many as `work_mem` holds from the first.
 
 use pgrx::pg_sys;
 use simhash_core::code_index::Smallest;
@@ -31,6 +33,12 @@ pub(super) struct Nearest {
     bound: u32,
     /// The next round's radius, while rounds through the segments go on.
     round: Option<u32>,
+    /// The expected units (probes and candidates) of the rounds so far: they stop when the next
+    /// one would take all of them beyond what a read of the code store costs.
+    spent: f64,
+    /// The rows the next pass keeps: 64 at first (most scans want a few rows: `LIMIT 10`), eight
+    /// times more each pass, up to what `work_mem` holds.
+    pass_rows: usize,
     /// Every row at or before this key was handed out.
     done: Option<(u32, u64)>,
     batch: Vec<(u32, u64)>,
@@ -41,10 +49,20 @@ pub(super) struct Nearest {
 
 impl Nearest {
     /// Rows around `query` within `bound` that are in each ball of `filter`; `nulls`: then the
-    /// rows whose code is NULL.
-    pub fn new(query: Option<Vec<u8>>, filter: Vec<CodeBall>, bound: u32, rounds: bool, nulls: bool) -> Nearest {
+    /// rows whose code is NULL; `few`: the scan may want few of them (`ORDER BY`: its first pass
+    /// keeps 64 rows, else as many as `work_mem` holds).
+    pub fn new(
+        query: Option<Vec<u8>>,
+        filter: Vec<CodeBall>,
+        bound: u32,
+        rounds: bool,
+        nulls: bool,
+        few: bool,
+    ) -> Nearest {
         Nearest {
             round: (rounds && query.is_some()).then_some(0),
+            spent: 0.0,
+            pass_rows: if few { 64 } else { usize::MAX },
             query,
             filter,
             bound,
@@ -102,7 +120,9 @@ impl Nearest {
                     // (the tail alone: one pass)
                     None
                 } else {
-                    reader.probes_pay(r).and_then(|radii| {
+                    let spent = &mut self.spent;
+                    reader.probes_pay_after(r, *spent).and_then(|(radii, units)| {
+                        *spent += units;
                         reader.probe(query, r, &radii, work_mem_bytes() / 4, &mut |code| Self::keeps_all(filter, code))
                     })
                 };
@@ -121,7 +141,8 @@ impl Nearest {
                 return;
             }
             // A pass over every row.
-            let mut pass = Smallest::new(capacity, self.done);
+            let mut pass = Smallest::new(self.pass_rows.min(capacity), self.done);
+            self.pass_rows = self.pass_rows.saturating_mul(8);
             let (query, bound) = (self.query.as_deref(), self.bound);
             reader.for_each_row(&mut |code, tid| {
                 let d = query.map_or(Some(0), |query| hamming_bytes(code, query)).unwrap_or(u32::MAX);

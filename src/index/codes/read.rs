@@ -224,12 +224,21 @@ impl Reader {
 
     /// Whether a lookup within `k` probes the segments (or reads the code store whole).
     pub fn probes_pay(&self, k: u32) -> Option<Vec<Option<u32>>> {
+        self.probes_pay_after(k, 0.0).map(|(radii, _)| radii)
+    }
+
+    /// Whether a lookup within `k` probing the segments pays after `spent` units of probing
+    /// (probes and candidates) already: its radii and its units.
+    pub fn probes_pay_after(&self, k: u32, spent: f64) -> Option<(Vec<Option<u32>>, f64)> {
         if self.meta.rows == 0 {
             return None;
         }
         let rows = u64::from(self.meta.rows);
         let radii = self.layout.radii(k, rows)?;
-        code_index::probing_pays(self.layout.work(&radii, rows), rows).then_some(radii)
+        let work = self.layout.work(&radii, rows);
+        let units = work.probes + work.candidates;
+        let total = simhash_core::multi_index::Work { probes: work.probes + spent, candidates: work.candidates };
+        code_index::probing_pays(total, rows).then_some((radii, units))
     }
 
     /// The rows of the code store within `k` of `query` found through the segments with `radii`

@@ -143,7 +143,8 @@ pub(in crate::index) unsafe fn gettuple(scan: pg_sys::IndexScanDesc, state: &mut
                                 .map_or(u32::MAX, |ball| ball.radius.max(0) as u32);
                             let rounds = order.is_some() && balls.is_empty();
                             let nulls = balls.is_empty();
-                            state.nearest = Some(Box::new(Nearest::new(query, balls, bound, rounds, nulls)));
+                            let few = order.is_some();
+                            state.nearest = Some(Box::new(Nearest::new(query, balls, bound, rounds, nulls, few)));
                         }
                     }
                 }

@@ -133,6 +133,19 @@ SELECT code FROM cv WHERE code <@ simhash_code_ball(B'0010', 1) ORDER BY code;
 SELECT code FROM cv ORDER BY code <-> simhash_code_ball(B'0111', 0);
 RESET enable_seqscan;
 SELECT simhash_index_check('cv_code');
+-- Built empty: the first row inserted sets the length; an empty code is refused (22026).
+CREATE TABLE ce (code bit varying);
+CREATE INDEX ce_code ON ce USING simhash (code);
+INSERT INTO ce VALUES (B'');
+INSERT INTO ce VALUES (B'110'), (B'111');
+INSERT INTO ce VALUES (B'11');
+SET enable_seqscan = off;
+SELECT code FROM ce WHERE code <@ simhash_code_ball(B'110', 0);
+RESET enable_seqscan;
+-- CREATE INDEX CONCURRENTLY (its validation reads every TID through ambulkdelete).
+CREATE INDEX CONCURRENTLY c1024_again ON c1024 USING simhash (code);
+SELECT simhash_index_check('c1024_again');
+DROP INDEX c1024_again;
 -- Codes longer than an index takes (4,096 bits): 54000.
 CREATE TABLE clong (code bit(4097));
 CREATE INDEX ON clong USING simhash (code);
