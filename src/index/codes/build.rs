@@ -198,7 +198,12 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, s
                 }
                 memory::sort_interruptibly(&mut entries, |&e| e);
                 let directory = code_index::directory(
-                    entries.iter().map(|&e| layout.split(i, (e >> 32) as u32).0),
+                    entries.iter().enumerate().map(|(n, &e)| {
+                        if n.is_multiple_of(1 << 16) {
+                            pgrx::check_for_interrupts!();
+                        }
+                        layout.split(i, (e >> 32) as u32).0
+                    }),
                     layout.directory_len(i),
                 );
                 for chunk in directory.chunks(meta::directory_per_page()) {

@@ -125,7 +125,7 @@ pub(in crate::index) unsafe fn gettuple(scan: pg_sys::IndexScanDesc, state: &mut
                     match (found, order) {
                         (Some(mut found), None) => {
                             found.iter_mut().for_each(|f| f.0 = 0);
-                            found.sort_unstable_by_key(|f| f.1);
+                            super::super::memory::sort_interruptibly(&mut found, |f| f.1);
                             state.results = found;
                         }
                         (Some(mut found), Some(Some(query))) if tightest(&balls).is_some_and(|b| b.bytes == query) => {
