@@ -155,7 +155,10 @@ unsafe fn ordering_by(
 
 /// The clauses an index path of the planner's on `index` answers (a radius test `<@`), the most of
 /// any such path of `rel`, plain or under a bitmap scan: the new path answers them too.
-pub(super) unsafe fn answered_clauses(rel: *mut pg_sys::RelOptInfo, index: *mut pg_sys::IndexOptInfo) -> *mut pg_sys::List {
+pub(super) unsafe fn answered_clauses(
+    rel: *mut pg_sys::RelOptInfo,
+    index: *mut pg_sys::IndexOptInfo,
+) -> *mut pg_sys::List {
     unsafe {
         let mut best: *mut pg_sys::List = std::ptr::null_mut();
         for path in PgList::<pg_sys::Path>::from_pg((*rel).pathlist).iter_ptr() {

@@ -243,7 +243,17 @@ pub(crate) unsafe fn make_simple_restrictinfo(
     use std::ptr::null_mut;
     unsafe {
         #[cfg(feature = "pg15")]
-        return pg_sys::make_restrictinfo(root, clause, true, false, false, security_level, null_mut(), null_mut(), null_mut());
+        return pg_sys::make_restrictinfo(
+            root,
+            clause,
+            true,
+            false,
+            false,
+            security_level,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
         #[cfg(feature = "pg18")]
         return pg_sys::make_restrictinfo(
             root,
