@@ -37,7 +37,9 @@ def project(dsn, ext_dsn):
 
     settings.configure(
         INSTALLED_APPS=["django.contrib.postgres", "docsapp"],
-        DATABASES={"default": database(dsn), "ext": database(ext_dsn)},
+        # "ssb": the same database through psycopg's server-side parameter binding.
+        DATABASES={"default": database(dsn), "ext": database(ext_dsn),
+                   "ssb": dict(database(dsn), OPTIONS={"server_side_binding": True})},
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
         USE_TZ=True,
     )
@@ -131,6 +133,25 @@ def test_readme_queries(docs):
         Doc.objects.filter(fp__within=(doc.fp, "9"))
     with pytest.raises(ValueError):
         Doc.objects.filter(fp__within=doc.fp)
+
+
+def test_server_side_binding(docs):
+    from django.db.models import Value
+
+    from pgsimhash.django import Hamming, Minhash64
+
+    Doc, Batch = docs
+    docs_ssb, batch_ssb = Doc.objects.using("ssb"), Batch.objects.using("ssb")
+    fp = docs_ssb.get(id=2).fp
+    assert list(docs_ssb.filter(fp__within=(Minhash64(Value(MUSEUM)), 9)).values_list("id", flat=True)) == [2]
+    for q in (fp, int(fp), fp.hex()):
+        assert list(docs_ssb.filter(fp__within=(q, 0)).values_list("id", flat=True)) == [2]
+        assert docs_ssb.filter(fp=q).count() == 1
+    assert docs_ssb.annotate(d=Hamming("fp", SimHash64(fp ^ 1))).get(id=2).d == 1
+    b = batch_ssb.create(body="edge", fp=(1 << 64) - 1)
+    batch_ssb.filter(id=b.id).update(fp=fp.hex())
+    assert batch_ssb.get(id=b.id).fp == fp
+    b.delete()
 
 
 @pytest.fixture(scope="module")

@@ -227,3 +227,34 @@ def test_schema_off_search_path(ext_dsn):
             assert "Seq Scan" in p and "docs_fp_simhash" not in p, p
     finally:
         engine.dispose()
+
+
+def test_asyncpg_dialect(engine, dsn):
+    pytest.importorskip("greenlet")  # SQLAlchemy's asyncio needs it (sqlalchemy[asyncio])
+    import asyncio
+
+    from sqlalchemy.engine import URL
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from orm_support import conninfo
+
+    params = conninfo(dsn)
+    url = URL.create("postgresql+asyncpg", username=params.get("user"), database=params["dbname"],
+                     query={"host": params["host"], "port": str(params["port"])})
+
+    async def run():
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as conn:
+                # asyncpg reads simhash64 as text here; the type's result processor makes it SimHash64.
+                fp = (await conn.execute(select(Doc.fp).where(Doc.id == 2))).scalar()
+                assert type(fp) is Value
+                for q in (fp, (1 << 64) - 1):
+                    rows = (await conn.execute(select(Doc.id, Doc.fp.hamming(q)).where(Doc.fp.within(q, 0)))).all()
+                    assert rows == ([(2, 0)] if q == fp else [])
+                rows = (await conn.execute(verified(ZH_TW))).all()
+                assert rows == [(1, 5, Decimal("0.84"))]
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
