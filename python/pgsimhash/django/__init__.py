@@ -3,7 +3,7 @@ operation that creates the extension.
 
     from django.db import models
     from django.db.models import Value
-    from pgsimhash.django import Minhash64, SimHash64Field, SimHashIndex, SimhashSimilarity
+    from pgsimhash.django import Hamming, Minhash64, SimHash64Field, SimHashIndex, SimhashSimilarity
 
     class Doc(models.Model):
         body = models.TextField()
@@ -14,8 +14,11 @@ operation that creates the extension.
             indexes = [SimHashIndex(fields=["fp"], name="doc_fp_simhash")]
 
     q = "some text"
-    Doc.objects.filter(fp__within=(Minhash64(Value(q)), 9),
-                       body__simhash_similarity=...)  # see SimhashSimilarity below
+    Doc.objects.annotate(similarity=SimhashSimilarity("body", Value(q))).filter(
+        fp__within=(Minhash64(Value(q)), 9), similarity__gte=0.7)
+    Doc.objects.order_by(Hamming("fp", Minhash64(Value(q))))[:10]
+
+A str argument of an expression names a field (Django's rule); a text is ``Value(text)``.
 
 See docs/python-orm.md for every form and the SQL each emits.
 """
