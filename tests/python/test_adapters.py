@@ -135,3 +135,16 @@ def test_asyncpg_round_trips(request, which):
             await conn.close()
 
     asyncio.run(run())
+
+
+def test_asyncpg_pool_init(dsn):
+    params = conninfo(dsn)
+
+    async def run():
+        async with asyncpg.create_pool(host=params["host"], port=int(params["port"]), user=params.get("user"),
+                                       database=params["dbname"], min_size=1, max_size=2,
+                                       init=register_asyncpg) as pool:
+            assert await pool.fetchval("SELECT 'ffffffffffffffff'::simhash64") == (1 << 64) - 1
+            assert await pool.fetchval("SELECT $1::simhash64 <~> $2", 0, SimHash64((1 << 64) - 1)) == 64
+
+    asyncio.run(run())
