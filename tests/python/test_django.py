@@ -5,11 +5,11 @@ field with the extension in a schema off search_path."""
 import os
 import sys
 
+import django
 import psycopg
 import pytest
 from orm_support import EXT_SCHEMA, conninfo, ext_dsn  # noqa: F401 (fixture)
 
-django = pytest.importorskip("django")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "django_project"))
 
 from pgsimhash.value import SimHash64  # noqa: E402
