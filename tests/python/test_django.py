@@ -135,6 +135,32 @@ def test_readme_queries(docs):
         Doc.objects.filter(fp__within=doc.fp)
 
 
+def test_expression_index(docs):
+    """SimHashIndex on an expression: minhash64(body), used by a within on the same expression."""
+    from django.db import connection
+    from django.db.models import Value
+
+    from pgsimhash.django import Minhash64, SimHashIndex
+
+    _, Batch = docs
+    index = SimHashIndex(Minhash64("body"), name="batch_body_minhash")
+    with connection.schema_editor() as editor:
+        editor.add_index(Batch, index)
+    try:
+        query = (Batch.objects.annotate(m=Minhash64("body")).filter(m__within=(Minhash64(Value(ZH)), 9))
+                 .values_list("body", flat=True))
+        with connection.cursor() as cur:
+            cur.execute("SET enable_seqscan = off")  # two rows: a scan would win
+        plan = query.explain()
+        assert "batch_body_minhash" in plan and "<@" in plan, plan
+        assert list(query) == [ZH_TW]
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("RESET enable_seqscan")
+        with connection.schema_editor() as editor:
+            editor.remove_index(Batch, index)
+
+
 def test_server_side_binding(docs):
     from django.db.models import Value
 

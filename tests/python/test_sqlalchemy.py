@@ -177,6 +177,19 @@ def test_nearest_uses_the_index(grown):
         assert conn.execute(verified(ZH_TW)).all() == [(1, 5, Decimal("0.84"))]
 
 
+def test_expression_index(engine):
+    """README: an index on minhash64(body) serves minhash64(body) <~> minhash64($1) <= 9."""
+    index = simhash_index("batch_body_minhash", minhash64(Batch.body))
+    stmt = select(Batch.n).where(minhash64(Batch.body).within(minhash64(ZH), 9))
+    with engine.begin() as conn:
+        index.create(conn)
+        conn.execute(text("SET LOCAL enable_seqscan = off"))  # two rows: a scan would win
+        p = plan(conn, stmt)
+        assert "batch_body_minhash" in p and "<@" in p, p
+        assert conn.execute(stmt).scalars().all() == [1]
+        index.drop(conn)
+
+
 def test_with_psycopg_adapters(dsn):
     engine = engine_for(dsn)
     event.listen(engine, "connect", lambda dbapi_conn, _rec: register_simhash(dbapi_conn))
