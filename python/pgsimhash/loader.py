@@ -295,7 +295,7 @@ class Loader:
         casts = sql.SQL(", ").join(
             sql.SQL("u.{}::{}").format(sql.Identifier(c), sql.SQL(self.columns[c])) for c in self.targets
         )
-        arrays = sql.SQL(", ").join(sql.SQL("%s::pg_catalog.text[]") for _ in self.targets)
+        arrays = sql.SQL(", ").join(sql.SQL("pg_catalog.unnest(%s::pg_catalog.text[])") for _ in self.targets)
         where = sql.SQL("")
         if self.key is not None:
             where = sql.SQL(" WHERE u.{k} IS NULL OR NOT EXISTS (SELECT FROM {t} s WHERE s.{k} = u.{k}::{kt})").format(
@@ -309,7 +309,7 @@ class Loader:
                 unmatchable, v, sql.Identifier(self.schema), v
             )
         self.statement = sql.SQL(
-            "INSERT INTO {t} ({cols}) SELECT {casts} FROM pg_catalog.unnest({arrays}) AS u({cols}){where}"
+            "INSERT INTO {t} ({cols}) SELECT {casts} FROM ROWS FROM ({arrays}) AS u({cols}){where}"
             " ON CONFLICT DO NOTHING RETURNING ctid, xmin::pg_catalog.text, {unmatchable}"
         ).format(t=sql.SQL(self.table), cols=cols, casts=casts, arrays=arrays, where=where, unmatchable=unmatchable)
         self.stored_keys = sql.SQL(
