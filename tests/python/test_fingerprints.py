@@ -103,7 +103,7 @@ def test_one_text_functions_equal_the_list_functions(rows):
 
 def test_simhash_fold(rows):
     bodies, _, server = rows
-    check(bodies, [pgsimhash.simhash_fold(b + "x") for b in bodies], column(server, 7))
+    check(bodies, [pgsimhash.simhash_fold(b) for b in bodies], column(server, 7))
 
 
 def test_similarity_and_containment(rows):
