@@ -81,10 +81,7 @@ class LoadError(Exception):
 
 
 def guess_format(path: str) -> str:
-    name = path.lower()
-    for suffix in (".gz",):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+    name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
     if name.endswith((".csv", ".tsv")):
@@ -120,7 +117,8 @@ def read_records(path: str, fmt: str, batch_size: int) -> Iterator[Dict[str, Any
                 yield record
     elif fmt == "csv":
         with _open_text(path) as f:
-            dialect = "excel-tab" if path.lower().rstrip(".gz").endswith(".tsv") else "excel"
+            name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
+            dialect = "excel-tab" if name.endswith(".tsv") else "excel"
             yield from csv.DictReader(f, dialect=dialect)
     elif fmt == "parquet":
         try:
