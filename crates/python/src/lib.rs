@@ -259,8 +259,7 @@ fn to_hex(fp: i128) -> PyResult<String> {
 /// binary digits), as an unsigned `int`.
 #[pyfunction]
 fn from_hex(text: &str) -> PyResult<u64> {
-    simhash_core::parse_fingerprint(text)
-        .map_err(|e| PyValueError::new_err(format!("invalid simhash64 {text:?}: {e}")))
+    simhash_core::parse_fingerprint(text).map_err(|e| PyValueError::new_err(format!("invalid simhash64 {text:?}: {e}")))
 }
 
 /// The fingerprint as the server's `simhash64::bigint` cast gives it (the same 64 bits, two's
