@@ -306,10 +306,20 @@ class Loader:
             unmatchable = sql.SQL("{} OR {} IS NULL OR {}.minhash64({}) IS NULL").format(
                 unmatchable, v, sql.Identifier(self.schema), v
             )
+        # (with --key, a row whose key a concurrent loader stored first is left out too)
+        conflict = sql.SQL(" ON CONFLICT DO NOTHING" if self.key is not None else "")
         self.statement = sql.SQL(
-            "INSERT INTO {t} ({cols}) SELECT {casts} FROM ROWS FROM ({arrays}) AS u({cols}){where}"
-            " ON CONFLICT DO NOTHING RETURNING ctid, xmin::pg_catalog.text, {unmatchable}"
-        ).format(t=sql.SQL(self.table), cols=cols, casts=casts, arrays=arrays, where=where, unmatchable=unmatchable)
+            "INSERT INTO {t} ({cols}) SELECT {casts} FROM ROWS FROM ({arrays}) AS u({cols}){where}{conflict}"
+            " RETURNING ctid, xmin::pg_catalog.text, {unmatchable}"
+        ).format(
+            t=sql.SQL(self.table),
+            cols=cols,
+            casts=casts,
+            arrays=arrays,
+            where=where,
+            conflict=conflict,
+            unmatchable=unmatchable,
+        )
         self.stored_keys = sql.SQL(
             "SELECT pg_catalog.count(*) FROM pg_catalog.unnest(%s::pg_catalog.text[]) AS k"
             " WHERE EXISTS (SELECT FROM {t} s WHERE s.{key} = k::{kt})"
