@@ -15,6 +15,10 @@ whose text has no letter or digit (their similarity is NULL): the constraint nev
 near-duplicates. ``--key COLUMN`` (a column the file fills, ideally with a unique index) skips rows
 whose key is already stored, which makes any re-run, and ``report`` re-runs, add nothing.
 
+Fingerprints can be computed in the client: ``--fingerprint fp=minhash64:body`` fills a plain
+``simhash64`` column with the client's ``minhash64`` of the field ``body`` (the server's bits); a
+field holding fingerprints as ``int`` goes into a ``simhash64`` column as its hex text.
+
 Usage: ``pgsimhash-load --table docs --map body=text FILE`` (see ``--help``); the connection comes
 from ``--dsn`` or libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).
 """
@@ -30,9 +34,16 @@ import os
 import random
 import sys
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple
 
-RETRY_SQLSTATES = ("40001", "40P01")
+from . import _core
+
+# The functions --fingerprint computes in the client (the *_many ones: a batch at once, the GIL released).
+FINGERPRINTS = {
+    "simhash": _core.simhash_many,
+    "simhash_ngrams": _core.simhash_ngrams_many,
+    "minhash64": _core.minhash64_many,
+}
 
 
 @dataclasses.dataclass
@@ -131,6 +142,14 @@ def read_records(path: str, fmt: str, batch_size: int) -> Iterator[Dict[str, Any
         raise LoadError(f"unknown format {fmt!r} (jsonl, csv or parquet)")
 
 
+def fingerprint_text(value: Any) -> Optional[str]:
+    """A value for a simhash64 column: an int (a fingerprint as pgsimhash or the server's bigint
+    cast gives it) as its hex text; anything else as text (the server reads hex or binary digits)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _core.to_hex(value)
+    return as_text(value)
+
+
 def as_text(value: Any) -> Optional[str]:
     """A value of the file as the text PostgreSQL reads into the column's type."""
     if value is None or isinstance(value, str):
@@ -178,16 +197,19 @@ def find_constraint(cur, table: str) -> Optional[Constraint]:
     )
 
 
-def table_columns(cur, table: str) -> Dict[str, str]:
-    """The columns one can insert into (not generated, not dropped) -> their type."""
+def table_columns(cur, table: str) -> Dict[str, Tuple[str, bool]]:
+    """The columns one can insert into (not generated, not dropped) -> (their type, whether it is
+    the extension's simhash64)."""
     cur.execute(
-        """SELECT attname, pg_catalog.format_type(atttypid, atttypmod)
-             FROM pg_catalog.pg_attribute
-            WHERE attrelid = %s::pg_catalog.regclass AND attnum > 0 AND NOT attisdropped
-              AND attgenerated = '' ORDER BY attnum""",
+        """SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
+                  t.typname = 'simhash64' AND e.oid IS NOT NULL
+             FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+             LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'simhash' AND e.extnamespace = t.typnamespace
+            WHERE a.attrelid = %s::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped
+              AND a.attgenerated = '' ORDER BY a.attnum""",
         (table,),
     )
-    return dict(cur.fetchall())
+    return {name: (kind, fingerprint) for name, kind, fingerprint in cur.fetchall()}
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -206,6 +228,7 @@ class Loader:
         show: int = 10,
         progress: Optional[TextIO] = None,
         add_dedup: Optional[Dict[str, Any]] = None,
+        fingerprints: Optional[Dict[str, Tuple[str, str]]] = None,
     ):
         from psycopg import sql
 
@@ -217,6 +240,10 @@ class Loader:
         self.progress = progress
         self.mapping = dict(mapping) if mapping else None
         self.key = key
+        self.fingerprints = dict(fingerprints) if fingerprints else {}
+        for column, (function, _) in self.fingerprints.items():
+            if function not in FINGERPRINTS:
+                raise LoadError(f"--fingerprint {column}={function}:...: the functions are {', '.join(FINGERPRINTS)}")
         self.summary = Summary()
         with conn.cursor() as cur:
             cur.execute("SELECT %s::pg_catalog.regclass::pg_catalog.text", (table,))
@@ -269,12 +296,18 @@ class Loader:
         self.mode = c.action
         if key is not None and key not in self.columns:
             raise LoadError(f"--key {key}: {self.table} has no column {key} that the loader can fill")
+        for column in self.fingerprints:
+            if not self.columns.get(column, ("", False))[1]:
+                raise LoadError(
+                    f"--fingerprint {column}=...: {self.table} has no simhash64 column {column} that the loader can"
+                    " fill (a generated column is computed by the server)"
+                )
 
     # The statement for one batch, once the mapping is known.
     def _prepare(self, first: Dict[str, Any]) -> None:
         sql = self.sql
         if self.mapping is None:
-            self.mapping = {f: f for f in first if f in self.columns}
+            self.mapping = {f: f for f in first if f in self.columns and f not in self.fingerprints}
             ignored = [f for f in first if f not in self.columns]
             if not self.mapping:
                 raise LoadError(
@@ -286,18 +319,34 @@ class Loader:
         for column in self.mapping:
             if column not in self.columns:
                 raise LoadError(f"--map {column}=...: {self.table} has no column {column} that the loader can fill")
+        for column in self.fingerprints:
+            if column in self.mapping:
+                raise LoadError(f"{column} is given both by --map and by --fingerprint")
         if self.key is not None and self.key not in self.mapping:
             raise LoadError(f"--key {self.key} is not among the columns loaded ({', '.join(self.mapping)})")
-        self.targets = list(self.mapping)
+        self.targets = list(self.mapping) + list(self.fingerprints)
+        # what makes each target column's values from a batch of records
+        self.producers: List[Callable[[List[Dict[str, Any]]], List[Optional[str]]]] = []
+        for column, field in self.mapping.items():
+            if self.columns[column][1]:
+                self.producers.append(lambda records, f=field: [fingerprint_text(r.get(f)) for r in records])
+            else:
+                self.producers.append(lambda records, f=field: [as_text(r.get(f)) for r in records])
+        for column, (function, field) in self.fingerprints.items():
+            self.producers.append(
+                lambda records, fn=FINGERPRINTS[function], f=field: [
+                    None if fp is None else _core.to_hex(fp) for fp in fn([as_text(r.get(f)) for r in records])
+                ]
+            )
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in self.targets)
         casts = sql.SQL(", ").join(
-            sql.SQL("u.{}::{}").format(sql.Identifier(c), sql.SQL(self.columns[c])) for c in self.targets
+            sql.SQL("u.{}::{}").format(sql.Identifier(c), sql.SQL(self.columns[c][0])) for c in self.targets
         )
         arrays = sql.SQL(", ").join(sql.SQL("pg_catalog.unnest(%s::pg_catalog.text[])") for _ in self.targets)
         where = sql.SQL("")
         if self.key is not None:
             where = sql.SQL(" WHERE u.{k} IS NULL OR NOT EXISTS (SELECT FROM {t} s WHERE s.{k} = u.{k}::{kt})").format(
-                k=sql.Identifier(self.key), t=sql.SQL(self.table), kt=sql.SQL(self.columns[self.key])
+                k=sql.Identifier(self.key), t=sql.SQL(self.table), kt=sql.SQL(self.columns[self.key][0])
             )
         fp = sql.Identifier(self.constraint.column)
         unmatchable = sql.SQL("{} IS NULL").format(fp)
@@ -323,7 +372,7 @@ class Loader:
         self.stored_keys = sql.SQL(
             "SELECT pg_catalog.count(*) FROM pg_catalog.unnest(%s::pg_catalog.text[]) AS k"
             " WHERE EXISTS (SELECT FROM {t} s WHERE s.{key} = k::{kt})"
-        ).format(t=sql.SQL(self.table), key=sql.Identifier(self.key or "-"), kt=sql.SQL(self.columns.get(self.key, "text")))
+        ).format(t=sql.SQL(self.table), key=sql.Identifier(self.key or "-"), kt=sql.SQL(self.columns.get(self.key, ("text", False))[0]))
         # The rows of this transaction still stored after its COMMIT (skip may delete some at commit).
         self.survivors = sql.SQL(
             "SELECT pg_catalog.count(*) FROM {t} WHERE ctid = ANY(%s::pg_catalog.tid[])"
@@ -334,7 +383,7 @@ class Loader:
         from psycopg import errors
 
         sql = self.sql
-        columns = [[as_text(r.get(field)) for r in records] for field in self.mapping.values()]
+        columns = [produce(records) for produce in self.producers]
         attempt = 0
         while True:
             try:
@@ -489,6 +538,14 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--batch-size", "-b", type=int, default=1000, help="rows per transaction (default 1000)")
     p.add_argument("--mode", choices=("skip", "report"), help="the constraint's action (checked against the table)")
     p.add_argument("--key", help="a column the input fills: rows whose key is already stored are left out")
+    p.add_argument(
+        "--fingerprint",
+        action="append",
+        default=[],
+        metavar="COLUMN=FUNCTION:FIELD",
+        help="fill the simhash64 COLUMN in the client with FUNCTION (simhash, simhash_ngrams, minhash64; default"
+        " parameters) of the input's FIELD (repeat)",
+    )
     p.add_argument("--max-retries", type=int, default=10, help="retries of a batch after 40001/40P01 (default 10)")
     p.add_argument("--show", type=int, default=10, help="reported pairs to list in the summary (default 10)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -519,6 +576,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except ValueError:
             print("pgsimhash-load: --map takes COLUMN=FIELD", file=sys.stderr)
             return 2
+    fingerprints = {}
+    for spec in args.fingerprint:
+        column, _, rest = spec.partition("=")
+        function, _, field = rest.partition(":")
+        if not column or not function or not field:
+            print("pgsimhash-load: --fingerprint takes COLUMN=FUNCTION:FIELD, e.g. fp=minhash64:body", file=sys.stderr)
+            return 2
+        fingerprints[column] = (function, field)
     add_dedup = None
     if args.add_dedup:
         add_dedup = {
@@ -541,6 +606,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 show=args.show,
                 progress=None if args.quiet else sys.stderr,
                 add_dedup=add_dedup,
+                fingerprints=fingerprints,
             )
 
             def records() -> Iterator[Dict[str, Any]]:

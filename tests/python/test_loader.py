@@ -1,7 +1,8 @@
 """pgsimhash-load against the real server: a 100,000-row JSON lines file with planted
 near-duplicates (tests/python/texts.py) into a table with the verified constraint at k = 9 (skip,
 checked at commit); every planted row skipped, every unique row stored, and a re-run adds nothing.
-Then report mode with --key and a CSV file, retries of 40001/40P01, and Parquet when pyarrow is
+Then report mode with --key and a CSV file, retries of 40001/40P01, fingerprints computed in the
+client (--fingerprint, int fields), and Parquet when pyarrow is
 installed."""
 
 import csv
@@ -159,3 +160,30 @@ def test_parquet(dsn, conn, tmp_path):
     summary, _ = load(dsn, "--table", "from_parquet", "--map", "id=id", "--map", "body=body", "--quiet", str(path))
     assert summary["rows_read"] == 500 and summary["inserted"] + summary["skipped"] == 500
     assert conn.execute("SELECT count(*), count(url) FROM from_parquet").fetchone() == (summary["inserted"], 0)
+
+
+def test_fingerprints_computed_in_the_client(dsn, conn, generated, tmp_path):
+    """--fingerprint fills a plain simhash64 column in the client, and a field holding fingerprints
+    as int (pgsimhash's, or the server's bigint) is loaded as the same bits: both equal the server's
+    minhash64(body), and the constraint skips the same rows as with a generated column."""
+    import pgsimhash
+
+    _, rows, planted = generated
+    sample = rows[:3000]
+    path = tmp_path / "docs.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        for i, r in enumerate(sample):
+            fp = pgsimhash.minhash64(r["body"])
+            f.write(json.dumps(dict(r, given=fp if i % 2 else pgsimhash.to_signed(fp))) + "\n")
+    for name, how in (("client_fp", ["--fingerprint", "fp=minhash64:body"]), ("given_fp", ["--map", "fp=given"])):
+        conn.execute(f"CREATE TABLE {name} (id bigint, body text, fp simhash64)")
+        conn.execute(f"CREATE INDEX ON {name} USING simhash (fp)")
+        summary, _ = load(
+            dsn, "--table", name, "--map", "id=id", "--map", "body=body", *how, "--add-dedup", "fp",
+            "--verify", "body", "--deferred", "--quiet", str(path),
+        )
+        assert summary["skipped"] == len({r["id"] for r in sample} & planted)
+        assert summary["inserted"] == len(sample) - summary["skipped"]
+        assert conn.execute(f"SELECT count(*) FROM {name} WHERE fp IS DISTINCT FROM minhash64(body)").fetchone()[0] == 0
+    _, done = load(dsn, "--table", "client_fp", "--fingerprint", "body=minhash64:body", str(path), check=False)
+    assert done.returncode == 1 and "no simhash64 column body" in done.stderr
