@@ -2,8 +2,7 @@
 near-duplicates (tests/python/texts.py) into a table with the verified constraint at k = 9 (skip,
 checked at commit); every planted row skipped, every unique row stored, and a re-run adds nothing.
 Then report mode with --key and a CSV file, retries of 40001/40P01, fingerprints computed in the
-client (--fingerprint, int fields), and Parquet when pyarrow is
-installed."""
+client (--fingerprint, int fields), and Parquet when pyarrow is installed."""
 
 import csv
 import json
