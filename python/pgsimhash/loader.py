@@ -26,17 +26,16 @@ from ``--dsn`` or libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATAB
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 import json
-import os
 import random
 import sys
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple
 
 from . import _core
+from ._catalog import find_constraint, table_columns
+from ._input import LoadError, as_text, fingerprint_text, guess_format, read_records
 
 # The functions --fingerprint computes in the client (the *_many ones: a batch at once, the GIL released).
 FINGERPRINTS = {
@@ -69,147 +68,6 @@ class Summary:
     @property
     def rows_per_second(self) -> float:
         return self.rows_read / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclasses.dataclass
-class Constraint:
-    """The table's near-duplicate constraint, read from its trigger's arguments."""
-
-    trigger: str
-    column: str
-    k: int
-    action: str
-    report_table: Optional[str]
-    verify: Optional[str]
-    deferred: bool
-
-
-class LoadError(Exception):
-    """A load that cannot go on (bad options, no constraint, a batch that kept failing)."""
-
-
-# -- input --------------------------------------------------------------------------------------
-
-
-def guess_format(path: str) -> str:
-    name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
-    if name.endswith((".jsonl", ".ndjson", ".json")):
-        return "jsonl"
-    if name.endswith((".csv", ".tsv")):
-        return "csv"
-    if name.endswith(".parquet"):
-        return "parquet"
-    raise LoadError(f"cannot tell the format of {path!r} from its name: give --format jsonl, csv or parquet")
-
-
-def _open_text(path: str) -> TextIO:
-    if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")
-    if path.endswith(".gz"):
-        import gzip
-
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
-def read_records(path: str, fmt: str, batch_size: int) -> Iterator[Dict[str, Any]]:
-    """The records of one file, as dicts, streamed."""
-    if fmt == "jsonl":
-        with _open_text(path) as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as e:
-                    raise LoadError(f"{path}:{number}: not a JSON line ({e})") from None
-                if not isinstance(record, dict):
-                    raise LoadError(f"{path}:{number}: a JSON line must hold an object")
-                yield record
-    elif fmt == "csv":
-        with _open_text(path) as f:
-            name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
-            dialect = "excel-tab" if name.endswith(".tsv") else "excel"
-            yield from csv.DictReader(f, dialect=dialect)
-    elif fmt == "parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise LoadError("Parquet input needs pyarrow: pip install pyarrow (or pgsimhash[parquet])") from None
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
-            yield from batch.to_pylist()
-    else:
-        raise LoadError(f"unknown format {fmt!r} (jsonl, csv or parquet)")
-
-
-def fingerprint_text(value: Any) -> Optional[str]:
-    """A value for a simhash64 column: an int (a fingerprint as pgsimhash or the server's bigint
-    cast gives it) as its hex text; anything else as text (the server reads hex or binary digits)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _core.to_hex(value)
-    return as_text(value)
-
-
-def as_text(value: Any) -> Optional[str]:
-    """A value of the file as the text PostgreSQL reads into the column's type."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bytes):
-        return "\\x" + value.hex()
-    return str(value)
-
-
-# -- the table and its constraint ----------------------------------------------------------------
-
-
-def find_constraint(cur, table: str) -> Optional[Constraint]:
-    """The first near-duplicate constraint of the table (by trigger name), if any."""
-    cur.execute(
-        """SELECT t.tgname, t.tgargs, (t.tgtype & 2) = 0 AS after
-             FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
-             JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-                  AND d.objid = p.oid AND d.deptype = 'e'
-             JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'simhash'
-            WHERE t.tgrelid = %s::pg_catalog.regclass AND p.proname = 'simhash_dedup_trigger'
-              AND NOT t.tgisinternal AND t.tgenabled <> 'D'
-            ORDER BY t.tgname LIMIT 1""",
-        (table,),
-    )
-    row = cur.fetchone()
-    if row is None:
-        return None
-    name, raw, after = row
-    args = [a.decode() for a in bytes(raw).split(b"\0")[:-1]]
-    positional = [a for a in args if "=" not in a]
-    options = dict(a.split("=", 1) for a in args if "=" in a)
-    return Constraint(
-        trigger=name,
-        column=positional[0],
-        k=int(positional[1]) if len(positional) > 1 else 3,
-        action=positional[2].lower() if len(positional) > 2 else "error",
-        report_table=positional[3] if len(positional) > 3 else None,
-        verify=options.get("verify"),
-        deferred=bool(after),
-    )
-
-
-def table_columns(cur, table: str) -> Dict[str, Tuple[str, bool]]:
-    """The columns one can insert into (not generated, not dropped) -> (their type, whether it is
-    the extension's simhash64)."""
-    cur.execute(
-        """SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
-                  t.typname = 'simhash64' AND e.oid IS NOT NULL
-             FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-             LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'simhash' AND e.extnamespace = t.typnamespace
-            WHERE a.attrelid = %s::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped
-              AND a.attgenerated = '' ORDER BY a.attnum""",
-        (table,),
-    )
-    return {name: (kind, fingerprint) for name, kind, fingerprint in cur.fetchall()}
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -382,7 +240,6 @@ class Loader:
     def _batch(self, records: List[Dict[str, Any]]) -> None:
         from psycopg import errors
 
-        sql = self.sql
         columns = [produce(records) for produce in self.producers]
         attempt = 0
         while True:
