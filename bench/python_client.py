@@ -4,6 +4,7 @@
 # list at once (the *_many functions, GIL released once), and of minhash64 on 2 threads.
 #   usage: target/python-venv/bin/python bench/python_client.py [N]   (default 100000 paragraphs of
 #          bench/real_texts.py; the venv of tests/python/run.sh has pgsimhash installed)
+#          JOIN=12 ... joins every 12 paragraphs into one text (longer texts: about 2 KB)
 # Best of 3 runs of each; prints one line per function.
 import os
 import subprocess
@@ -18,8 +19,10 @@ here = os.path.dirname(os.path.abspath(__file__))
 out = subprocess.run([sys.executable, os.path.join(here, "real_texts.py"), str(n)], capture_output=True, check=True)
 # COPY text format: one paragraph a line, backslash escapes
 texts = [line.replace("\\t", "\t").replace("\\n", "\n").replace("\\\\", "\\") for line in out.stdout.decode().splitlines()]
+join = int(os.environ.get("JOIN", "1"))
+texts = ["\n".join(texts[i : i + join]) for i in range(0, len(texts), join)]
 mb = sum(len(t.encode()) for t in texts) / 1e6
-print(f"{len(texts):,} paragraphs, {mb:.1f} MB (average {mb * 1e6 / len(texts):,.0f} bytes)")
+print(f"{len(texts):,} texts, {mb:.1f} MB (average {mb * 1e6 / len(texts):,.0f} bytes)")
 pgsimhash.preload()
 
 
