@@ -186,3 +186,20 @@ def test_fingerprints_computed_in_the_client(dsn, conn, generated, tmp_path):
         assert conn.execute(f"SELECT count(*) FROM {name} WHERE fp IS DISTINCT FROM minhash64(body)").fetchone()[0] == 0
     _, done = load(dsn, "--table", "client_fp", "--fingerprint", "body=minhash64:body", str(path), check=False)
     assert done.returncode == 1 and "no simhash64 column body" in done.stderr
+
+
+def test_standard_input_and_gzip(dsn, conn, tmp_path):
+    import gzip
+
+    rows = corpus.load_rows(200, seed=11)[0]
+    make_table(conn, "streamed", "skip", "false")
+    lines = "".join(json.dumps(r) + "\n" for r in rows)
+    command = [os.path.join(os.path.dirname(sys.executable), "pgsimhash-load"), "--dsn", dsn, "--json", "--quiet",
+               "--table", "streamed", "--format", "jsonl", "-"]
+    first = json.loads(subprocess.run(command, input=lines, capture_output=True, text=True, check=True).stdout)
+    assert first["rows_read"] == 200 and first["inserted"] + first["skipped"] == 200
+    path = tmp_path / "same.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(lines)
+    again, _ = load(dsn, "--table", "streamed", "--quiet", str(path))
+    assert again["rows_read"] == 200 and again["inserted"] == 0 and again["skipped"] == 200
