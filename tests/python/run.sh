@@ -25,7 +25,7 @@ unavailable() {
 }
 
 # (a venv that imports everything is kept as it is: no PyPI needed then)
-if ! "$venv/bin/python" -c 'import maturin, pytest, psycopg, asyncpg, sqlalchemy, django, pyarrow' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import maturin, pytest, psycopg, asyncpg, sqlalchemy, greenlet, django, pyarrow' 2>/dev/null; then
     log "python: creating the venv $venv (tests/python/requirements.txt, from PyPI)"
     { python3 -m venv --clear "$venv" \
         && "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"; } \

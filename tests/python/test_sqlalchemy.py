@@ -243,7 +243,7 @@ def test_schema_off_search_path(ext_dsn):
 
 
 def test_asyncpg_dialect(engine, dsn):
-    pytest.importorskip("greenlet")  # SQLAlchemy's asyncio needs it (sqlalchemy[asyncio])
+    import greenlet  # noqa: F401  (SQLAlchemy's asyncio needs it; tests/python/requirements.txt installs it)
     import asyncio
 
     from sqlalchemy.engine import URL
