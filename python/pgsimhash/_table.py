@@ -1,5 +1,5 @@
 """pgsimhash-load's view of the table: its near-duplicate constraint (from the trigger's
-arguments) and the columns it can fill."""
+arguments) and the columns it can fill (read through an asyncpg connection)."""
 
 from __future__ import annotations
 
@@ -20,20 +20,21 @@ class Constraint:
     deferred: bool
 
 
-def find_constraint(cur, table: str) -> Optional[Constraint]:
+async def find_constraint(conn, table: str) -> Optional[Constraint]:
     """The first near-duplicate constraint of the table (by trigger name), if any."""
-    cur.execute(
-        """SELECT t.tgname, t.tgargs, (t.tgtype & 2) = 0 AS after
-             FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
-             JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-                  AND d.objid = p.oid AND d.deptype = 'e'
-             JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'simhash'
-            WHERE t.tgrelid = %s::pg_catalog.regclass AND p.proname = 'simhash_dedup_trigger'
-              AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+    row = await conn.fetchrow(
+        """SELECT t.tgname, t.tgargs, (t.tgtype OPERATOR(pg_catalog.&) 2) OPERATOR(pg_catalog.=) 0 AS after
+             FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+             JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                  AND d.objid OPERATOR(pg_catalog.=) p.oid AND d.deptype OPERATOR(pg_catalog.=) 'e'
+             JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+                  AND e.extname OPERATOR(pg_catalog.=) 'simhash'
+            WHERE t.tgrelid OPERATOR(pg_catalog.=) $1::pg_catalog.text::pg_catalog.regclass
+              AND p.proname OPERATOR(pg_catalog.=) 'simhash_dedup_trigger'
+              AND NOT t.tgisinternal AND t.tgenabled OPERATOR(pg_catalog.<>) 'D'
             ORDER BY t.tgname LIMIT 1""",
-        (table,),
+        table,
     )
-    row = cur.fetchone()
     if row is None:
         return None
     name, raw, after = row
@@ -51,16 +52,17 @@ def find_constraint(cur, table: str) -> Optional[Constraint]:
     )
 
 
-def table_columns(cur, table: str) -> Dict[str, Tuple[str, bool]]:
+async def table_columns(conn, table: str) -> Dict[str, Tuple[str, bool]]:
     """The columns one can insert into (not generated, not dropped) -> (their type, whether it is
     the extension's simhash64)."""
-    cur.execute(
-        """SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
-                  t.typname = 'simhash64' AND e.oid IS NOT NULL
-             FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-             LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'simhash' AND e.extnamespace = t.typnamespace
-            WHERE a.attrelid = %s::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped
-              AND a.attgenerated = '' ORDER BY a.attnum""",
-        (table,),
+    rows = await conn.fetch(
+        """SELECT a.attname::pg_catalog.text, pg_catalog.format_type(a.atttypid, a.atttypmod),
+                  t.typname OPERATOR(pg_catalog.=) 'simhash64' AND e.oid IS NOT NULL
+             FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+             LEFT JOIN pg_catalog.pg_extension e ON e.extname OPERATOR(pg_catalog.=) 'simhash'
+                  AND e.extnamespace OPERATOR(pg_catalog.=) t.typnamespace
+            WHERE a.attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.text::pg_catalog.regclass AND a.attnum OPERATOR(pg_catalog.>) 0
+              AND NOT a.attisdropped AND a.attgenerated OPERATOR(pg_catalog.=) '' ORDER BY a.attnum""",
+        table,
     )
-    return {name: (kind, fingerprint) for name, kind, fingerprint in cur.fetchall()}
+    return {name: (kind, fingerprint) for name, kind, fingerprint in rows}

@@ -20,329 +20,25 @@ Fingerprints can be computed in the client: ``--fingerprint fp=minhash64:body`` 
 field holding fingerprints as ``int`` goes into a ``simhash64`` column as its hex text.
 
 Usage: ``pgsimhash-load --table docs --map body=text FILE`` (see ``--help``); the connection comes
-from ``--dsn`` or libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...).
+from ``--dsn`` or libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, ...). The
+driver is asyncpg (Apache-2.0; its binary protocol carries the batch's arrays), run by a synchronous
+``main()`` on an asyncio loop. Modules: ``_input`` (the files), ``_table`` (the constraint and the
+columns), ``_load`` (the batches), ``_connect`` (the connection string).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
-import random
 import sys
-import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, TextIO
 
-from . import _core
-from ._table import find_constraint, table_columns
-from ._input import LoadError, as_text, fingerprint_text, guess_format, read_records
+from ._input import LoadError, guess_format, read_records
+from ._load import FINGERPRINTS, Loader, Summary
 
-# The functions --fingerprint computes in the client (the *_many ones: a batch at once, the GIL released).
-FINGERPRINTS = {
-    "simhash": _core.simhash_many,
-    "simhash_ngrams": _core.simhash_ngrams_many,
-    "minhash64": _core.minhash64_many,
-}
-
-
-@dataclasses.dataclass
-class Summary:
-    """What a load did."""
-
-    rows_read: int = 0
-    inserted: int = 0
-    #: rows the constraint dropped (``skip``), at each row or at commit
-    skipped: int = 0
-    #: rows left out because their ``--key`` is already stored
-    already_stored: int = 0
-    #: rows stored and reported as near-duplicates (``report``)
-    reported: int = 0
-    #: (new_key, existing_key, distance, similarity) of the reported rows, at most ``--show`` of them
-    reported_pairs: List[tuple] = dataclasses.field(default_factory=list)
-    #: stored rows the constraint can never match (NULL fingerprint, or with verify no letter or digit)
-    unmatchable: int = 0
-    batches: int = 0
-    retries: int = 0
-    seconds: float = 0.0
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.rows_read / self.seconds if self.seconds > 0 else 0.0
-
-
-# -- loading -------------------------------------------------------------------------------------
-
-
-class Loader:
-    def __init__(
-        self,
-        conn,
-        table: str,
-        mapping: Optional[Dict[str, str]] = None,
-        batch_size: int = 1000,
-        mode: Optional[str] = None,
-        key: Optional[str] = None,
-        max_retries: int = 10,
-        show: int = 10,
-        progress: Optional[TextIO] = None,
-        add_dedup: Optional[Dict[str, Any]] = None,
-        fingerprints: Optional[Dict[str, Tuple[str, str]]] = None,
-    ):
-        from psycopg import sql
-
-        self.sql = sql
-        self.conn = conn
-        self.batch_size = batch_size
-        self.max_retries = max_retries
-        self.show = show
-        self.progress = progress
-        self.mapping = dict(mapping) if mapping else None
-        self.key = key
-        self.fingerprints = dict(fingerprints) if fingerprints else {}
-        for column, (function, _) in self.fingerprints.items():
-            if function not in FINGERPRINTS:
-                raise LoadError(f"--fingerprint {column}={function}:...: the functions are {', '.join(FINGERPRINTS)}")
-        self.summary = Summary()
-        with conn.cursor() as cur:
-            cur.execute("SELECT %s::pg_catalog.regclass::pg_catalog.text", (table,))
-            self.table = cur.fetchone()[0]
-            cur.execute(
-                "SELECT extnamespace::pg_catalog.regnamespace::pg_catalog.text FROM pg_catalog.pg_extension"
-                " WHERE extname = 'simhash'"
-            )
-            row = cur.fetchone()
-            if row is None:
-                raise LoadError("the extension simhash is not installed in this database (CREATE EXTENSION simhash)")
-            self.schema = row[0]
-            self.constraint = find_constraint(cur, self.table)
-            if self.constraint is None and add_dedup:
-                cur.execute(
-                    sql.SQL(
-                        "SELECT {}.simhash_add_dedup(%s::pg_catalog.regclass, %s, k => %s, action => %s,"
-                        " verify => %s, min_similarity => %s, deferred => %s)"
-                    ).format(sql.Identifier(self.schema)),
-                    (
-                        self.table,
-                        add_dedup["column"],
-                        add_dedup["k"],
-                        mode or "skip",
-                        add_dedup.get("verify"),
-                        add_dedup.get("min_similarity", 0.7),
-                        add_dedup.get("deferred", False),
-                    ),
-                )
-                self.constraint = find_constraint(cur, self.table)
-            self.columns = table_columns(cur, self.table)
-            cur.execute("SELECT pg_catalog.statement_timestamp()")
-            self.started_at = cur.fetchone()[0]
-        conn.commit()
-        c = self.constraint
-        if c is None:
-            raise LoadError(
-                f"{self.table} has no near-duplicate constraint: add one with simhash_add_dedup"
-                f"({self.table!r}, 'fp', k => 9, action => 'skip', verify => 'body'), or give --add-dedup"
-            )
-        if c.action not in ("skip", "report"):
-            raise LoadError(
-                f"the near-duplicate constraint of {self.table} (trigger {c.trigger}) has action {c.action!r};"
-                " the loader loads into 'skip' or 'report' (simhash_add_dedup(..., action => 'skip') replaces it)"
-            )
-        if mode is not None and mode != c.action:
-            raise LoadError(
-                f"--mode {mode} but the constraint of {self.table} (trigger {c.trigger}) has action {c.action!r}"
-            )
-        self.mode = c.action
-        if key is not None and key not in self.columns:
-            raise LoadError(f"--key {key}: {self.table} has no column {key} that the loader can fill")
-        for column in self.fingerprints:
-            if not self.columns.get(column, ("", False))[1]:
-                raise LoadError(
-                    f"--fingerprint {column}=...: {self.table} has no simhash64 column {column} that the loader can"
-                    " fill (a generated column is computed by the server)"
-                )
-
-    # The statement for one batch, once the mapping is known.
-    def _prepare(self, first: Dict[str, Any]) -> None:
-        sql = self.sql
-        if self.mapping is None:
-            self.mapping = {f: f for f in first if f in self.columns and f not in self.fingerprints}
-            ignored = [f for f in first if f not in self.columns]
-            if not self.mapping:
-                raise LoadError(
-                    f"no field of the first record ({', '.join(first)}) is a column of {self.table}:"
-                    " give --map column=field"
-                )
-            if ignored and self.progress is not None:
-                print(f"pgsimhash-load: fields not loaded (no such column): {', '.join(ignored)}", file=self.progress)
-        for column in self.mapping:
-            if column not in self.columns:
-                raise LoadError(f"--map {column}=...: {self.table} has no column {column} that the loader can fill")
-        for column in self.fingerprints:
-            if column in self.mapping:
-                raise LoadError(f"{column} is given both by --map and by --fingerprint")
-        if self.key is not None and self.key not in self.mapping:
-            raise LoadError(f"--key {self.key} is not among the columns loaded ({', '.join(self.mapping)})")
-        self.targets = list(self.mapping) + list(self.fingerprints)
-        # what makes each target column's values from a batch of records
-        self.producers: List[Callable[[List[Dict[str, Any]]], List[Optional[str]]]] = []
-        for column, field in self.mapping.items():
-            if self.columns[column][1]:
-                self.producers.append(lambda records, f=field: [fingerprint_text(r.get(f)) for r in records])
-            else:
-                self.producers.append(lambda records, f=field: [as_text(r.get(f)) for r in records])
-        for column, (function, field) in self.fingerprints.items():
-            self.producers.append(
-                lambda records, fn=FINGERPRINTS[function], f=field: [
-                    None if fp is None else _core.to_hex(fp) for fp in fn([as_text(r.get(f)) for r in records])
-                ]
-            )
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in self.targets)
-        casts = sql.SQL(", ").join(
-            sql.SQL("u.{}::{}").format(sql.Identifier(c), sql.SQL(self.columns[c][0])) for c in self.targets
-        )
-        arrays = sql.SQL(", ").join(sql.SQL("pg_catalog.unnest(%s::pg_catalog.text[])") for _ in self.targets)
-        where = sql.SQL("")
-        if self.key is not None:
-            where = sql.SQL(" WHERE u.{k} IS NULL OR NOT EXISTS (SELECT FROM {t} s WHERE s.{k} = u.{k}::{kt})").format(
-                k=sql.Identifier(self.key), t=sql.SQL(self.table), kt=sql.SQL(self.columns[self.key][0])
-            )
-        fp = sql.Identifier(self.constraint.column)
-        unmatchable = sql.SQL("{} IS NULL").format(fp)
-        if self.constraint.verify:
-            v = sql.Identifier(self.constraint.verify)
-            unmatchable = sql.SQL("{} OR {} IS NULL OR {}.minhash64({}) IS NULL").format(
-                unmatchable, v, sql.Identifier(self.schema), v
-            )
-        # (with --key, a row whose key a concurrent loader stored first is left out too)
-        conflict = sql.SQL(" ON CONFLICT DO NOTHING" if self.key is not None else "")
-        self.statement = sql.SQL(
-            "INSERT INTO {t} ({cols}) SELECT {casts} FROM ROWS FROM ({arrays}) AS u({cols}){where}{conflict}"
-            " RETURNING ctid, xmin::pg_catalog.text, {unmatchable}"
-        ).format(
-            t=sql.SQL(self.table),
-            cols=cols,
-            casts=casts,
-            arrays=arrays,
-            where=where,
-            conflict=conflict,
-            unmatchable=unmatchable,
-        )
-        self.stored_keys = sql.SQL(
-            "SELECT pg_catalog.count(*) FROM pg_catalog.unnest(%s::pg_catalog.text[]) AS k"
-            " WHERE EXISTS (SELECT FROM {t} s WHERE s.{key} = k::{kt})"
-        ).format(t=sql.SQL(self.table), key=sql.Identifier(self.key or "-"), kt=sql.SQL(self.columns.get(self.key, ("text", False))[0]))
-        # The rows of this transaction still stored after its COMMIT (skip may delete some at commit).
-        self.survivors = sql.SQL(
-            "SELECT pg_catalog.count(*) FROM {t} WHERE ctid = ANY(%s::pg_catalog.tid[])"
-            " AND xmin::pg_catalog.text = %s"
-        ).format(t=sql.SQL(self.table))
-
-    def _batch(self, records: List[Dict[str, Any]]) -> None:
-        from psycopg import errors
-
-        columns = [produce(records) for produce in self.producers]
-        attempt = 0
-        while True:
-            try:
-                with self.conn.transaction():
-                    with self.conn.cursor() as cur:
-                        stored = 0
-                        if self.key is not None:
-                            # the batch's keys already stored: the INSERT leaves their rows out
-                            cur.execute(self.stored_keys, (columns[self.targets.index(self.key)],))
-                            stored = cur.fetchone()[0]
-                        cur.execute(self.statement, columns)
-                        returned = cur.fetchall()
-                break
-            except (errors.SerializationFailure, errors.DeadlockDetected) as e:
-                # the constraint's contract: nothing of the transaction is stored; run it again
-                attempt += 1
-                self.summary.retries += 1
-                if attempt > self.max_retries:
-                    raise LoadError(
-                        f"a batch failed {attempt} times with SQLSTATE {e.sqlstate}; gave up"
-                        f" ({self.summary.inserted} rows of earlier batches are stored)"
-                    ) from e
-                time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
-        kept = len(returned)
-        if self.mode == "skip" and returned:
-            # skip deletes at COMMIT the rows that a near-duplicate committed concurrently refuses
-            # (checked at commit, deferred: every refused row): count the rows still stored
-            with self.conn.cursor() as cur:
-                cur.execute(self.survivors, ([str(r[0]) for r in returned], returned[0][1]))
-                kept = cur.fetchone()[0]
-            self.conn.commit()
-        s = self.summary
-        s.batches += 1
-        s.inserted += kept
-        s.already_stored += stored
-        s.unmatchable += sum(1 for r in returned if r[2])
-        if self.mode == "skip":
-            s.skipped += len(records) - stored - kept
-
-    def load(self, records: Iterable[Dict[str, Any]]) -> Summary:
-        start = time.monotonic()
-        last_report = start
-        batch: List[Dict[str, Any]] = []
-
-        def flush():
-            nonlocal last_report
-            if not batch:
-                return
-            self._batch(batch)
-            batch.clear()
-            now = time.monotonic()
-            if self.progress is not None and now - last_report >= 1.0:
-                last_report = now
-                self._progress(now - start, end="\r" if self.progress.isatty() else "\n")
-
-        for record in records:
-            if self.summary.rows_read == 0 and not hasattr(self, "statement"):
-                self._prepare(record)
-            self.summary.rows_read += 1
-            batch.append(record)
-            if len(batch) >= self.batch_size:
-                flush()
-        flush()
-        self.summary.seconds = time.monotonic() - start
-        if self.mode == "report":
-            self._reported()
-        if self.progress is not None:
-            self._progress(self.summary.seconds, end="\n")
-        return self.summary
-
-    def _progress(self, seconds: float, end: str) -> None:
-        s = self.summary
-        rate = s.rows_read / seconds if seconds > 0 else 0.0
-        done = "skipped" if self.mode == "skip" else "reported"
-        count = s.skipped if self.mode == "skip" else s.reported
-        print(
-            f"pgsimhash-load: {s.rows_read:,} rows read, {s.inserted:,} inserted, {count:,} {done}"
-            f" ({rate:,.0f} rows/s)",
-            end=end,
-            file=self.progress,
-            flush=True,
-        )
-
-    def _reported(self) -> None:
-        """The report table's lines of this load (since it started)."""
-        sql = self.sql
-        with self.conn.cursor() as cur:
-            where = sql.SQL(
-                "relation = %s::pg_catalog.regclass AND trigger_name = %s AND reported_at >= %s"
-            )
-            params = (self.table, self.constraint.trigger, self.started_at)
-            table = sql.SQL(self.constraint.report_table)
-            cur.execute(sql.SQL("SELECT pg_catalog.count(*) FROM {} WHERE ").format(table) + where, params)
-            self.summary.reported = cur.fetchone()[0]
-            cur.execute(
-                sql.SQL("SELECT new_key, existing_key, distance, similarity FROM {} WHERE ").format(table)
-                + where
-                + sql.SQL(" ORDER BY reported_at LIMIT %s"),
-                params + (self.show,),
-            )
-            self.summary.reported_pairs = cur.fetchall()
-        self.conn.commit()
+__all__ = ["FINGERPRINTS", "LoadError", "Loader", "Summary", "main", "parse_args", "print_summary"]
 
 
 def print_summary(loader: Loader, out: TextIO) -> None:
@@ -422,9 +118,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
-        import psycopg
+        import asyncpg
     except ImportError:
-        print("pgsimhash-load needs psycopg 3: pip install 'psycopg[binary]'", file=sys.stderr)
+        print("pgsimhash-load needs asyncpg: pip install asyncpg (or './python[loader]')", file=sys.stderr)
         return 2
     mapping = None
     if args.map:
@@ -451,33 +147,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "deferred": args.deferred,
         }
     try:
-        with psycopg.connect(args.dsn) as conn:
-            loader = Loader(
-                conn,
-                args.table,
-                mapping=mapping,
-                batch_size=args.batch_size,
-                mode=args.mode,
-                key=args.key,
-                max_retries=args.max_retries,
-                show=args.show,
-                progress=None if args.quiet else sys.stderr,
-                add_dedup=add_dedup,
-                fingerprints=fingerprints,
-            )
-
-            def records() -> Iterator[Dict[str, Any]]:
-                for path in args.files:
-                    fmt = args.format or guess_format(path)
-                    yield from read_records(path, fmt, args.batch_size)
-
-            loader.load(records())
+        loader = asyncio.run(_run(args, mapping, fingerprints, add_dedup))
     except LoadError as e:
         print(f"pgsimhash-load: {e}", file=sys.stderr)
         return 1
-    except psycopg.Error as e:
-        state = f" (SQLSTATE {e.sqlstate})" if getattr(e, "sqlstate", None) else ""
-        print(f"pgsimhash-load: {e}{state}", file=sys.stderr)
+    except asyncpg.PostgresError as e:
+        print(f"pgsimhash-load: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
+        return 1
+    except (asyncpg.InterfaceError, asyncpg.ClientConfigurationError, OSError, asyncio.TimeoutError) as e:
+        # (no connection: refused, no such host, a bad connection string, a timeout)
+        print(f"pgsimhash-load: {e or type(e).__name__}", file=sys.stderr)
         return 1
     if args.json:
         s = dataclasses.asdict(loader.summary)
@@ -487,6 +166,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         print_summary(loader, sys.stdout)
     return 0
+
+
+async def _run(args: argparse.Namespace, mapping, fingerprints, add_dedup) -> Loader:
+    from ._connect import connect
+
+    conn = await connect(args.dsn)
+    try:
+        loader = await Loader.open(
+            conn,
+            args.table,
+            mode=args.mode,
+            add_dedup=add_dedup,
+            mapping=mapping,
+            batch_size=args.batch_size,
+            key=args.key,
+            max_retries=args.max_retries,
+            show=args.show,
+            progress=None if args.quiet else sys.stderr,
+            fingerprints=fingerprints,
+        )
+
+        def records() -> Iterator[Dict[str, Any]]:
+            for path in args.files:
+                fmt = args.format or guess_format(path)
+                yield from read_records(path, fmt, args.batch_size)
+
+        await loader.load(records())
+        return loader
+    finally:
+        await conn.close()
 
 
 if __name__ == "__main__":

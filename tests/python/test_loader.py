@@ -203,3 +203,16 @@ def test_standard_input_and_gzip(dsn, conn, tmp_path):
         f.write(lines)
     again, _ = load(dsn, "--table", "streamed", "--quiet", str(path))
     assert again["rows_read"] == 200 and again["inserted"] == 0 and again["skipped"] == 200
+
+
+def test_keyword_connection_string(db_params, conn, tmp_path):
+    """--dsn in libpq's keyword=value form (asyncpg reads URIs only: the loader turns it into one)."""
+    conn.execute("CREATE TABLE by_keywords (id bigint, body text, fp simhash64 GENERATED ALWAYS AS (minhash64(body)) STORED)")
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": 1, "body": "one row of text"}) + "\n", encoding="utf-8")
+    dsn = (f"host={db_params['host']} port={db_params['port']} user='{db_params['user']}'"
+           f" dbname={db_params['dbname']} application_name=pgsimhash_test connect_timeout=30")
+    summary, _ = load(dsn, "--table", "by_keywords", "--add-dedup", "fp", "--quiet", str(path))
+    assert summary["inserted"] == 1
+    _, done = load("host=/nonexistent-socket-dir port=1", "--table", "by_keywords", str(path), check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
