@@ -3,6 +3,7 @@ environment (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, ...; asyncpg reads 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import urllib.parse
 from typing import Any, Dict, Optional, Tuple
@@ -60,4 +61,8 @@ async def connect(dsn: str):
     import asyncpg
 
     uri, kwargs = connect_arguments(dsn)
-    return await asyncpg.connect(uri, **kwargs)
+    try:
+        return await asyncpg.connect(uri, **kwargs)
+    except (OSError, asyncio.TimeoutError) as e:
+        # (refused, no socket, no such host, a timeout: asyncpg's text alone names no server)
+        raise LoadError(f"cannot connect to PostgreSQL ({'--dsn' if dsn.strip() else 'PGHOST, PGPORT, ...'}): {e or type(e).__name__}") from e
