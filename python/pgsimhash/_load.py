@@ -104,8 +104,8 @@ class Loader:
             if constraint is None and add_dedup:
                 await conn.execute(
                     f"SELECT {self.schema}.simhash_add_dedup($1::pg_catalog.text::pg_catalog.regclass,"
-                    " $2::pg_catalog.text, k => $3::pg_catalog.int4, action => $4::pg_catalog.text,"
-                    " verify => $5::pg_catalog.text, min_similarity => $6::pg_catalog.float8,"
+                    " $2::pg_catalog.name, k => $3::pg_catalog.int4, action => $4::pg_catalog.text,"
+                    " verify => $5::pg_catalog.name, min_similarity => $6::pg_catalog.float8,"
                     " deferred => $7::pg_catalog.bool)",
                     self.table,
                     add_dedup["column"],

@@ -216,3 +216,19 @@ def test_keyword_connection_string(db_params, conn, tmp_path):
     assert summary["inserted"] == 1
     _, done = load("host=/nonexistent-socket-dir port=1", "--table", "by_keywords", str(path), check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def test_runs_without_psycopg(dsn, conn, tmp_path):
+    """The loader's driver is asyncpg (Apache-2.0): it loads with psycopg (LGPL-3.0) unimportable."""
+    conn.execute("CREATE TABLE no_psycopg (id bigint, body text, fp simhash64 GENERATED ALWAYS AS (minhash64(body)) STORED)")
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": 1, "body": "one row of text"}) + "\n", encoding="utf-8")
+    code = ("import sys; sys.modules['psycopg'] = None; from pgsimhash.loader import main;"
+            " sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--dsn", dsn, "--json", "--quiet", "--table", "no_psycopg", "--add-dedup", "fp",
+         str(path)],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["inserted"] == 1
