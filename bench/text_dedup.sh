@@ -26,7 +26,8 @@
 # workers of the index build do not). Grouped: documents with at least one near-duplicate. Removed:
 # text-dedup's, the documents not in its output; the extension's, the rows of a group other than its
 # representative (its smallest id). The two keep different members of a group, so the overlap is
-# given for both sets. K, THRESHOLD, NUM_PERM and NGRAM override 9, 0.7, 256 and 5.
+# given for both sets, and where they disagree the exact similarity of each removed document to the
+# one kept in its place. K, THRESHOLD, NUM_PERM and NGRAM override 9, 0.7, 256 and 5.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 N=${1:-200000}
 K=${K:-9}
@@ -135,6 +136,25 @@ read -r td_grouped td_groups td_removed td_short ext_grouped ext_groups ext_remo
            (SELECT count(*) FROM td_removed JOIN clusters c USING (id) WHERE c.id <> c.representative),
            (SELECT count(*) FROM td_removed JOIN clusters USING (id)),
            (SELECT count(*) FROM clusters c JOIN td_groups USING (id) WHERE c.id <> c.representative)")"
+# Where they disagree, the exact similarity (simhash_similarity: Jaccard of character 3-gram sets,
+# the extension's verification) of each removed document to the one its pipeline kept in its place:
+# text-dedup's removals outside any group of the extension, against their group's root; the
+# extension's removals outside any group of text-dedup, against their representative. Each line:
+# documents, the 10th / 50th / 90th percentile, how many at or above THRESHOLD.
+disagree() {
+    psql -At -F ' ' -c "SELECT count(*), coalesce(round(percentile_cont(0.1) WITHIN GROUP (ORDER BY s)::numeric, 2)::text, '-'),
+        coalesce(round(percentile_cont(0.5) WITHIN GROUP (ORDER BY s)::numeric, 2)::text, '-'),
+        coalesce(round(percentile_cont(0.9) WITHIN GROUP (ORDER BY s)::numeric, 2)::text, '-'),
+        count(*) FILTER (WHERE s >= $THRESHOLD) FROM ($1) x"
+}
+read -r td_only td_only_p10 td_only_p50 td_only_p90 td_only_above <<<"$(disagree "
+    SELECT simhash_similarity(d.body, r.body) AS s FROM td_removed t JOIN td_groups g USING (id)
+    JOIN docs d ON d.id = t.id JOIN docs r ON r.id = g.root
+    WHERE g.root <> t.id AND NOT EXISTS (SELECT FROM clusters c WHERE c.id = t.id)")"
+read -r ext_only ext_only_p10 ext_only_p50 ext_only_p90 ext_only_above <<<"$(disagree "
+    SELECT simhash_similarity(d.body, r.body) AS s FROM clusters c
+    JOIN docs d ON d.id = c.id JOIN docs r ON r.id = c.representative
+    WHERE c.id <> c.representative AND NOT EXISTS (SELECT FROM td_groups g WHERE g.id = c.id)")"
 pct() { python3 -c "import sys; a, b = map(int, sys.argv[1:]); print(f'{100 * a / b:.1f} %' if b else '-')" "$1" "$2"; }
 gb() { python3 -c "import sys; print(f'{int(sys.argv[1]) / 1048576:.2f} GB')" "$1"; }
 
@@ -147,3 +167,10 @@ echo "| text-dedup $VERSION MinHash LSH ($NUM_PERM permutations, word $NGRAM-gra
 echo "| simhash: COPY with \`minhash64(body)\`, \`simhash\` index, \`simhash_clusters('docs', 'fp', $K, 'body', $THRESHOLD)\` | $ext_s | $(gb "$ext_kb") (backend) | $ext_grouped ($ext_groups) | $ext_removed | $removed_both ($(pct "$removed_both" "$ext_removed")) | $ext_removed_grouped ($(pct "$ext_removed_grouped" "$ext_removed")) |"
 echo
 echo "Documents in a group of both: $grouped_both ($(pct "$grouped_both" "$td_grouped") of text-dedup's, $(pct "$grouped_both" "$ext_grouped") of the extension's). text-dedup's phases: $td_phases. The extension's statements: COPY with minhash64 $(ms_to_s "$copy_ms") s (table $table_mb MB), index $(ms_to_s "$index_ms") s ($index_mb MB), simhash_clusters $(ms_to_s "$clusters_ms") s."
+echo
+echo "Where they disagree (exact similarity: simhash_similarity, Jaccard of character 3-gram sets, of a removed document and the one kept in its place; 10th / 50th / 90th percentile):"
+echo
+echo "| removed by | only | similarity p10 / p50 / p90 | at or above $THRESHOLD |"
+echo "|---|---|---|---|"
+echo "| text-dedup, in no group of the extension (against its group's root) | $td_only | $td_only_p10 / $td_only_p50 / $td_only_p90 | $td_only_above |"
+echo "| the extension, in no group of text-dedup (against its representative) | $ext_only | $ext_only_p10 / $ext_only_p50 / $ext_only_p90 | $ext_only_above |"

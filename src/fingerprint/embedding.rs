@@ -30,8 +30,8 @@ fn elements<'a>(embedding: Array<'a, f32>, function: &str) -> &'a [f32] {
         raise(
             PgSqlErrorCode::ERRCODE_ARRAY_ELEMENT_ERROR,
             format!("{function} needs a one-dimensional array, not one of {dims} dimensions"),
-            Some("An embedding is a flat list of numbers, such as ARRAY[0.1, -0.2, 0.3]::real[].".into()),
             None,
+            Some("An embedding is a flat list of numbers, such as ARRAY[0.1, -0.2, 0.3]::real[].".into()),
         );
     }
     if unsafe { raw.any_nulls() } {
@@ -125,8 +125,8 @@ fn simhash_cosine_radius(cosine: f64, bits: i32, recall: f64) -> i32 {
         Err(RadiusError::Recall) => raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("simhash_cosine_radius recall {recall} is out of range"),
-            Some("The recall is a probability above 0 and below 1, such as 0.95.".into()),
             None,
+            Some("The recall is a probability above 0 and below 1, such as 0.95.".into()),
         ),
     }
 }

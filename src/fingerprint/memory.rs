@@ -11,7 +11,8 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use crate::pg::errors::raise;
 
 /// `simhash.max_text_memory`, in kilobytes.
-pub(crate) static MAX_TEXT_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
+pub(crate) static MAX_TEXT_MEMORY: GucSetting<i32> =
+    GucSetting::<i32>::new((simhash_core::text_memory::DEFAULT_MAX_TEXT_MEMORY >> 10) as i32);
 
 /// Defines the setting; called once per backend from `_PG_init`.
 pub(crate) fn define() {
@@ -27,28 +28,15 @@ pub(crate) fn define() {
     );
 }
 
-/// Bytes of memory per byte of text that a function needs at most: measured with
-/// `bench/text_memory.sh` on 94 MB of distinct words (the worst case: every shingle new), beyond
-/// the text itself, with a margin (the text in the server's memory is counted too).
-#[derive(Clone, Copy)]
-pub(crate) enum Need {
-    /// `simhash(text)`, `simhash(text, n)`, `simhash_features`: 5.9.
-    Words = 8,
-    /// `minhash64`: 4.0.
-    MinHash = 6,
-    /// `simhash_fold`: 5.1.
-    Fold = 7,
-    /// `simhash_ngrams`: 14.3.
-    Ngrams = 16,
-    /// `simhash_similarity`, `simhash_containment`, per byte of both texts: 12.2.
-    Sets = 13,
-}
+/// Bytes of memory per byte of text that a function needs at most (the factors are the core's,
+/// shared with the Python module).
+pub(crate) use simhash_core::text_memory::Need;
 
 /// Refuses (54000) a call of `function` on `bytes` bytes of text that would need more memory than
 /// `simhash.max_text_memory`.
 pub(crate) fn check(function: &str, bytes: usize, need: Need) {
     let limit = MAX_TEXT_MEMORY.get().max(0) as usize * 1024;
-    let needed = bytes.saturating_mul(need as usize);
+    let needed = simhash_core::text_memory::needed(bytes, need);
     if needed > limit {
         raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,

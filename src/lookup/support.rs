@@ -83,6 +83,15 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
         // (An operand that is an expression of the table's rows may still have a `simhash` index
         // of its own: `crate::lookup::expression`.)
         if !is_cheap(&ours, a) || !is_cheap(&ours, b) {
+            // An operand that is the same for every row but costly (an embedding's
+            // `simhash($1::real[])` in a generic plan) is still fine for the `simhash` index: its
+            // test copies the operand once, into the ball, which a scan evaluates once.
+            let rtable = (*(*root).parse).rtable;
+            for (probed, index, other) in probe_targets(rtable, a, b, &ours) {
+                if index == IndexKind::OwnIndex && is_row_independent(other) {
+                    return within_ball(probed, other, radius, &ours);
+                }
+            }
             return super::expression::indexed_expression_test(root, a, b, radius, &ours);
         }
         // A candidate test per operand that is a column with indexes: in a join both sides may be,

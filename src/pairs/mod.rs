@@ -5,7 +5,8 @@
 //! `simhash_pairs`, which stops with an error beyond `maintenance_work_mem`.
 //!
 //! The forms that name a table and columns read the column's simhash index instead where it has one
-//! (`through_index`): memory then holds the pairs and the rows in them only.
+//! (`through_index`): memory then holds the pairs and the rows in them only. On a `bit(n)` column
+//! of codes (`crate::codes`) they join the table with itself through its simhash index (`codes`).
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -18,6 +19,7 @@ use simhash_core::pairs::Groups;
 
 use crate::pg::errors::raise;
 
+mod codes;
 mod input;
 mod spread;
 mod through_index;
@@ -51,6 +53,15 @@ fn simhash_pairs_of_table(
     id_column: &CStr,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> TableIterator<'static, (name!(id_a, i64), name!(id_b, i64), name!(distance, i32))> {
+    // A bit(n) column: codes of any length, through a self-join on the simhash index.
+    if unsafe { codes::is_code_column(tbl, fp_column) } {
+        let k = codes::check_code_radius(k);
+        let mut pairs = Vec::new();
+        let mut push = pair_collector(&mut pairs);
+        unsafe { codes::for_each_code_pair(tbl, fp_column, id_column, k, (*(*fcinfo).flinfo).fn_oid, &mut push) };
+        drop(push);
+        return TableIterator::new(pairs);
+    }
     let k = check_radius(k);
     let pairs = match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
         Ok(source) => {
@@ -102,6 +113,13 @@ fn simhash_clusters_of_table(
     id_column: &CStr,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> TableIterator<'static, (name!(id, i64), name!(representative, i64))> {
+    if unsafe { codes::is_code_column(tbl, fp_column) } {
+        let k = codes::check_code_radius(k);
+        let mut groups = GroupsById::default();
+        let function = unsafe { (*(*fcinfo).flinfo).fn_oid };
+        unsafe { codes::for_each_code_pair(tbl, fp_column, id_column, k, function, &mut |a, b, _| groups.join(a, b)) };
+        return TableIterator::new(groups.rows());
+    }
     let k = check_radius(k);
     match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
         Ok(source) => {

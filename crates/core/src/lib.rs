@@ -21,7 +21,8 @@
 //! - embeddings: [`hyperplanes`] (random-hyperplane SimHash of a vector, the cosine -> radius map);
 //! - codes of any length: [`multi_index`] (multi-index hashing of `bit(n)` codes: segments of
 //!   about log2(rows) bits, the radii of the generalised pigeonhole, probes, distance);
-//! - [`interrupt`] (stopping a long computation on the caller's request).
+//! - [`interrupt`] (stopping a long computation on the caller's request), [`text_memory`] (the
+//!   memory a text function needs, to refuse a text before it is allocated).
 
 pub mod bucket_pairs;
 pub mod buckets;
@@ -43,6 +44,7 @@ pub mod pairs;
 pub mod probes;
 pub mod shingles;
 pub mod text_format;
+pub mod text_memory;
 
 pub use distance::{hamming, segment, SEGMENTS, SEGMENT_BITS};
 pub use features::{simhash_text, text_features};

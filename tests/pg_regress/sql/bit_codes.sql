@@ -51,6 +51,23 @@ SELECT k, count(*) FILTER (WHERE code <@ simhash_code_ball(q, k)) = count(*) FIL
 FROM codes, (SELECT code AS q FROM codes WHERE i = 1) q, generate_series(0, 40, 5) k GROUP BY k ORDER BY k;
 SELECT array_agg(i ORDER BY code <-> simhash_code_ball(q, 0), i) = array_agg(i ORDER BY bit_count(code # q), i) AS same_order
 FROM codes, (SELECT code AS q FROM codes WHERE i = 7) q;
+-- Pairs and clusters of a bit column equal a brute-force self-join (groups planted at 0-6 bits).
+CREATE TEMP TABLE near AS SELECT i AS id, code FROM codes;
+INSERT INTO near SELECT 1000 + i * 10 + d, code # (repeat('1', d) || repeat('0', 40 - d))::bit(40)
+FROM codes, generate_series(0, 6) d WHERE i <= 20;
+INSERT INTO near VALUES (5000, NULL);
+SELECT k, (SELECT count(*) FROM simhash_pairs('near', 'code', k)) AS pairs,
+       (SELECT count(*) FROM (SELECT id_a, id_b, distance FROM simhash_pairs('near', 'code', k)
+                              EXCEPT SELECT a.id, b.id, bit_count(a.code # b.code)::int FROM near a JOIN near b
+                                     ON a.id < b.id AND bit_count(a.code # b.code) <= k) x) AS not_brute_force,
+       (SELECT count(*) FROM near a JOIN near b ON a.id < b.id AND bit_count(a.code # b.code) <= k) AS brute_force
+FROM generate_series(0, 12, 4) k;
+WITH c AS (SELECT * FROM simhash_clusters('near', 'code', 6)),
+     b AS (SELECT * FROM simhash_clusters_from_pairs('SELECT a.id, b.id FROM near a JOIN near b ON a.id < b.id AND bit_count(a.code # b.code) <= 6'))
+SELECT (SELECT count(*) FROM c) AS rows, (SELECT count(DISTINCT representative) FROM c) AS groups,
+       (SELECT count(*) FROM (TABLE c EXCEPT TABLE b) x) + (SELECT count(*) FROM (TABLE b EXCEPT TABLE c) x) AS not_brute_force;
+SELECT * FROM simhash_pairs('near', 'code', 4097);
+SELECT * FROM simhash_pairs('near', 'nope', 3);
 -- The index of bit codes (tests/pg_regress/sql/bit_index.sql has its tests).
 CREATE INDEX codes_simhash ON codes USING simhash (code);
 SELECT simhash_index_check('codes_simhash');

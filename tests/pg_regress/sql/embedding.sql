@@ -91,6 +91,14 @@ SELECT simhash_cosine_radius(0.95, 64, 0.99) AS k \gset
 SELECT :k AS k;
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM emb WHERE fp <~> '0123456789abcdef' <= 11;
+-- A generic plan fingerprints the query vector once, into the index's ball.
+PREPARE near_vector(real[]) AS SELECT count(*) FROM emb WHERE fp <~> simhash($1) <= 13;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE near_vector('{1,2,3}');
+SELECT v AS v500 FROM emb WHERE id = 500 \gset
+EXECUTE near_vector(:'v500');
+RESET plan_cache_mode;
+SELECT count(*) AS by_a_scan FROM emb WHERE (fp <~> simhash(:'v500'::real[]))::integer <= 13;
 CREATE TEMP TABLE found AS
 SELECT q.id AS q, e.id FROM emb q CROSS JOIN LATERAL (SELECT id FROM emb WHERE fp <~> q.fp <= :k) e WHERE q.id % 100 = 0;
 RESET enable_seqscan;
