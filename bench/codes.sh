@@ -25,6 +25,7 @@
 # Build: CREATE INDEX ... USING simhash (code) against the COPY of the same rows into the table
 # (with its primary key); sizes of table and index.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+chmod 777 "$work"   # (the server writes the codes' file there)
 MODE=${1:-planted}
 case $MODE in
     planted) BITS=256; N=${2:-10000000}; HNSW=${HNSW:-0}; RADII=${RADII:-"8 16 32"}; KINDS="near fresh";;
@@ -43,7 +44,7 @@ SB_MB=$(( N * (BITS / 8 + 60) * 3 / 1048576 + 512 ))
 restart_cluster "-c shared_buffers=${SB_MB}MB -c max_parallel_workers_per_gather=2 -c jit=off -c maintenance_work_mem=1GB ${SERVER_OPTIONS:-}"
 fresh_database simhash_bench_codes
 export PGDATABASE=simhash_bench_codes
-psql -q -c "CREATE EXTENSION simhash" -c "CREATE EXTENSION pg_prewarm"
+psql -q -c "CREATE EXTENSION pg_prewarm"   # (simhash: fresh_database)
 if [[ $HNSW == 1 ]]; then
     [[ -n $(psql -At -c "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'") ]] \
         || die "pgvector is not installed in PostgreSQL $PG_MAJOR; HNSW=0 leaves it out"
