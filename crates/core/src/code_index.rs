@@ -191,11 +191,17 @@ pub fn candidates(
 ) -> Option<Vec<u32>> {
     let mut found = Vec::new();
     let mut probed = 0usize;
+    let mut values = Vec::new();
     for (i, radius) in radii.iter().enumerate() {
         let Some(radius) = *radius else { continue };
         let i = i as u32;
         let value = layout.plan.segment(query, i);
-        for probe in multi_index::probes(value, layout.plan.width_of(i), radius) {
+        // In ascending order: the directory and the entries are then read in order, each page
+        // once for the probes on it.
+        values.clear();
+        values.extend(multi_index::probes(value, layout.plan.width_of(i), radius));
+        values.sort_unstable();
+        for &probe in &values {
             probed += 1;
             if probed.is_multiple_of(1024) {
                 interrupt.check();
