@@ -82,6 +82,14 @@ EXPLAIN (COSTS OFF) SELECT i FROM c256 ORDER BY code <-> simhash_code_ball((SELE
 RESET enable_seqscan;
 SELECT * FROM pg_temp.same_order('c256', 10);
 SELECT * FROM pg_temp.same_order('c256', 1000) WHERE n <= 2;
+-- Two distances in ORDER BY, the first as float8 (<~>, strategy 3): the index orders by the
+-- first and hands both to the executor (whose reorder queue loses the rows' ctid: compared by i).
+SET enable_seqscan = off;
+SELECT array(SELECT i FROM c256 ORDER BY code <~> simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 0),
+                    code <-> simhash_code_ball((SELECT q FROM q256 WHERE n = 2), 0), i LIMIT 50)
+     = array(SELECT i FROM c256 ORDER BY bit_count(code # (SELECT q FROM q256 WHERE n = 1)),
+                    bit_count(code # (SELECT q FROM q256 WHERE n = 2)), i LIMIT 50) AS same;
+RESET enable_seqscan;
 -- Every row, in passes of 2,730 rows (work_mem 64 kB).
 SET work_mem = 64;
 SELECT * FROM pg_temp.same_order('c256', 30000) WHERE n = 3;
