@@ -29,6 +29,7 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
         // The code store.
         let mut previous: Option<Vec<u8>> = None;
         for p in 0..reader.places.store_pages {
+            reader.pages.release(); // (a held lock holds interrupts off)
             pgrx::check_for_interrupts!();
             let block = meta.store_start + p;
             let store_page = reader.pages.page(0, block, Kind::CodeStore);
@@ -74,6 +75,7 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
             let mut last: Option<(u16, u32)> = None;
             for position in 0..meta.rows {
                 if position % entries_per_page as u32 == 0 {
+                    reader.pages.release();
                     pgrx::check_for_interrupts!();
                 }
                 while directory[prefix + 1] <= position {

@@ -175,6 +175,8 @@ impl Reader {
             let code_bytes = self.meta.code_bytes();
             let per_page = meta::store_per_page(code_bytes);
             for p in 0..self.places.store_pages {
+                // (with no page locked: a held lock holds interrupts off)
+                self.pages.release();
                 pgrx::check_for_interrupts!();
                 let block = self.meta.store_start + p;
                 let store_page = self.pages.page(0, block, Kind::CodeStore);
@@ -259,7 +261,7 @@ impl Reader {
             let interrupt = simhash_core::Interrupt::new(&check);
             let layout = self.layout;
             let ordinals = {
-                let mut segments = SegmentPages { reader: self };
+                let mut segments = SegmentPages { reader: self, probes: 0 };
                 code_index::candidates(&layout, radii, query, &mut segments, limit, interrupt)
             };
             self.pages.release();
@@ -301,9 +303,12 @@ impl Reader {
     }
 }
 
-/// The segments of a [`Reader`]'s index, for `simhash_core::code_index::candidates`.
+/// The segments of a [`Reader`]'s index, for `simhash_core::code_index::candidates` (whose own
+/// interrupt checks run with pages locked, which holds interrupts off: every 1,024th probe here
+/// checks with none).
 struct SegmentPages<'a> {
     reader: &'a mut Reader,
+    probes: usize,
 }
 
 impl SegmentPages<'_> {
@@ -314,6 +319,11 @@ impl SegmentPages<'_> {
 
 impl Segments for SegmentPages<'_> {
     fn directory(&mut self, i: u32, prefix: u32) -> u32 {
+        self.probes += 1;
+        if self.probes.is_multiple_of(2048) {
+            self.reader.pages.release();
+            pgrx::check_for_interrupts!();
+        }
         let per_page = meta::directory_per_page() as u32;
         let block = self.reader.places.segments[i as usize].0 + prefix / per_page;
         let at = (prefix % per_page) as usize;
