@@ -79,7 +79,40 @@ unsafe extern "C-unwind" fn build_callback(
         }
         if (state.tids.len() + state.nulls.len()).is_multiple_of(4096) {
             pgrx::check_for_interrupts!();
+            within_maintenance_work_mem(state);
         }
+    }
+}
+
+/// Bytes a built row takes in memory at the build's peak besides its code: its TID, its place in
+/// the order by code (`u32`) and its entry of the segment being written (`u64`).
+const BUILD_BYTES_PER_ROW: usize = 6 + 4 + 8;
+
+/// An ERROR (54000) when the rows read so far will need more than `maintenance_work_mem` at the
+/// build's peak: the build holds every code in memory (it does not spill to disk yet).
+fn within_maintenance_work_mem(state: &BuildState) {
+    let rows = state.tids.len();
+    let code_bytes = if rows == 0 { 0 } else { state.codes.len() / rows };
+    let needed = rows * (code_bytes + BUILD_BYTES_PER_ROW) + state.nulls.len() * 6;
+    let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
+    if needed > budget {
+        let per_row = code_bytes + BUILD_BYTES_PER_ROW;
+        raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!(
+                "building a simhash index of {}-bit codes needs more than maintenance_work_mem ({} kB)",
+                state.bits,
+                budget / 1024
+            ),
+            Some(format!(
+                "The build holds every code in memory: about {per_row} bytes a row, {rows} rows read so far."
+            )),
+            Some(format!(
+                "Raise maintenance_work_mem for the build to about {per_row} bytes per row of the table: \
+                 SET maintenance_work_mem = '1GB' holds {} million rows.",
+                (1usize << 30) / per_row / 1_000_000
+            )),
+        );
     }
 }
 

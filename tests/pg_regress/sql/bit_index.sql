@@ -60,8 +60,12 @@ SELECT * FROM pg_temp.compare('c256', ARRAY[24, 40, 128]);
 RESET work_mem;
 
 -- The planner takes the index for a selective ball, the sequential scan for one that reads all.
-EXPLAIN (COSTS OFF) SELECT i FROM c256 WHERE code <@ simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 16);
-EXPLAIN (COSTS OFF) SELECT i FROM c256 WHERE code <@ simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 128);
+-- (generic plans: the query code a parameter, printed alike on 15 and 18)
+SET plan_cache_mode = force_generic_plan;
+PREPARE ball_16(bit) AS SELECT i FROM c256 WHERE code <@ simhash_code_ball($1, 16);
+PREPARE ball_128(bit) AS SELECT i FROM c256 WHERE code <@ simhash_code_ball($1, 128);
+EXPLAIN (COSTS OFF) EXECUTE ball_16(B'1');
+EXPLAIN (COSTS OFF) EXECUTE ball_128(B'1');
 
 -- Nearest rows: nearest first, ties in table order, NULL codes last (every row).
 CREATE FUNCTION pg_temp.same_order(tbl regclass, lim int) RETURNS TABLE (n int, same boolean)
@@ -78,8 +82,10 @@ BEGIN
     END LOOP;
 END $$;
 SET enable_seqscan = off;
-EXPLAIN (COSTS OFF) SELECT i FROM c256 ORDER BY code <-> simhash_code_ball((SELECT q FROM q256 WHERE n = 1), 0) LIMIT 10;
+PREPARE nearest_10(bit) AS SELECT i FROM c256 ORDER BY code <-> simhash_code_ball($1, 0) LIMIT 10;
+EXPLAIN (COSTS OFF) EXECUTE nearest_10(B'1');
 RESET enable_seqscan;
+RESET plan_cache_mode;
 SELECT * FROM pg_temp.same_order('c256', 10);
 SELECT * FROM pg_temp.same_order('c256', 1000) WHERE n <= 2;
 -- Two distances in ORDER BY, the first as float8 (<~>, strategy 3): the index orders by the
@@ -157,3 +163,10 @@ DROP INDEX c1024_again;
 -- Codes longer than an index takes (4,096 bits): 54000.
 CREATE TABLE clong (code bit(4097));
 CREATE INDEX ON clong USING simhash (code);
+-- The build holds every code in memory: beyond maintenance_work_mem it stops with 54000.
+CREATE TABLE cbig AS SELECT ('x' || md5(i::text) || md5((-i)::text))::bit(256) AS code FROM generate_series(1, 30000) i;
+SET maintenance_work_mem = '1MB';
+CREATE INDEX cbig_code ON cbig USING simhash (code);
+RESET maintenance_work_mem;
+CREATE INDEX cbig_code ON cbig USING simhash (code);
+SELECT simhash_index_check('cbig_code');
