@@ -92,7 +92,7 @@ const BUILD_BYTES_PER_ROW: usize = 6 + 4 + 8;
 /// build's peak: the build holds every code in memory (it does not spill to disk yet).
 fn within_maintenance_work_mem(state: &BuildState) {
     let rows = state.tids.len();
-    let code_bytes = if rows == 0 { 0 } else { state.codes.len() / rows };
+    let code_bytes = state.codes.len().checked_div(rows).unwrap_or(0);
     let needed = rows * (code_bytes + BUILD_BYTES_PER_ROW) + state.nulls.len() * 6;
     let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
     if needed > budget {
