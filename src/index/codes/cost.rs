@@ -33,6 +33,10 @@ unsafe fn radius_of(clause: *mut Node) -> Option<i64> {
             }
             NodeTag::T_Const => {
                 let constant = ball as *mut pg_sys::Const;
+                // (only a composite is a ball: never read another constant as one)
+                if !pg_sys::type_is_rowtype((*constant).consttype) {
+                    return None;
+                }
                 if (*constant).constisnull {
                     return Some(-1);
                 }
@@ -78,8 +82,13 @@ pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<
         let scan = store_pages * seq_page + all_rows * (cpu_tuple + cpu_operator);
         let clauses = PgList::<pg_sys::IndexClause>::from_pg((*path).indexclauses);
         let mut radius: Option<u32> = None;
-        for clause in clauses.iter_ptr() {
-            let r = radius_of((*(*clause).rinfo).clause.cast()).unwrap_or(i64::from(DEFAULT_RADIUS));
+        // The index conditions proper (`indexquals`): a clause the planner hook derived the condition
+        // from (pgvector's `code <~> q <= k`, `crate::lookup::codes`) is not one itself.
+        let quals = clauses.iter_ptr().flat_map(|clause| {
+            PgList::<pg_sys::RestrictInfo>::from_pg((*clause).indexquals).iter_ptr().collect::<Vec<_>>()
+        });
+        for qual in quals {
+            let r = radius_of((*qual).clause.cast()).unwrap_or(i64::from(DEFAULT_RADIUS));
             let r = r.clamp(-1, i64::from(meta.code_bits.max(1))) as i32;
             if r < 0 {
                 return Some((0.0, 0.0, 0.0, 1.0));

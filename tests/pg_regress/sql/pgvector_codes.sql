@@ -1,0 +1,76 @@
+-- needs: vector
+-- pgvector's queries on a bit column served by a simhash index (src/lookup/codes.rs): the planner
+-- hook finds pgvector's `code <~> q <= k` (its hamming_distance, float8, under pg_catalog's float8
+-- comparisons) and `ORDER BY code <~> q` and offers the index with `code <@ simhash_code_ball(q, k)`
+-- or `ORDER BY code <~> simhash_code_ball(q, 0)`: the same rows as a sequential scan. An operator
+-- `<~>` on bit that is not pgvector's is left alone. (bit_codes, bit_index: the extension's own
+-- spelling.)
+\set VERBOSITY sqlstate
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE items (id int PRIMARY KEY, code bit(128));
+INSERT INTO items SELECT i, ('x' || md5(i::text))::bit(128) FROM generate_series(1, 5000) i;
+-- Copies of item 7 at 1..12 bits.
+INSERT INTO items SELECT 10000 + d, code # (repeat('1', d) || repeat('0', 128 - d))::bit(128)
+FROM items, generate_series(1, 12) d WHERE id = 7;
+INSERT INTO items VALUES (20000, NULL);
+CREATE INDEX items_code ON items USING simhash (code);
+ANALYZE items;
+CREATE TEMP TABLE q AS SELECT code AS q FROM items WHERE id = 7;
+SELECT q AS q7 FROM q \gset
+
+-- The plans: a constant query code (a psql variable) in every form of the radius test.
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE code <~> :'q7'::bit(128) <= 5;
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE :'q7'::bit(128) <~> code < 5.5;
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE 5 >= hamming_distance(code, :'q7'::bit(128));
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY code <~> :'q7'::bit(128) LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE code <~> :'q7'::bit(128) <= 5 ORDER BY code <~> :'q7'::bit(128) LIMIT 3;
+-- A generic plan: the query code a parameter.
+PREPARE near(bit) AS SELECT id FROM items WHERE code <~> $1 <= 5 ORDER BY code <~> $1, id;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE near(B'1');
+EXECUTE near(:'q7');
+RESET plan_cache_mode;
+
+-- The rows: through the index equal a sequential scan's, for every form and radius.
+CREATE FUNCTION pg_temp.rows(test text) RETURNS int[] LANGUAGE plpgsql AS $$
+DECLARE r int[];
+BEGIN
+    EXECUTE format('SELECT array_agg(id ORDER BY id) FROM items, q WHERE %s', test) INTO r;
+    RETURN r;
+END $$;
+CREATE TEMP TABLE tests AS SELECT t, k FROM unnest(ARRAY[
+    'code <~> q <= %s', 'code <~> q < %s', '%s >= q <~> code', '%s > code <~> q',
+    'hamming_distance(code, q) <= %s']) t, unnest(ARRAY['0', '3', '3.5', '8', '12', '40', '-1', '''NaN''']) k;
+SET enable_seqscan = off;
+CREATE TEMP TABLE through_index AS SELECT t, k, pg_temp.rows(format(t, k)) AS r FROM tests;
+RESET enable_seqscan;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+CREATE TEMP TABLE by_scan AS SELECT t, k, pg_temp.rows(format(t, k)) AS r FROM tests;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+SELECT count(*) AS tests, count(*) FILTER (WHERE i.r IS DISTINCT FROM s.r) AS differ,
+       count(*) FILTER (WHERE i.r IS NOT NULL) AS with_rows
+FROM through_index i JOIN by_scan s USING (t, k);
+-- Nearest rows: the same order as a sort, NULL last.
+SET enable_seqscan = off;
+SELECT array_agg(id) AS through_index FROM (SELECT id FROM items, q ORDER BY code <~> q LIMIT 14) s;
+RESET enable_seqscan;
+SELECT array_agg(id ORDER BY d, id) AS by_sort FROM (SELECT id, code <~> q AS d FROM items, q ORDER BY d LIMIT 14) s;
+
+-- With pgvector's HNSW on the same column too, simhash.enable_rewrite = off leaves <~> to it.
+CREATE INDEX items_hnsw ON items USING hnsw (code bit_hamming_ops);
+SET simhash.enable_rewrite = off;
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY code <~> :'q7'::bit(128) LIMIT 3;
+RESET simhash.enable_rewrite;
+DROP INDEX items_hnsw;
+
+-- An operator <~> on bit whose function is named hamming_distance but is not pgvector's is not
+-- taken for it.
+CREATE SCHEMA other;
+CREATE FUNCTION other.hamming_distance(bit, bit) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN 0; END';
+CREATE OPERATOR other.<~> (LEFTARG = bit, RIGHTARG = bit, FUNCTION = other.hamming_distance);
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE code OPERATOR(other.<~>) :'q7'::bit(128) <= 5;
+SET client_min_messages = warning;
+DROP SCHEMA other CASCADE;
+RESET client_min_messages;
