@@ -245,7 +245,9 @@ fn verified_groups(candidates: Candidates, rows: &str, min_similarity: f64, n: i
     };
     let started = Instant::now();
     let mut last_notice = started;
+    let mut last = Progress::default();
     let mut progress = |p: Progress| {
+        last = p;
         pg_sys::check_for_interrupts!();
         if last_notice.elapsed() >= NOTICE_EVERY {
             last_notice = Instant::now();
@@ -258,5 +260,13 @@ fn verified_groups(candidates: Candidates, rows: &str, min_similarity: f64, n: i
             );
         }
     };
-    candidates.groups(&distinct, &mut verify, &mut progress)
+    let groups = candidates.groups(&distinct, &mut verify, &mut progress);
+    pgrx::debug1!(
+        "simhash: {all} candidate pairs among {} rows ({} texts read), {} of them verified, {} joined two groups",
+        distinct.len(),
+        texts.len(),
+        last.verified,
+        last.joined
+    );
+    groups
 }

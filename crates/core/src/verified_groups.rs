@@ -19,6 +19,8 @@ use crate::pairs::Groups;
 pub struct Candidates {
     ids: Vec<i64>,
     entries: Vec<Entry>,
+    /// Pairs of one row with one row (most of them), 24 bytes each: (a, b, distance).
+    singles: Vec<(i64, i64, u32)>,
 }
 
 /// `ids[start..start + a]` with each other (`b` `None`) or with `ids[start + a..start + a + b]`.
@@ -30,9 +32,10 @@ struct Entry {
     distance: u32,
 }
 
-/// Bytes one entry takes, and one id.
+/// Bytes one entry takes, one id, and one pair of one row with one row.
 pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
 pub const ID_BYTES: usize = 8;
+pub const SINGLE_BYTES: usize = std::mem::size_of::<(i64, i64, u32)>();
 
 /// How far the grouping went, for progress reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,8 +61,10 @@ impl Candidates {
 
     /// Every row of `a` with every row of `b`, at `distance`.
     pub fn push_cross(&mut self, a: &[i64], b: &[i64], distance: u32) {
-        if !a.is_empty() && !b.is_empty() {
-            self.push(a, Some(b), distance);
+        match (a, b) {
+            ([a], [b]) => self.singles.push((*a, *b, distance)),
+            _ if !a.is_empty() && !b.is_empty() => self.push(a, Some(b), distance),
+            _ => {}
         }
     }
 
@@ -74,7 +79,7 @@ impl Candidates {
 
     /// The memory the candidates take.
     pub fn bytes(&self) -> usize {
-        self.ids.len() * ID_BYTES + self.entries.len() * ENTRY_BYTES
+        self.ids.len() * ID_BYTES + self.entries.len() * ENTRY_BYTES + self.singles.len() * SINGLE_BYTES
     }
 
     /// The number of candidate pairs (with duplicate rows counted as pairs).
@@ -85,14 +90,17 @@ impl Candidates {
                 None => u64::from(e.a) * (u64::from(e.a) - 1) / 2,
                 Some(b) => u64::from(e.a) * u64::from(b),
             })
-            .sum()
+            .sum::<u64>()
+            + self.singles.len() as u64
     }
 
     /// The distinct ids in some candidate, ascending.
     pub fn distinct_ids(&self) -> Vec<i64> {
-        let mut ids = self.ids.clone();
+        // (through a set: the ids repeat, and a copy of them all would double the memory)
+        let set: std::collections::HashSet<i64> =
+            self.ids.iter().copied().chain(self.singles.iter().flat_map(|&(a, b, _)| [a, b])).collect();
+        let mut ids: Vec<i64> = set.into_iter().collect();
         ids.sort_unstable();
-        ids.dedup();
         ids
     }
 
@@ -108,10 +116,15 @@ impl Candidates {
         progress: &mut dyn FnMut(Progress),
     ) -> Vec<(i64, i64)> {
         // Ids to positions in `distinct`, once.
+        let position = |id: i64| distinct.binary_search(&id).expect("every candidate id is in distinct") as i64;
         for id in &mut self.ids {
-            *id = distinct.binary_search(id).expect("every candidate id is in distinct") as i64;
+            *id = position(*id);
+        }
+        for (a, b, _) in &mut self.singles {
+            (*a, *b) = (position(*a), position(*b));
         }
         self.entries.sort_by_key(|e| e.distance);
+        self.singles.sort_by_key(|s| s.2);
         let mut groups = Groups::of(distinct.to_vec());
         // Whether a position is in some accepted pair.
         let mut joined = vec![false; distinct.len()];
@@ -132,7 +145,12 @@ impl Candidates {
                 groups.union(i, j);
             }
         };
+        // Entries and singles merged by distance.
+        let mut singles = self.singles.iter().peekable();
         for e in &self.entries {
+            while let Some(&(i, j, _)) = singles.next_if(|s| s.2 < e.distance) {
+                take(i as usize, j as usize, &mut groups, &mut done);
+            }
             let a = &self.ids[e.start..e.start + e.a as usize];
             match e.b {
                 None => {
@@ -151,6 +169,9 @@ impl Candidates {
                     }
                 }
             }
+        }
+        for &(i, j, _) in singles {
+            take(i as usize, j as usize, &mut groups, &mut done);
         }
         progress(done);
         (0..distinct.len()).filter(|&i| joined[i]).map(|i| (distinct[i], groups.representative(i))).collect()
