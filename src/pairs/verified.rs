@@ -26,6 +26,8 @@ use crate::pg::names::{qualified_name, quote_identifier};
 /// Bytes a fetched text takes beyond its own: its id and its string's header.
 const TEXT_OVERHEAD: usize = 32;
 
+/// The table form (its SQL signature's seven arguments, and the call's `fcinfo`).
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(sql = false)]
 fn simhash_verified_clusters_of_table(
     tbl: Oid,
@@ -79,6 +81,7 @@ fn simhash_verified_clusters_of_table(
     TableIterator::new(verified_groups(candidates, &rows, min_similarity, n, &budget))
 }
 
+/// The query form: the query returns (id, fingerprint, text).
 #[pg_extern(sql = false)]
 fn simhash_verified_clusters(
     query: &str,
@@ -177,7 +180,13 @@ impl Budget {
 }
 
 /// The groups of the candidates whose texts (read from `rows`) are alike.
-fn verified_groups(candidates: Candidates, rows: &str, min_similarity: f64, n: i32, budget: &Budget) -> Vec<(i64, i64)> {
+fn verified_groups(
+    candidates: Candidates,
+    rows: &str,
+    min_similarity: f64,
+    n: i32,
+    budget: &Budget,
+) -> Vec<(i64, i64)> {
     let distinct = candidates.distinct_ids();
     let all = candidates.pairs();
     let held = candidates.bytes() + distinct.len() * 8;

@@ -131,7 +131,7 @@ impl Candidates {
         let mut done = Progress::default();
         let mut take = |i: usize, j: usize, groups: &mut Groups<i64>, done: &mut Progress| {
             done.taken += 1;
-            if done.taken % PROGRESS_STEP == 0 {
+            if done.taken.is_multiple_of(PROGRESS_STEP) {
                 progress(*done);
             }
             if joined[i] && joined[j] && groups.root(i) == groups.root(j) {
@@ -229,8 +229,7 @@ mod tests {
                         }
                     }
                 } else {
-                    let b: Vec<i64> =
-                        (0..1 + next(&mut state) % 3).map(|_| (next(&mut state) % rows) as i64).collect();
+                    let b: Vec<i64> = (0..1 + next(&mut state) % 3).map(|_| (next(&mut state) % rows) as i64).collect();
                     candidates.push_cross(&a, &b, d);
                     for &i in &a {
                         for &j in &b {
@@ -285,7 +284,11 @@ mod tests {
         candidates.push_cross(&[2], &[3], 2);
         candidates.push_cross(&[4], &[5], 1);
         let distinct = candidates.distinct_ids();
-        let got = candidates.groups(&distinct, &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4, &mut |_| {});
+        let got = candidates.groups(
+            &distinct,
+            &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4,
+            &mut |_| {},
+        );
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
     }
 
