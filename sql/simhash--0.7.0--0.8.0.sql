@@ -121,21 +121,14 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION simhash_clusters(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
-    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.text, %L::pg_catalog.int4, %L::pg_catalog.float8, %L::pg_catalog.int4)',
-        query, k, min_similarity, n))
-$$;
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_verified_clusters_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE OR REPLACE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, text_column name,
                                  min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT
-SET extra_float_digits = 3 SET search_path = pg_catalog, pg_temp AS $$
-    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L::pg_catalog.name, %L::pg_catalog.int4, '
-        '%L::pg_catalog.name, %L::pg_catalog.float8, %L::pg_catalog.name, %L::pg_catalog.int4)',
-        tbl, fp_column, k, text_column, min_similarity, id_column, n))
-$$;
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_verified_clusters_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 
 CREATE OR REPLACE FUNCTION simhash_internal.simhash_index_name(prefix text, suffix text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$

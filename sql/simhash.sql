@@ -468,24 +468,21 @@ CREATE FUNCTION simhash_clusters_from_pairs(query text)
 RETURNS TABLE (id bigint, representative bigint)
     AS 'MODULE_PATHNAME', 'simhash_clusters_from_pairs_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
+-- The groups of the verified pairs (src/pairs/verified.rs): those simhash_clusters_from_pairs
+-- forms of simhash_pairs(..., min_similarity, n), found with the texts of the rows in a pair within
+-- k only, comparing only the pairs that would join two groups, closest first.
 -- (no SET search_path: the caller's query is parsed with the caller's search_path)
 CREATE FUNCTION simhash_clusters(query text, k integer, min_similarity double precision, n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT SET extra_float_digits = 3 AS $$
-    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.text, %L::pg_catalog.int4, %L::pg_catalog.float8, %L::pg_catalog.int4)',
-        query, k, min_similarity, n))
-$$;
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_verified_clusters_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
--- A table's column: the groups of its verified pairs (on the workers for a Citus table, as above).
+-- A table's column: the pairs within k found as simhash_pairs(tbl, fp_column, k) finds them
+-- (through its simhash index, on the workers for a Citus table), their texts read as the caller.
 CREATE FUNCTION simhash_clusters(tbl regclass, fp_column name, k integer, text_column name,
                                  min_similarity double precision, id_column name DEFAULT 'id', n integer DEFAULT 3)
-RETURNS TABLE (id bigint, representative bigint) LANGUAGE sql VOLATILE STRICT
-SET extra_float_digits = 3 SET search_path = pg_catalog, pg_temp AS $$
-    SELECT * FROM @extschema@.simhash_clusters_from_pairs(pg_catalog.format(
-        'SELECT id_a, id_b FROM @extschema@.simhash_pairs(%L::pg_catalog.regclass, %L::pg_catalog.name, %L::pg_catalog.int4, '
-        '%L::pg_catalog.name, %L::pg_catalog.float8, %L::pg_catalog.name, %L::pg_catalog.int4)',
-        tbl, fp_column, k, text_column, min_similarity, id_column, n))
-$$;
+RETURNS TABLE (id bigint, representative bigint)
+    AS 'MODULE_PATHNAME', 'simhash_verified_clusters_of_table_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- ---------------------------------------------------------------------------------------------
 -- The simhash index access method (src/index/)

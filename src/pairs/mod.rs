@@ -23,6 +23,7 @@ mod codes;
 mod input;
 mod spread;
 mod through_index;
+mod verified;
 use input::{is_integer, read_fingerprints, read_pairs_of_columns, wrong_pairs_shape};
 use through_index::TableSource;
 

@@ -16,7 +16,8 @@
 //!   (nearest-first order over the buckets), [`cost`] (the radius scan's cost, the recheck's
 //!   choice);
 //! - pairs: [`pairs`] (all pairs in memory, permuted tables), [`bucket_pairs`] (all pairs through
-//!   an index's buckets), [`keyed_pairs`] (pairs spread over machines by key);
+//!   an index's buckets), [`keyed_pairs`] (pairs spread over machines by key), [`verified_groups`]
+//!   (the groups of verified pairs, verifying only pairs that would join two groups);
 //! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck);
 //! - embeddings: [`hyperplanes`] (random-hyperplane SimHash of a vector, the cosine -> radius map);
 //! - codes of any length: [`multi_index`] (multi-index hashing of `bit(n)` codes: segments of
@@ -45,6 +46,7 @@ pub mod probes;
 pub mod shingles;
 pub mod text_format;
 pub mod text_memory;
+pub mod verified_groups;
 
 pub use distance::{hamming, segment, SEGMENTS, SEGMENT_BITS};
 pub use features::{simhash_text, text_features};
