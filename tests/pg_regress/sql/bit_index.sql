@@ -190,3 +190,24 @@ SELECT array_agg(d) AS by_sort FROM (SELECT code <-> simhash_code_ball(pg_temp.c
     ORDER BY code <-> simhash_code_ball(pg_temp.code256('r7'), NULL) LIMIT 3) s;
 RESET enable_indexscan;
 DROP TABLE cnull_radius;
+-- An ordered scan offered with the radius tests of the planner's other paths on the index takes
+-- no col <@ ANY(array) among them (only a bitmap scan takes one; once: XX000 "ScalarArrayOpExpr
+-- index qual found where not allowed"): it stays a filter, the rows the same.
+CREATE TABLE csaop AS SELECT i AS id, pg_temp.code256('s' || i) AS code FROM generate_series(1, 300) i;
+CREATE INDEX ON csaop USING simhash (code);
+ANALYZE csaop;
+SET enable_seqscan = off;
+SET enable_sort = off;
+SELECT array_agg(d) AS by_index FROM (SELECT code <-> simhash_code_ball(pg_temp.code256('s7'), 0) AS d FROM csaop
+    WHERE code <@ ANY (ARRAY[simhash_code_ball(pg_temp.code256('s7'), 120), simhash_code_ball(pg_temp.code256('s9'), 0)])
+    ORDER BY simhash_hamming(code, pg_temp.code256('s7')) LIMIT 4) s;
+RESET enable_seqscan;
+RESET enable_sort;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SELECT array_agg(d) AS by_sort FROM (SELECT code <-> simhash_code_ball(pg_temp.code256('s7'), 0) AS d FROM csaop
+    WHERE code <@ ANY (ARRAY[simhash_code_ball(pg_temp.code256('s7'), 120), simhash_code_ball(pg_temp.code256('s9'), 0)])
+    ORDER BY simhash_hamming(code, pg_temp.code256('s7')) LIMIT 4) s;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+DROP TABLE csaop;
