@@ -94,6 +94,25 @@ pub(crate) unsafe fn ball_of(datum: Datum) -> Option<CodeBall> {
     }
 }
 
+/// The center of a non-NULL `simhash_code_ball` value, all that `<->` and `<~>` read (`None` when
+/// it is NULL; a NULL radius does not matter there).
+///
+/// # Safety
+///
+/// `datum` is a non-NULL `simhash_code_ball` value.
+pub(crate) unsafe fn center_of(datum: Datum) -> Option<CodeBall> {
+    unsafe {
+        let tuple = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
+        let mut isnull = false;
+        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
+        if isnull {
+            return None;
+        }
+        let code = code_of(center);
+        Some(CodeBall { bits: code.bits, bytes: code.bytes.to_vec(), radius: 0 })
+    }
+}
+
 /// The number of differing bits of two codes; 22026 when their lengths differ.
 pub(crate) fn distance(a: Code<'_>, b: Code<'_>) -> u32 {
     if a.bits != b.bits {

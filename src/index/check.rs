@@ -64,6 +64,15 @@ fn simhash_index_check(index_oid: Oid) -> i64 {
                 None,
             );
         }
+        // A partitioned index has no pages of its own: its partitions' indexes are checked one by one.
+        if (*(*index).rd_rel).relkind as u8 == pg_sys::RELKIND_PARTITIONED_INDEX {
+            raise(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("\"{}\" is a partitioned index", crate::pg::names::relation_name(index)),
+                None,
+                Some("Check the index of each partition.".into()),
+            );
+        }
         if super::codes::is_codes(index) {
             let rows = super::codes::check::check(index);
             pg_sys::index_close(index, pg_sys::ShareLock as i32);

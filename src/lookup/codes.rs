@@ -83,9 +83,12 @@ unsafe fn relation_of(rtable: *mut pg_sys::List, var: *mut pg_sys::Var) -> Optio
             return None;
         }
         let rte = pg_sys::list_nth(rtable, (*var).varno - 1) as *mut pg_sys::RangeTblEntry;
-        ((*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
-            && pg_sys::getBaseType(pg_sys::get_atttype((*rte).relid, (*var).varattno)) == pg_sys::BITOID)
-            .then_some((*rte).relid)
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            return None;
+        }
+        // (InvalidOid when that table has no such column: getBaseType would fail on it)
+        let atttype = pg_sys::get_atttype((*rte).relid, (*var).varattno);
+        (atttype != Oid::INVALID && pg_sys::getBaseType(atttype) == pg_sys::BITOID).then_some((*rte).relid)
     }
 }
 

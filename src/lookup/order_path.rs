@@ -173,13 +173,31 @@ pub(super) unsafe fn answered_clauses(
                 }
                 _ => continue,
             };
-            if (*index_path).indexinfo == index
-                && (*index_path).path.param_info.is_null()
-                && pg_sys::list_length((*index_path).indexclauses) > pg_sys::list_length(best)
-            {
-                best = (*index_path).indexclauses;
+            if (*index_path).indexinfo != index || !(*index_path).path.param_info.is_null() {
+                continue;
+            }
+            let clauses = plain_scan_clauses((*index_path).indexclauses);
+            if pg_sys::list_length(clauses) > pg_sys::list_length(best) {
+                best = clauses;
             }
         }
         best
+    }
+}
+
+/// The index clauses of `clauses` that a plain index scan takes: not `col <@ ANY(array)`, which
+/// only a bitmap scan takes (the access method does not search arrays, so the executor expands the
+/// array into one bitmap scan per element; a plain scan refuses it with XX000). A clause left out
+/// stays a filter of the scan.
+unsafe fn plain_scan_clauses(clauses: *mut pg_sys::List) -> *mut pg_sys::List {
+    unsafe {
+        let mut kept: *mut pg_sys::List = std::ptr::null_mut();
+        for clause in PgList::<pg_sys::IndexClause>::from_pg(clauses).iter_ptr() {
+            let quals = PgList::<pg_sys::RestrictInfo>::from_pg((*clause).indexquals);
+            if quals.iter_ptr().all(|qual| (*(*qual).clause).type_ == NodeTag::T_OpExpr) {
+                kept = pg_sys::lappend(kept, clause.cast());
+            }
+        }
+        kept
     }
 }

@@ -309,7 +309,9 @@ unsafe fn probe_targets(
                 continue;
             }
             let rte = pg_sys::list_nth(rtable, (*var).varno - 1) as *mut pg_sys::RangeTblEntry;
+            // (get_atttype is InvalidOid when that table has no such column: getBaseType fails on it)
             if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+                || pg_sys::get_atttype((*rte).relid, (*var).varattno) == Oid::INVALID
                 || pg_sys::getBaseType(pg_sys::get_atttype((*rte).relid, (*var).varattno)) != ours.simhash64
             {
                 continue;

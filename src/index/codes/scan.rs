@@ -53,7 +53,8 @@ pub(in crate::index) unsafe fn rescan(scan: pg_sys::IndexScanDesc, state: &mut C
         let mut effective = None;
         for (i, key) in orderbys.enumerate() {
             if key.sk_flags & pg_sys::SK_ISNULL as i32 == 0 {
-                if let Some(ball) = super::ball_of(key.sk_argument) {
+                // (the ordering operators read the center alone: a NULL radius still orders)
+                if let Some(ball) = crate::codes::center_of(key.sk_argument) {
                     effective = Some((i, ball.bytes, ball.bits, key.sk_strategy == 3));
                     break;
                 }

@@ -170,3 +170,51 @@ CREATE INDEX cbig_code ON cbig USING simhash (code);
 RESET maintenance_work_mem;
 CREATE INDEX cbig_code ON cbig USING simhash (code);
 SELECT simhash_index_check('cbig_code');
+-- ORDER BY code <-> ball: the ordering operators read the ball's center alone, so a ball with a
+-- NULL radius orders by distance too, through the index as in a sequential scan (once: rows in
+-- table order, and with a second key XX000 "index returned tuples in wrong order").
+CREATE TABLE cnull_radius AS SELECT i AS id, pg_temp.code256('r' || i) AS code FROM generate_series(1, 300) i;
+CREATE INDEX ON cnull_radius USING simhash (code);
+ANALYZE cnull_radius;
+SET enable_seqscan = off;
+SET enable_sort = off;
+SELECT array_agg(d) AS by_index FROM (SELECT code <-> simhash_code_ball(pg_temp.code256('r7'), 0) AS d FROM cnull_radius
+    ORDER BY code <-> simhash_code_ball(pg_temp.code256('r7'), NULL) LIMIT 3) s;
+SELECT count(*) AS rows_in_order FROM (SELECT id FROM cnull_radius
+    ORDER BY code <-> simhash_code_ball(pg_temp.code256('r7'), NULL),
+             code <~> simhash_code_ball(pg_temp.code256('r8'), 0) LIMIT 3) s;
+RESET enable_seqscan;
+RESET enable_sort;
+SET enable_indexscan = off;
+SELECT array_agg(d) AS by_sort FROM (SELECT code <-> simhash_code_ball(pg_temp.code256('r7'), 0) AS d FROM cnull_radius
+    ORDER BY code <-> simhash_code_ball(pg_temp.code256('r7'), NULL) LIMIT 3) s;
+RESET enable_indexscan;
+DROP TABLE cnull_radius;
+-- An ordered scan offered with the radius tests of the planner's other paths on the index takes
+-- no col <@ ANY(array) among them (only a bitmap scan takes one; once: XX000 "ScalarArrayOpExpr
+-- index qual found where not allowed"): it stays a filter, the rows the same.
+CREATE TABLE csaop AS SELECT i AS id, pg_temp.code256('s' || i) AS code FROM generate_series(1, 300) i;
+CREATE INDEX ON csaop USING simhash (code);
+ANALYZE csaop;
+SET enable_seqscan = off;
+SET enable_sort = off;
+SELECT array_agg(d) AS by_index FROM (SELECT code <-> simhash_code_ball(pg_temp.code256('s7'), 0) AS d FROM csaop
+    WHERE code <@ ANY (ARRAY[simhash_code_ball(pg_temp.code256('s7'), 120), simhash_code_ball(pg_temp.code256('s9'), 0)])
+    ORDER BY simhash_hamming(code, pg_temp.code256('s7')) LIMIT 4) s;
+RESET enable_seqscan;
+RESET enable_sort;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SELECT array_agg(d) AS by_sort FROM (SELECT code <-> simhash_code_ball(pg_temp.code256('s7'), 0) AS d FROM csaop
+    WHERE code <@ ANY (ARRAY[simhash_code_ball(pg_temp.code256('s7'), 120), simhash_code_ball(pg_temp.code256('s9'), 0)])
+    ORDER BY simhash_hamming(code, pg_temp.code256('s7')) LIMIT 4) s;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+DROP TABLE csaop;
+-- simhash_index_check of a partitioned index (no pages of its own): 42809, not XX002 "corrupt".
+CREATE TABLE cparted (id int, code bit(8)) PARTITION BY RANGE (id);
+CREATE TABLE cparted_1 PARTITION OF cparted FOR VALUES FROM (0) TO (10);
+CREATE INDEX cparted_code ON cparted USING simhash (code);
+SELECT simhash_index_check('cparted_code');
+SELECT simhash_index_check('cparted_1_code_idx');
+DROP TABLE cparted;
