@@ -221,7 +221,7 @@ mod tests {
             for _ in 0..next(&mut state) % 40 {
                 let d = (next(&mut state) % 4) as u32;
                 let a: Vec<i64> = (0..1 + next(&mut state) % 3).map(|_| (next(&mut state) % rows) as i64).collect();
-                if next(&mut state) % 3 == 0 {
+                if next(&mut state).is_multiple_of(3) {
                     candidates.push_all_pairs(&a);
                     for (x, &i) in a.iter().enumerate() {
                         for &j in &a[x + 1..] {
