@@ -21,6 +21,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
 use crate::pg::errors::raise;
+use crate::pg::nodes::composite_field;
 
 mod estimate;
 
@@ -79,16 +80,8 @@ pub(crate) unsafe fn code_of<'a>(datum: Datum) -> Code<'a> {
 /// `datum` is a non-NULL `simhash_code_ball` value.
 pub(crate) unsafe fn ball_of(datum: Datum) -> Option<CodeBall> {
     unsafe {
-        let tuple = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
-        let mut isnull = false;
-        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
-        if isnull {
-            return None;
-        }
-        let radius = pg_sys::GetAttributeByNum(tuple, 2, &mut isnull);
-        if isnull {
-            return None;
-        }
+        let center = composite_field(datum, 1)?;
+        let radius = composite_field(datum, 2)?;
         let code = code_of(center);
         Some(CodeBall { bits: code.bits, bytes: code.bytes.to_vec(), radius: radius.value() as i32 })
     }
@@ -102,13 +95,7 @@ pub(crate) unsafe fn ball_of(datum: Datum) -> Option<CodeBall> {
 /// `datum` is a non-NULL `simhash_code_ball` value.
 pub(crate) unsafe fn center_of(datum: Datum) -> Option<CodeBall> {
     unsafe {
-        let tuple = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
-        let mut isnull = false;
-        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
-        if isnull {
-            return None;
-        }
-        let code = code_of(center);
+        let code = code_of(composite_field(datum, 1)?);
         Some(CodeBall { bits: code.bits, bytes: code.bytes.to_vec(), radius: 0 })
     }
 }
@@ -191,10 +178,8 @@ pub unsafe extern "C-unwind" fn simhash_code_within(fcinfo: pg_sys::FunctionCall
 unsafe fn distance_to_center(fcinfo: pg_sys::FunctionCallInfo) -> Option<u32> {
     unsafe {
         let args = (*fcinfo).args.as_slice(2);
-        let tuple = pg_sys::pg_detoast_datum(args[1].value.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
-        let mut isnull = false;
-        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
-        (!isnull).then(|| distance(code_of(args[0].value), code_of(center)))
+        let center = composite_field(args[1].value, 1)?;
+        Some(distance(code_of(args[0].value), code_of(center)))
     }
 }
 

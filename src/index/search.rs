@@ -28,16 +28,8 @@ pub(super) type Ball = Option<(u64, i32)>;
 /// `datum` is a non-NULL `simhash_ball` value.
 pub(super) unsafe fn ball_of(datum: Datum) -> Ball {
     unsafe {
-        let tuple = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
-        let mut isnull = false;
-        let center = pg_sys::GetAttributeByNum(tuple, 1, &mut isnull);
-        if isnull {
-            return None;
-        }
-        let radius = pg_sys::GetAttributeByNum(tuple, 2, &mut isnull);
-        if isnull {
-            return None;
-        }
+        let center = crate::pg::nodes::composite_field(datum, 1)?;
+        let radius = crate::pg::nodes::composite_field(datum, 2)?;
         Some((center.value() as u64, radius.value() as i32))
     }
 }

@@ -116,22 +116,27 @@ unsafe fn own_index(schema: Oid, simhash64: Oid) -> Option<OwnIndex> {
         if ball_type == Oid::INVALID {
             return None;
         }
-        let within = pg_sys::GetSysCacheOid(
-            pg_sys::SysCacheIdentifier::OPERNAMENSP as i32,
-            pg_sys::Anum_pg_operator_oid as i16,
-            Datum::from(c"<@".as_ptr()),
-            Datum::from(simhash64.to_u32()),
-            Datum::from(ball_type.to_u32()),
-            Datum::from(schema.to_u32()),
-        );
-        if within == Oid::INVALID {
-            return None;
-        }
+        let within = within_operator(schema, simhash64, ball_type)?;
         let access_method = pg_sys::get_index_am_oid(c"simhash".as_ptr(), true);
         if access_method == Oid::INVALID {
             return None;
         }
         Some(OwnIndex { access_method, ball_type, within, within_function: pg_sys::get_opcode(within) })
+    }
+}
+
+/// The operator `<@ (left, ball_type)` of the extension's `schema`, a radius test.
+unsafe fn within_operator(schema: Oid, left: Oid, ball_type: Oid) -> Option<Oid> {
+    unsafe {
+        let within = pg_sys::GetSysCacheOid(
+            pg_sys::SysCacheIdentifier::OPERNAMENSP as i32,
+            pg_sys::Anum_pg_operator_oid as i16,
+            Datum::from(c"<@".as_ptr()),
+            Datum::from(left.to_u32()),
+            Datum::from(ball_type.to_u32()),
+            Datum::from(schema.to_u32()),
+        );
+        (within != Oid::INVALID).then_some(within)
     }
 }
 
@@ -142,17 +147,7 @@ unsafe fn code_objects(schema: Oid) -> Option<CodeObjects> {
         if ball_type == Oid::INVALID {
             return None;
         }
-        let within = pg_sys::GetSysCacheOid(
-            pg_sys::SysCacheIdentifier::OPERNAMENSP as i32,
-            pg_sys::Anum_pg_operator_oid as i16,
-            Datum::from(c"<@".as_ptr()),
-            Datum::from(pg_sys::BITOID.to_u32()),
-            Datum::from(ball_type.to_u32()),
-            Datum::from(schema.to_u32()),
-        );
-        if within == Oid::INVALID {
-            return None;
-        }
+        let within = within_operator(schema, pg_sys::BITOID, ball_type)?;
         Some(CodeObjects {
             hamming: function_oid(schema, c"simhash_hamming", &[pg_sys::BITOID, pg_sys::BITOID])?,
             ball_type,

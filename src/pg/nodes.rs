@@ -195,3 +195,18 @@ pub(crate) unsafe fn integer(value: i32) -> *mut Node {
 pub(crate) unsafe fn integer_at(list: &PgList<Node>, i: usize) -> i32 {
     unsafe { (*(list.get_ptr(i).expect("custom private list") as *mut pg_sys::Integer)).ival }
 }
+
+/// Field `n` (1-based) of a non-NULL composite value (`None` when the field is NULL), as the ball
+/// types' operators read them.
+///
+/// # Safety
+///
+/// `composite` is a non-NULL value of a composite type with at least `n` fields.
+pub(crate) unsafe fn composite_field(composite: Datum, n: i16) -> Option<Datum> {
+    unsafe {
+        let tuple = pg_sys::pg_detoast_datum(composite.cast_mut_ptr()) as pg_sys::HeapTupleHeader;
+        let mut isnull = false;
+        let field = pg_sys::GetAttributeByNum(tuple, n, &mut isnull);
+        (!isnull).then_some(field)
+    }
+}

@@ -47,20 +47,6 @@ unsafe fn radius_of(clause: *mut Node) -> Option<i64> {
     }
 }
 
-/// The share of uniformly random `bits`-bit codes within `k` bits of a query.
-fn uniform_share(bits: u32, k: u32) -> f64 {
-    // sum C(bits, j) / 2^bits, in logarithms (bits up to 4,096)
-    let mut log_binomial = 0.0f64;
-    let mut share = 0.0;
-    for j in 0..=k.min(bits) {
-        if j > 0 {
-            log_binomial += ((bits - j + 1) as f64).ln() - (j as f64).ln();
-        }
-        share += (log_binomial - bits as f64 * std::f64::consts::LN_2).exp();
-    }
-    share.min(1.0)
-}
-
 /// The costs of a scan: (startup, total, selectivity, pages), or `None` for the generic estimate.
 ///
 /// # Safety
@@ -99,7 +85,9 @@ pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<
             // ORDER BY alone: a read of the code store.
             return Some((scan, scan, 1.0, store_pages));
         };
-        let selectivity = (uniform_share(meta.code_bits.max(1), k) + 1.0 / all_rows.max(1.0)).min(1.0);
+        let selectivity = (simhash_core::multi_index::uniform_share_within(meta.code_bits.max(1), k)
+            + 1.0 / all_rows.max(1.0))
+        .min(1.0);
         let matches = selectivity * all_rows;
         let tail = f64::from(meta.tail_pages);
         let probed = (rows > 0)
@@ -127,8 +115,8 @@ pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<
 mod tests {
     #[test]
     fn shares() {
-        assert!((super::uniform_share(8, 8) - 1.0).abs() < 1e-9);
-        assert!((super::uniform_share(4, 1) - 5.0 / 16.0).abs() < 1e-9);
-        assert!(super::uniform_share(256, 16) < 1e-40);
+        assert!((simhash_core::multi_index::uniform_share_within(8, 8) - 1.0).abs() < 1e-9);
+        assert!((simhash_core::multi_index::uniform_share_within(4, 1) - 5.0 / 16.0).abs() < 1e-9);
+        assert!(simhash_core::multi_index::uniform_share_within(256, 16) < 1e-40);
     }
 }
