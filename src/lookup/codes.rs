@@ -350,20 +350,7 @@ pub(super) unsafe fn offer_order_paths(root: *mut pg_sys::PlannerInfo, rel: *mut
             if orderbys.len() != pathkeys.len() {
                 continue;
             }
-            let path = pg_sys::create_index_path(
-                root,
-                index,
-                super::order_path::answered_clauses(rel, index),
-                orderbys.into_pg(),
-                columns,
-                (*root).query_pathkeys,
-                pg_sys::ScanDirection::ForwardScanDirection,
-                false,
-                std::ptr::null_mut(),
-                1.0,
-                false,
-            );
-            pg_sys::add_path(rel, path.cast());
+            super::order_path::add_ordered_path(root, rel, index, orderbys.into_pg(), columns);
         }
     }
 }

@@ -63,21 +63,40 @@ pub(super) unsafe fn offer(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::Rel
             if orderbys.len() != pathkeys.len() {
                 continue;
             }
-            let path = pg_sys::create_index_path(
-                root,
-                index,
-                answered_clauses(rel, index),
-                orderbys.into_pg(),
-                columns,
-                (*root).query_pathkeys,
-                pg_sys::ScanDirection::ForwardScanDirection,
-                false,
-                std::ptr::null_mut(),
-                1.0,
-                false,
-            );
-            pg_sys::add_path(rel, path.cast());
+            add_ordered_path(root, rel, index, orderbys.into_pg(), columns);
         }
+    }
+}
+
+/// Adds to `rel` the plain index path on `index` ordered by `orderbys` (one per query sort key,
+/// `columns` their index columns), with the query's own sort keys and the radius tests the
+/// planner's paths on that index answer.
+///
+/// # Safety
+///
+/// Called from `set_rel_pathlist_hook`; `index` is one of `rel`'s.
+pub(super) unsafe fn add_ordered_path(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    index: *mut pg_sys::IndexOptInfo,
+    orderbys: *mut pg_sys::List,
+    columns: *mut pg_sys::List,
+) {
+    unsafe {
+        let path = pg_sys::create_index_path(
+            root,
+            index,
+            answered_clauses(rel, index),
+            orderbys,
+            columns,
+            (*root).query_pathkeys,
+            pg_sys::ScanDirection::ForwardScanDirection,
+            false,
+            std::ptr::null_mut(),
+            1.0,
+            false,
+        );
+        pg_sys::add_path(rel, path.cast());
     }
 }
 
@@ -155,10 +174,7 @@ unsafe fn ordering_by(
 
 /// The clauses an index path of the planner's on `index` answers (a radius test `<@`), the most of
 /// any such path of `rel`, plain or under a bitmap scan: the new path answers them too.
-pub(super) unsafe fn answered_clauses(
-    rel: *mut pg_sys::RelOptInfo,
-    index: *mut pg_sys::IndexOptInfo,
-) -> *mut pg_sys::List {
+unsafe fn answered_clauses(rel: *mut pg_sys::RelOptInfo, index: *mut pg_sys::IndexOptInfo) -> *mut pg_sys::List {
     unsafe {
         let mut best: *mut pg_sys::List = std::ptr::null_mut();
         for path in PgList::<pg_sys::Path>::from_pg((*rel).pathlist).iter_ptr() {
