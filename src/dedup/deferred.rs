@@ -245,7 +245,7 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
         let mut near_others: HashMap<u64, NearOther> = HashMap::new();
         for fp in suspects(rel, index, pending, fingerprints, &ours) {
             pg_sys::check_for_interrupts!();
-            for conflict in recheck(rel, index, pending, fp, &ours) {
+            for conflict in recheck(rel, index, pending, &fp, &ours) {
                 near_others.entry(key(fp, conflict.own_row)).or_insert(NearOther {
                     tid: (*conflict.existing).t_self,
                     distance: conflict.distance,
@@ -329,7 +329,7 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
                 &pending.trigger_name,
                 &pending.column,
                 pending.k,
-                row.fp,
+                &simhash_core::format_hex(row.fp),
                 distance,
                 existing_key.as_deref(),
                 verify.zip(similarity),
