@@ -235,21 +235,9 @@ DECLARE
     update_of pg_catalog.text;
     verify_args pg_catalog.text;
     citus_table pg_catalog.bool := false;
-    code_column pg_catalog.bool;
+    code_column pg_catalog.bool := EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) col AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
 BEGIN
-    -- A column of bit codes (bit, bit varying, or a domain over one) rather than simhash64.
-    SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 INTO code_column
-    FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
-    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) col
-      AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
-      AND CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char THEN t.typbasetype ELSE t.oid END
-          OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.bit'::pg_catalog.regtype::pg_catalog.oid,
-                                            'pg_catalog.varbit'::pg_catalog.regtype::pg_catalog.oid]);
-    -- The radius, and with verify the threshold and the shingle length (22023). The radius of codes
-    -- goes up to their length: simhash_dedup_lookup checks it against the column below.
-    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup',
-                                                 CASE WHEN code_column AND k IS NOT NULL THEN 0 ELSE k END,
-                                                 verify, min_similarity, n);
+    IF NOT code_column THEN PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n); END IF;
     SELECT c.relname, ns.nspname, c.relowner, c.relpersistence INTO rel_name, rel_schema, rel_owner, rel_persistence
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
@@ -289,12 +277,6 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Use deferred => false (the check at each row) for action ''report''.';
     END IF;
-    IF code_column AND (verify IS NOT NULL OR deferred) THEN
-        RAISE EXCEPTION 'the % near-duplicate check is not supported on a column of bit codes',
-            CASE WHEN deferred THEN 'deferred' ELSE 'verified' END
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'It needs a simhash64 column; on bit codes use the check at each row without verification.';
-    END IF;
     IF verify IS NOT NULL THEN
         -- The text column, checked as the trigger will check it (42703, 42804).
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k, verify, min_similarity, n);
@@ -304,15 +286,22 @@ BEGIN
     ELSE
         verify_args := '';
     END IF;
-    -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
-    IF code_column THEN
-        -- (and the radius, against the codes' range: 22023)
+    IF NOT code_column THEN -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
+    SELECT pg_catalog.string_agg(s OPERATOR(pg_catalog.||) ';', E'\n') INTO statements
+    FROM @extschema@.simhash_index_statements(tbl, col) s;
+    ELSE
+        -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
+        -- trigger takes those two): the radius, checked against the codes' range by
+        -- simhash_dedup_lookup (22023; verify was refused there, 0A000), and not deferred (0A000).
+        PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', CASE WHEN k IS NOT NULL THEN 0 END, NULL, NULL, NULL);
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
+        IF deferred THEN
+            RAISE EXCEPTION 'the deferred near-duplicate check is not supported on a column of bit codes'
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'It needs a simhash64 column; on bit codes use the check at each row (deferred => false).';
+        END IF;
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
             simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'), tbl, col);
-    ELSE
-        SELECT pg_catalog.string_agg(s OPERATOR(pg_catalog.||) ';', E'\n') INTO statements
-        FROM @extschema@.simhash_index_statements(tbl, col) s;
     END IF;
     row_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup');
     notice_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup_notice');

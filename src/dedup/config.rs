@@ -88,17 +88,16 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
                     relation_name(rel),
                     type_name(column_type)
                 ),
-                Some("The near-duplicate constraint takes a simhash64 column or a column of bit codes.".into()),
+                None,
                 None,
             );
         };
         let k = match args.get(1).map(|k| k.trim().parse::<u32>()) {
             None => 3,
             Some(Ok(k)) if k <= max_radius(kind) => k,
-            Some(_) => bad_argument(
-                format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]),
-                &radius_hint(kind),
-            ),
+            Some(_) => {
+                bad_argument(format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]), &radius_hint(kind))
+            }
         };
         let action = match args.get(2).map(|a| a.as_str()) {
             None | Some("error") => Action::Error,

@@ -11,8 +11,8 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
 use super::config::{check_arguments, read_verify, Config, Verify};
-use super::value::{column_kind, Fingerprint, Kind};
 use super::messages::key_columns;
+use super::value::{column_kind, Fingerprint, Kind};
 use crate::pg::errors::{raise, spi_failure};
 use crate::pg::names::{namespace_name, qualified_name, quote_identifier};
 

@@ -16,8 +16,8 @@ use simhash_core::shingles::{Overlap, ShingleSet};
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
 use super::messages::{key_if_visible, raise_near_duplicate};
 use super::pending::{AnyPending, Ours, Pending, PENDING};
-use super::value::{Fingerprint, NearLookup};
 use super::texts::{text_is_out_of_line, text_set};
+use super::value::{Fingerprint, NearLookup};
 use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
 
@@ -58,70 +58,68 @@ pub(super) unsafe fn recheck_all() {
 
 /// Rechecks the values one trigger let through (see [`recheck_all`]).
 unsafe fn recheck_pending<F: Fingerprint>(rel: pg_sys::Relation, index: Option<RecheckIndex>, mut pending: Pending<F>) {
-    {
-        unsafe {
-            pending.fingerprints.sort_unstable();
-            pending.fingerprints.dedup();
-            // (taken: not needed after the suspects are chosen, and a big COPY's are large)
-            let fingerprints = std::mem::take(&mut pending.fingerprints);
-            let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
-            let mut skipped = 0u64;
-            // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
-            if pending.verify.is_some() {
-                pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-            }
-            for fp in &suspects {
-                pg_sys::check_for_interrupts!();
-                for conflict in recheck(rel, index, &pending, fp, &Ours::Written) {
-                    // `skip` drops an inserted row; an updated older one would be lost (deleting
-                    // its new version deletes the row), so it fails instead.
-                    let skip = pending.skip && !pending.updated_older_rows.contains(fp);
-                    if skip && !quiet_delete_allowed(rel) {
-                        raise(
-                            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                            "could not serialize the near-duplicate check with a concurrent transaction".into(),
-                            Some(format!(
-                                "A concurrent transaction committed a row within {} bits of {} = {} in relation \"{}\" \
+    unsafe {
+        pending.fingerprints.sort_unstable();
+        pending.fingerprints.dedup();
+        // (taken: not needed after the suspects are chosen, and a big COPY's are large)
+        let fingerprints = std::mem::take(&mut pending.fingerprints);
+        let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
+        let mut skipped = 0u64;
+        // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
+        if pending.verify.is_some() {
+            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        }
+        for fp in &suspects {
+            pg_sys::check_for_interrupts!();
+            for conflict in recheck(rel, index, &pending, fp, &Ours::Written) {
+                // `skip` drops an inserted row; an updated older one would be lost (deleting
+                // its new version deletes the row), so it fails instead.
+                let skip = pending.skip && !pending.updated_older_rows.contains(fp);
+                if skip && !quiet_delete_allowed(rel) {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                        "could not serialize the near-duplicate check with a concurrent transaction".into(),
+                        Some(format!(
+                            "A concurrent transaction committed a row within {} bits of {} = {} in relation \"{}\" \
                                  after this transaction checked its row, and the row cannot be skipped at commit \
                                  (the table has DELETE triggers, foreign keys that reference it, or rules). \
                                  Retry the transaction: the row will then be skipped.",
-                                pending.k,
-                                pending.column,
-                                fp.text(),
-                                relation_name(rel)
-                            )),
-                            None,
-                        );
-                    }
-                    if skip {
-                        // The row was stored by an earlier command: make it visible to the delete.
-                        pg_sys::CommandCounterIncrement();
-                        delete_at_commit(rel, conflict.own_row);
-                        pg_sys::heap_freetuple(conflict.existing);
-                        skipped += 1;
-                    } else {
-                        raise_violation(
-                            rel,
-                            &pending,
-                            fp,
-                            &conflict,
-                            "A concurrent transaction committed it after this row was checked.",
-                        );
-                    }
+                            pending.k,
+                            pending.column,
+                            fp.text(),
+                            relation_name(rel)
+                        )),
+                        None,
+                    );
+                }
+                if skip {
+                    // The row was stored by an earlier command: make it visible to the delete.
+                    pg_sys::CommandCounterIncrement();
+                    delete_at_commit(rel, conflict.own_row);
+                    pg_sys::heap_freetuple(conflict.existing);
+                    skipped += 1;
+                } else {
+                    raise_violation(
+                        rel,
+                        &pending,
+                        fp,
+                        &conflict,
+                        "A concurrent transaction committed it after this row was checked.",
+                    );
                 }
             }
-            if pending.verify.is_some() {
-                pg_sys::PopActiveSnapshot();
-            }
-            if skipped > 0 {
-                let rows = if skipped == 1 { "row" } else { "rows" };
-                notice!(
-                    "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\"): \
+        }
+        if pending.verify.is_some() {
+            pg_sys::PopActiveSnapshot();
+        }
+        if skipped > 0 {
+            let rows = if skipped == 1 { "row" } else { "rows" };
+            notice!(
+                "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\"): \
                      concurrent transactions stored near-duplicates of them first",
-                    relation_name(rel),
-                    pending.trigger_name
-                );
-            }
+                relation_name(rel),
+                pending.trigger_name
+            );
         }
     }
 }
@@ -155,7 +153,12 @@ pub(super) unsafe fn suspects<F: Fingerprint>(
 /// Whether one pass over the table costs less than looking up each pending fingerprint
 /// (`simhash_core::cost::one_pass_is_cheaper`), with the table's size as the planner knows it (at
 /// least 60 rows per block).
-unsafe fn one_pass_is_cheaper<F: Fingerprint>(rel: pg_sys::Relation, route: RecheckRoute, pending: usize, k: u32) -> bool {
+unsafe fn one_pass_is_cheaper<F: Fingerprint>(
+    rel: pg_sys::Relation,
+    route: RecheckRoute,
+    pending: usize,
+    k: u32,
+) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) as f64;
         let rows = f64::max((*(*rel).rd_rel).reltuples as f64, blocks * 60.0);

@@ -2,8 +2,8 @@
 //! the report table, through a prepared INSERT kept with the trigger's lookup plan.
 
 use super::config::Config;
-use super::value::Kind;
 use super::lookup::{as_user, execute, prepare, Found, PLANS};
+use super::value::Kind;
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, trigger_name};
 use pgrx::pg_sys::{self, Datum, Oid};

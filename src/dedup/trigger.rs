@@ -14,8 +14,8 @@ use super::config::{read_config, Action, Config};
 use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, key_readable, raise_near_duplicate, row_key};
 use super::pending::{remember, updates_older_row, Pendable, Pending};
-use super::value::{Code, Fingerprint, Kind};
 use super::report::report;
+use super::value::{Code, Fingerprint, Kind};
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{
     namespace_name, qualified_name, quote_identifier, relation_name, require_relation, trigger_name,
@@ -169,10 +169,8 @@ unsafe fn check_row<F: Pendable>(
             if config.action != Action::Report {
                 // Keyed by the configuration too: a trigger replaced in the transaction (same OID)
                 // rechecks each row under the settings that let it through.
-                let key = format!(
-                    "{}/{:?}/{}/{:?}/{:?}",
-                    config.attnum, config.kind, config.k, config.action, config.verify
-                );
+                let key =
+                    format!("{}/{:?}/{}/{:?}/{:?}", config.attnum, config.kind, config.k, config.action, config.verify);
                 let older = old_row.is_some_and(|t| updates_older_row(t));
                 remember(relid, trigger_oid, key, fp, older, || Pending {
                     schema,

@@ -139,7 +139,9 @@ mod tests {
     #[test]
     fn equals_brute_force() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for (bits, k, members) in [(256u32, 0u32, 300usize), (256, 10, 2000), (256, 40, 500), (64, 3, 1000), (1024, 90, 300)] {
+        for (bits, k, members) in
+            [(256u32, 0u32, 300usize), (256, 10, 2000), (256, 40, 500), (64, 3, 1000), (1024, 90, 300)]
+        {
             let bytes = bits as usize / 8;
             let mut codes = Vec::new();
             let mut bases = Vec::new();

@@ -254,9 +254,7 @@ pub(in crate::index) unsafe fn rows_within(
         if code_bits != 0 && bits != code_bits {
             super::wrong_length(bits, code_bits);
         }
-        let probed = reader
-            .probes_pay(k)
-            .and_then(|radii| reader.probe(code, k, &radii, usize::MAX, &mut |_| true));
+        let probed = reader.probes_pay(k).and_then(|radii| reader.probe(code, k, &radii, usize::MAX, &mut |_| true));
         let mut keys: Vec<u64> = match probed {
             Some(found) => found.into_iter().map(|(_, key)| key).collect(),
             None => {
