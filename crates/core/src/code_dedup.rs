@@ -139,9 +139,11 @@ mod tests {
     #[test]
     fn equals_brute_force() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for (bits, k, members) in
-            [(256u32, 0u32, 300usize), (256, 10, 2000), (256, 40, 500), (64, 3, 1000), (1024, 90, 300)]
-        {
+        // Probing with every segment at radius 0 (256 bits, k = 0 and 10; 64 bits, k = 3), with
+        // radii of 1 and 2 (64 bits, k = 11; 128 bits, k = 20), and comparing every member.
+        let probed = [(256u32, 0u32, 300usize), (256, 10, 2000), (64, 3, 1000), (64, 11, 5000), (128, 20, 20000)];
+        let compared = [(256, 40, 500), (1024, 90, 300)];
+        for (bits, k, members) in probed.into_iter().chain(compared) {
             let bytes = bits as usize / 8;
             let mut codes = Vec::new();
             let mut bases = Vec::new();
@@ -152,6 +154,12 @@ mod tests {
             }
             let set = CodeNearSet::new(codes, bits, k).expect("fits");
             assert_eq!(set.len(), members);
+            let largest_radius = set.probed.as_ref().map(|(_, radii, _)| radii.iter().flatten().max().copied());
+            match (bits, k) {
+                (64, 11) | (128, 20) => assert!(largest_radius.flatten() >= Some(1), "{largest_radius:?}"),
+                (256, 40) | (1024, 90) => assert!(largest_radius.is_none()),
+                _ => assert_eq!(largest_radius, Some(Some(0))),
+            }
             // Queries: near members (at k, k - 1, k + 1 bits), and random ones.
             let mut queries = Vec::new();
             for (n, base) in bases.iter().enumerate().take(200) {
@@ -163,7 +171,8 @@ mod tests {
                 let mut found = vec![false; members];
                 set.for_each_near(q, &mut |m| found[m] = true);
                 let expected: Vec<bool> = bases.iter().map(|b| hamming_bytes(b, q).unwrap() <= k).collect();
-                assert_eq!(found, expected, "bits {bits}, k {k}");
+                let members = |v: &[bool]| v.iter().enumerate().filter(|x| *x.1).map(|x| x.0).collect::<Vec<_>>();
+                assert_eq!(members(&found), members(&expected), "bits {bits}, k {k}");
             }
         }
     }
