@@ -251,7 +251,7 @@ impl NearLookup<Code> for CodeSet {
         if value.bits != self.bits {
             crate::codes::lengths_differ(value.bits, self.bits);
         }
-        self.set.for_each_near(&value.bytes, found)
+        self.set.for_each_near(&value.bytes, found, crate::fingerprint::text::INTERRUPTS)
     }
 }
 

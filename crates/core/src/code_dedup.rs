@@ -12,6 +12,7 @@
 //! are members, every member is compared instead.
 
 use crate::dedup::NearSetError;
+use crate::interrupt::{Interrupt, STEP};
 use crate::multi_index::{expected_work, hamming_bytes, probes, segment_radii, Costs, SegmentPlan};
 
 /// A set of equal-length codes that answers "which members are within `k` bits of `q`?".
@@ -71,15 +72,21 @@ impl CodeNearSet {
     }
 
     /// Calls `found(i)` for each member `i` within `k` of `q` (`q` of the members' length; a member
-    /// may be reported more than once).
-    pub fn for_each_near(&self, q: &[u8], found: &mut dyn FnMut(usize)) {
+    /// may be reported more than once). Comparing every member, it calls `interrupt` every
+    /// [`crate::interrupt::STEP`] members.
+    pub fn for_each_near(&self, q: &[u8], found: &mut dyn FnMut(usize), interrupt: Interrupt) {
         let mut check = |m: usize| {
             if hamming_bytes(self.code(m), q).is_some_and(|d| d <= self.k) {
                 found(m);
             }
         };
         let Some((plan, radii, tables)) = &self.probed else {
-            (0..self.count).for_each(check);
+            for m in 0..self.count {
+                if m % STEP == STEP - 1 {
+                    interrupt.check();
+                }
+                check(m);
+            }
             return;
         };
         for (i, radius) in radii.iter().enumerate() {
@@ -169,7 +176,7 @@ mod tests {
             }
             for q in &queries {
                 let mut found = vec![false; members];
-                set.for_each_near(q, &mut |m| found[m] = true);
+                set.for_each_near(q, &mut |m| found[m] = true, Interrupt::NEVER);
                 let expected: Vec<bool> = bases.iter().map(|b| hamming_bytes(b, q).unwrap() <= k).collect();
                 let members = |v: &[bool]| v.iter().enumerate().filter(|x| *x.1).map(|x| x.0).collect::<Vec<_>>();
                 assert_eq!(members(&found), members(&expected), "bits {bits}, k {k}");
