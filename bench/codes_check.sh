@@ -49,7 +49,8 @@ ANALYZE src;"
 
 log "reference: the self-join over all pairs (bit_count(a.code # b.code) <= $K)"
 timed "reference pairs" "
-SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET jit = off;
+SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0; SET jit = off;  -- (the table is under the default 8MB)
 CREATE TABLE ref_pairs AS SELECT a.id AS id_a, b.id AS id_b, bit_count(a.code # b.code)::int AS distance
 FROM src a JOIN src b ON a.id < b.id AND bit_count(a.code # b.code) <= $K;"
 timed "reference clusters" "
