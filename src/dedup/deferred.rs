@@ -21,8 +21,9 @@ use super::dirty::{own_row, stored_row, RecheckIndex};
 use super::messages::{column_datum, column_value, key_if_visible, raise_near_duplicate};
 use super::pending::{identity, remember_row, updates_older_row, Ours, Pending, WrittenRow};
 use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
+use super::texts::same_text;
 use super::texts::OwnTexts;
-use super::trigger::{same_text, warn_once_without_indexes};
+use super::trigger::warn_once_without_indexes;
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, trigger_name};
 

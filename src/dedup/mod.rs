@@ -79,6 +79,7 @@ mod messages;
 mod pending;
 mod recheck;
 mod report;
+mod skip_at_commit;
 mod texts;
 mod trigger;
 mod value;

@@ -16,6 +16,7 @@ use simhash_core::shingles::{Overlap, ShingleSet};
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
 use super::messages::{key_if_visible, raise_near_duplicate};
 use super::pending::{AnyPending, Ours, Pending, PENDING};
+pub(super) use super::skip_at_commit::{delete_at_commit, quiet_delete_allowed};
 use super::texts::{text_is_out_of_line, text_set};
 use super::value::{Fingerprint, NearLookup};
 use crate::pg::errors::raise;
@@ -359,32 +360,6 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
             }
             return conflicts;
         }
-    }
-}
-
-/// Whether the row `skip` would delete at commit can be deleted quietly: the table has no DELETE
-/// triggers (foreign keys that reference it are such triggers) and no rules, which a delete at
-/// commit, after the deferred triggers ran, would bypass.
-pub(super) unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
-    unsafe {
-        let triggers = (*rel).trigdesc;
-        let delete_triggers = !triggers.is_null()
-            && ((*triggers).trig_delete_before_row
-                || (*triggers).trig_delete_after_row
-                || (*triggers).trig_delete_instead_row
-                || (*triggers).trig_delete_before_statement
-                || (*triggers).trig_delete_after_statement);
-        !delete_triggers && (*rel).rd_rules.is_null()
-    }
-}
-
-/// Deletes the row at `tid`, which `skip` refused at commit (stored by an earlier command, made
-/// visible with `CommandCounterIncrement`). As a DELETE would, it fails (55000) on a table that
-/// publishes deletes without a replica identity, whose subscribers could not apply it.
-pub(super) unsafe fn delete_at_commit(rel: pg_sys::Relation, mut tid: pg_sys::ItemPointerData) {
-    unsafe {
-        pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_DELETE);
-        pg_sys::simple_heap_delete(rel, &mut tid);
     }
 }
 

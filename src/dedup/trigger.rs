@@ -15,6 +15,7 @@ use super::lookup::{connect, find_near_duplicate, finish, Found};
 use super::messages::{column_datum, key_readable, raise_near_duplicate, row_key};
 use super::pending::{remember, updates_older_row, Pendable, Pending};
 use super::report::report;
+use super::texts::same_text;
 use super::value::{Code, Fingerprint, Kind};
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{
@@ -318,24 +319,6 @@ unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
     }
 }
 
-/// Whether the stored row's text column holds the same bytes as `new` (a text datum).
-pub(super) unsafe fn same_text(
-    old_row: pg_sys::HeapTuple,
-    tupdesc: pg_sys::TupleDesc,
-    attnum: i32,
-    new: Datum,
-) -> bool {
-    unsafe {
-        let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
-        if old.value() == new.value() {
-            return true;
-        }
-        let (a, b) =
-            (pg_sys::pg_detoast_datum_packed(old.cast_mut_ptr()), pg_sys::pg_detoast_datum_packed(new.cast_mut_ptr()));
-        pgrx::varlena::varlena_to_byte_slice(a) == pgrx::varlena::varlena_to_byte_slice(b)
-    }
-}
-
 /// Once per trigger and backend: a WARNING when the column has no index the lookup can use.
 pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
     unsafe {
@@ -354,34 +337,27 @@ pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Re
             }
             return;
         }
-        if config.kind == Kind::Code {
-            warn(
-                PgSqlErrorCode::ERRCODE_WARNING,
-                format!(
-                    "column \"{}\" of relation \"{}\" has no simhash index: every row is checked with a sequential scan",
-                    config.column,
-                    relation_name(rel)
-                ),
-                None,
-                Some(format!(
-                    "Create the index:\nCREATE INDEX ON {} USING simhash ({});",
-                    qualified_name((*rel).rd_id),
-                    quote_identifier(&config.column)
-                )),
-            );
-            return;
-        }
-        let statements = Spi::get_one_with_args::<String>(
-            &format!(
-                "SELECT pg_catalog.string_agg(s, E';\\n') OPERATOR(pg_catalog.||) ';' \
+        // (a column of codes takes one simhash index on the column itself)
+        let statements = if config.kind == Kind::Code {
+            let table = qualified_name((*rel).rd_id);
+            Some(format!("CREATE INDEX ON {table} USING simhash ({});", quote_identifier(&config.column)))
+        } else {
+            None
+        };
+        let statements = statements
+            .or_else(|| {
+                Spi::get_one_with_args::<String>(
+                    &format!(
+                        "SELECT pg_catalog.string_agg(s, E';\\n') OPERATOR(pg_catalog.||) ';' \
                  FROM {}.simhash_index_statements($1, $2) s",
-                quote_identifier(&namespace_name(schema))
-            ),
-            &[(*rel).rd_id.into(), config.column.as_str().into()],
-        )
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+                        quote_identifier(&namespace_name(schema))
+                    ),
+                    &[(*rel).rd_id.into(), config.column.as_str().into()],
+                )
+                .ok()
+                .flatten()
+            })
+            .unwrap_or_default();
         warn(
             PgSqlErrorCode::ERRCODE_WARNING,
             format!(

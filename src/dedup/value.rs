@@ -172,7 +172,7 @@ impl Fingerprint for Code {
     }
 
     fn text(&self) -> String {
-        if self.bits % 4 == 0 {
+        if self.bits.is_multiple_of(4) {
             let hex: String = self.bytes.iter().map(|b| format!("{b:02x}")).collect();
             format!("X'{}'", &hex[..self.bits as usize / 4])
         } else {

@@ -15,6 +15,10 @@ use crate::dedup::NearSetError;
 use crate::interrupt::{Interrupt, STEP};
 use crate::multi_index::{expected_work, hamming_bytes, probes, segment_radii, Costs, SegmentPlan};
 
+/// The plan and each segment's radius (`None`: not probed), and per probed segment its sorted
+/// (value, member) pairs.
+type Probed = (SegmentPlan, Vec<Option<u32>>, Vec<Vec<(u32, u32)>>);
+
 /// A set of equal-length codes that answers "which members are within `k` bits of `q`?".
 pub struct CodeNearSet {
     k: u32,
@@ -22,9 +26,8 @@ pub struct CodeNearSet {
     codes: Vec<u8>,
     bytes: usize,
     count: usize,
-    /// The plan and each segment's radius (`None`: not probed), and per probed segment its sorted
-    /// (value, member) pairs; `None`: compare every member.
-    probed: Option<(SegmentPlan, Vec<Option<u32>>, Vec<Vec<(u32, u32)>>)>,
+    /// `None`: compare every member.
+    probed: Option<Probed>,
 }
 
 impl CodeNearSet {
@@ -33,7 +36,7 @@ impl CodeNearSet {
     /// radius `k`. `OutOfMemory` when its tables do not fit.
     pub fn new(codes: Vec<u8>, bits: u32, k: u32) -> Result<CodeNearSet, NearSetError> {
         let bytes = (bits as usize).div_ceil(8);
-        let count = if bytes == 0 { 0 } else { codes.len() / bytes };
+        let count = codes.len().checked_div(bytes).unwrap_or(0);
         u32::try_from(count).map_err(|_| NearSetError::OutOfMemory)?;
         let mut set = CodeNearSet { k, codes, bytes, count, probed: None };
         let Ok(plan) = SegmentPlan::for_table(bits, count as u64) else { return Ok(set) };
