@@ -736,9 +736,9 @@ DECLARE
     update_of pg_catalog.text;
     verify_args pg_catalog.text;
     citus_table pg_catalog.bool := false;
+    code_column pg_catalog.bool := EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) col AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
 BEGIN
-    -- The radius, and with verify the threshold and the shingle length (22023).
-    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
+    IF NOT code_column THEN PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n); END IF;
     SELECT c.relname, ns.nspname, c.relowner, c.relpersistence INTO rel_name, rel_schema, rel_owner, rel_persistence
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
@@ -787,9 +787,23 @@ BEGIN
     ELSE
         verify_args := '';
     END IF;
-    -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
+    IF NOT code_column THEN -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
     SELECT pg_catalog.string_agg(s OPERATOR(pg_catalog.||) ';', E'\n') INTO statements
     FROM @extschema@.simhash_index_statements(tbl, col) s;
+    ELSE
+        -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
+        -- trigger takes those two): the radius, checked against the codes' range by
+        -- simhash_dedup_lookup (22023; verify was refused there, 0A000), and not deferred (0A000).
+        PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', CASE WHEN k IS NOT NULL THEN 0 END, NULL, NULL, NULL);
+        PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
+        IF deferred THEN
+            RAISE EXCEPTION 'the deferred near-duplicate check is not supported on a column of bit codes'
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'It needs a simhash64 column; on bit codes use the check at each row (deferred => false).';
+        END IF;
+        statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
+            simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'), tbl, col);
+    END IF;
     row_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup');
     notice_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup_notice');
     IF action OPERATOR(pg_catalog.=) 'report' THEN
@@ -815,9 +829,10 @@ BEGIN
                     new_key pg_catalog.text,
                     existing_key pg_catalog.text,
                     distance pg_catalog.int4 NOT NULL,
-                    new_fingerprint @extschema@.simhash64 NOT NULL,
+                    new_fingerprint %s NOT NULL,
                     reported_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
-                    similarity pg_catalog.float8)', report_name);
+                    similarity pg_catalog.float8)', report_name,
+                CASE WHEN code_column THEN 'pg_catalog.varbit' ELSE '@extschema@.simhash64' END);
             report_oid := pg_catalog.to_regclass(report_name)::pg_catalog.oid;
             SELECT c.relowner INTO report_owner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) report_oid;
             IF report_owner OPERATOR(pg_catalog.<>) rel_owner THEN
@@ -858,6 +873,15 @@ BEGIN
                 pg_catalog.pg_get_userbyid(rel_owner), report_name
                 USING ERRCODE = 'insufficient_privilege',
                       HINT = 'The trigger writes the report as the table''s owner: it needs USAGE on the report table''s schema and INSERT on it.';
+        END IF;
+        -- The codes of a column of bit codes go into a column of bit varying (42804).
+        IF code_column AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute
+                                       WHERE attrelid OPERATOR(pg_catalog.=) report_oid
+                                         AND attname OPERATOR(pg_catalog.=) 'new_fingerprint' AND NOT attisdropped
+                                         AND atttypid OPERATOR(pg_catalog.=) 'pg_catalog.varbit'::pg_catalog.regtype::pg_catalog.oid) THEN
+            RAISE EXCEPTION 'report table % has no column new_fingerprint of type bit varying for the codes of column %',
+                report_name, col USING ERRCODE = 'datatype_mismatch',
+                HINT = 'Use another report table (report_table => ...); the constraint creates it.';
         END IF;
         -- As the trigger will name it: schema and name from the catalog (pg_temp_N for a temporary one).
         report_name := pg_catalog.format('%I.%I', report_schema, report_rel);
@@ -1005,7 +1029,7 @@ COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups o
 COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row; fired AFTER ROW, checks the rows at commit (deferred)';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
 COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
-COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred)';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred), or to a column of bit codes (checked at each row, not verified)';
 COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';
 COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
 COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';

@@ -11,6 +11,7 @@ use pgrx::IntoDatum;
 use simhash_core::dedup::MAX_DEDUP_RADIUS;
 use simhash_core::shingles::MAX_SHINGLE;
 
+use super::value::{column_kind, Kind};
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, type_name};
 
@@ -25,6 +26,8 @@ pub(super) enum Action {
 pub(super) struct Config {
     pub(super) column: String,
     pub(super) attnum: i32,
+    /// `simhash64`, or `bit` codes.
+    pub(super) kind: Kind,
     pub(super) k: u32,
     pub(super) action: Action,
     pub(super) report_table: Option<Oid>,
@@ -76,9 +79,8 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
         let column = args[0].clone();
         let tupdesc = (*rel).rd_att;
         let attnum = column_number(rel, &column);
-        let simhash64 = crate::lookup::catalog::simhash64_type(schema);
         let column_type = pg_sys::SPI_gettypeid(tupdesc, attnum);
-        if pg_sys::getBaseType(column_type) != simhash64 {
+        let Some(kind) = column_kind(rel, attnum, schema) else {
             raise(
                 PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
                 format!(
@@ -89,12 +91,12 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
                 None,
                 None,
             );
-        }
+        };
         let k = match args.get(1).map(|k| k.trim().parse::<u32>()) {
             None => 3,
-            Some(Ok(k)) if k <= MAX_DEDUP_RADIUS => k,
+            Some(Ok(k)) if k <= max_radius(kind) => k,
             Some(_) => {
-                bad_argument(format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]), &radius_hint())
+                bad_argument(format!("invalid radius \"{}\" for simhash_dedup_trigger", args[1]), &radius_hint(kind))
             }
         };
         let action = match args.get(2).map(|a| a.as_str()) {
@@ -119,7 +121,10 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
             (_, None) => None,
         };
         let verify = read_verify(rel, &options, usage);
-        Config { column, attnum, k, action, report_table, verify }
+        if kind == Kind::Code && verify.is_some() {
+            codes_not_supported("the verified near-duplicate check (verify=)");
+        }
+        Config { column, attnum, kind, k, action, report_table, verify }
     }
 }
 
@@ -217,8 +222,27 @@ pub(super) unsafe fn report_table_oid(name: &str) -> Oid {
 // simhash_dedup_lookup (SQL values, through `check_arguments`) and above for the trigger's own text
 // arguments. The numbers themselves are simhash_core's.
 
-fn radius_hint() -> String {
-    format!("The radius is an integer from 0 to {MAX_DEDUP_RADIUS}.")
+/// The largest radius of the constraint on a column of `kind`: that of the exact segment probes
+/// for `simhash64`, the longest indexed code for codes.
+pub(super) fn max_radius(kind: Kind) -> u32 {
+    match kind {
+        Kind::Simhash64 => MAX_DEDUP_RADIUS,
+        Kind::Code => simhash_core::multi_index::MAX_CODE_BITS,
+    }
+}
+
+fn radius_hint(kind: Kind) -> String {
+    format!("The radius is an integer from 0 to {}.", max_radius(kind))
+}
+
+/// ERROR 0A000: `what` is not supported on a column of bit codes.
+pub(super) fn codes_not_supported(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("{what} is not supported on a column of bit codes"),
+        None,
+        Some("It needs a simhash64 column; on bit codes use the check at each row without verification.".into()),
+    )
 }
 
 const MIN_SIMILARITY_HINT: &str = "The threshold is a number from 0 to 1.";
@@ -228,17 +252,19 @@ fn shingle_length_hint() -> String {
 }
 
 /// Checks the radius and, with verification, the threshold and shingle length of a call of
-/// `function` (`simhash_add_dedup` or `simhash_dedup_lookup`): 22023 when out of range or NULL.
+/// `function` (`simhash_add_dedup` or `simhash_dedup_lookup`) on a column of `kind`: 22023 when
+/// out of range or NULL.
 pub(super) fn check_arguments(
     function: &str,
+    kind: Kind,
     k: Option<i32>,
     verify: bool,
     min_similarity: Option<f64>,
     n: Option<i32>,
 ) -> (u32, f64, usize) {
     let k = match k {
-        Some(k) if (0..=MAX_DEDUP_RADIUS as i32).contains(&k) => k as u32,
-        _ => bad_argument(format!("radius {} is out of range for {function}", shown(k)), &radius_hint()),
+        Some(k) if k >= 0 && k as u32 <= max_radius(kind) => k as u32,
+        _ => bad_argument(format!("radius {} is out of range for {function}", shown(k)), &radius_hint(kind)),
     };
     if !verify {
         return (k, Verify::DEFAULT_MIN_SIMILARITY, Verify::DEFAULT_N);
@@ -278,7 +304,7 @@ fn simhash_dedup_check(
     min_similarity: Option<f64>,
     n: Option<i32>,
 ) {
-    check_arguments(function.unwrap_or("simhash_add_dedup"), k, verify.is_some(), min_similarity, n);
+    check_arguments(function.unwrap_or("simhash_add_dedup"), Kind::Simhash64, k, verify.is_some(), min_similarity, n);
 }
 
 pub(super) fn bad_argument(message: String, hint: &str) -> ! {

@@ -21,8 +21,9 @@ use super::dirty::{own_row, stored_row, RecheckIndex};
 use super::messages::{column_datum, column_value, key_if_visible, raise_near_duplicate};
 use super::pending::{identity, remember_row, updates_older_row, Ours, Pending, WrittenRow};
 use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
+use super::texts::same_text;
 use super::texts::OwnTexts;
-use super::trigger::{same_text, warn_once_without_indexes};
+use super::trigger::warn_once_without_indexes;
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, trigger_name};
 
@@ -245,7 +246,7 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
         let mut near_others: HashMap<u64, NearOther> = HashMap::new();
         for fp in suspects(rel, index, pending, fingerprints, &ours) {
             pg_sys::check_for_interrupts!();
-            for conflict in recheck(rel, index, pending, fp, &ours) {
+            for conflict in recheck(rel, index, pending, &fp, &ours) {
                 near_others.entry(key(fp, conflict.own_row)).or_insert(NearOther {
                     tid: (*conflict.existing).t_self,
                     distance: conflict.distance,
@@ -329,7 +330,7 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
                 &pending.trigger_name,
                 &pending.column,
                 pending.k,
-                row.fp,
+                &simhash_core::format_hex(row.fp),
                 distance,
                 existing_key.as_deref(),
                 verify.zip(similarity),

@@ -1,5 +1,6 @@
-//! Reading rows with a dirty snapshot for the recheck: the rows within k of a fingerprint through the
-//! column's simhash index (`crate::index::rows_within`) or its four segment B-trees
+//! Reading rows with a dirty snapshot for the recheck: the rows within k of a fingerprint (or code)
+//! through the column's simhash index (`crate::index::rows_within`, for codes
+//! `crate::index::code_rows_within`) or its four segment B-trees
 //! (`crate::lookup::segment_scan`, the distance checked in the index tuple), or every row of the
 //! table in one pass.
 
@@ -8,6 +9,7 @@ use std::ops::ControlFlow;
 use crate::lookup::catalog::SEGMENTS;
 use pgrx::pg_sys::{self, Oid};
 
+use super::value::Fingerprint;
 use crate::lookup::catalog::SegmentIndex;
 use crate::lookup::segment_scan::SegmentScan;
 
@@ -35,29 +37,31 @@ impl RecheckIndex {
 ///
 /// Inside a transaction; `rel` is open (with at least RowExclusiveLock, as the recheck holds) and
 /// `index` is an index of its column `attnum`.
-pub(super) unsafe fn for_each_within(
+pub(super) unsafe fn for_each_within<F: Fingerprint>(
     rel: pg_sys::Relation,
     index: Option<RecheckIndex>,
     attnum: i32,
-    fp: u64,
+    fp: &F,
     k: u32,
     snapshot: pg_sys::Snapshot,
-    visit: &mut dyn FnMut(pg_sys::HeapTuple, u64, u32) -> ControlFlow<()>,
+    visit: &mut dyn FnMut(pg_sys::HeapTuple, F, u32) -> ControlFlow<()>,
 ) {
     unsafe {
-        let mut near = |tuple: pg_sys::HeapTuple, value: Option<u64>| {
+        let mut near = |tuple: pg_sys::HeapTuple, value: Option<F>| {
             let Some(value) = value else { return ControlFlow::Continue(()) };
-            let distance = simhash_core::hamming(value, fp);
+            let distance = value.distance(fp);
             if distance <= k {
                 visit(tuple, value, distance)
             } else {
                 ControlFlow::Continue(())
             }
         };
-        let indexes = match index {
-            None => return for_each_row(rel, attnum, snapshot, &mut near),
-            Some(RecheckIndex::Own(oid)) => return for_each_in_own_index(rel, oid, attnum, fp, k, snapshot, &mut near),
-            Some(RecheckIndex::SegmentBtrees(indexes)) => indexes,
+        let (indexes, fp) = match (index, fp.as_simhash()) {
+            (Some(RecheckIndex::Own(oid)), _) => {
+                return for_each_in_own_index(rel, oid, attnum, fp, k, snapshot, &mut near)
+            }
+            (Some(RecheckIndex::SegmentBtrees(indexes)), Some(fp)) => (indexes, fp),
+            _ => return for_each_row(rel, attnum, snapshot, &mut near),
         };
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         'segments: for (n, segment_index) in indexes.into_iter().enumerate() {
@@ -85,18 +89,18 @@ pub(super) unsafe fn for_each_within(
 /// (read at once, the pages unlocked before the table is read), each fetched with `snapshot`.
 /// Should VACUUM remove a row and its TID be reused in between, the row found there is checked
 /// like any other (`near` tests the distance of the table's value).
-unsafe fn for_each_in_own_index(
+unsafe fn for_each_in_own_index<F: Fingerprint>(
     rel: pg_sys::Relation,
     oid: Oid,
     attnum: i32,
-    fp: u64,
+    fp: &F,
     k: u32,
     snapshot: pg_sys::Snapshot,
-    near: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
+    near: &mut dyn FnMut(pg_sys::HeapTuple, Option<F>) -> ControlFlow<()>,
 ) {
     unsafe {
         let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
-        let tids = crate::index::rows_within(index, fp, k);
+        let tids = F::index_rows_within(index, fp, k);
         pg_sys::index_close(index, pg_sys::NoLock as i32);
         for_each_fetched(rel, attnum, snapshot, &tids, &mut |_, tuple, value| near(tuple, value));
     }
@@ -132,7 +136,7 @@ pub(super) unsafe fn suspects_through_index(
             let tids: Vec<pg_sys::ItemPointerData> = candidates.iter().map(|&(_, tid)| tid).collect();
             let mut suspect = vec![false; batch.len()];
             let mut dirty = dirty_snapshot();
-            for_each_fetched(rel, attnum, &mut dirty, &tids, &mut |i, tuple, value| {
+            for_each_fetched::<u64>(rel, attnum, &mut dirty, &tids, &mut |i, tuple, value| {
                 let q = candidates[i].0;
                 let near = value.is_some_and(|value| simhash_core::hamming(value, batch[q]) <= k);
                 if near && !ours.contains(tuple) {
@@ -150,12 +154,12 @@ pub(super) unsafe fn suspects_through_index(
 /// Calls `visit(i, tuple, value)` with each version of the row at `tids[i]` that `snapshot` sees
 /// (every version of the HOT chain a dirty snapshot sees, as index_fetch_heap does for non-MVCC
 /// snapshots) and its column `attnum`; stops when `visit` breaks.
-unsafe fn for_each_fetched(
+unsafe fn for_each_fetched<F: Fingerprint>(
     rel: pg_sys::Relation,
     attnum: i32,
     snapshot: pg_sys::Snapshot,
     tids: &[pg_sys::ItemPointerData],
-    visit: &mut dyn FnMut(usize, pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
+    visit: &mut dyn FnMut(usize, pg_sys::HeapTuple, Option<F>) -> ControlFlow<()>,
 ) {
     unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
@@ -196,7 +200,7 @@ pub(super) unsafe fn own_row(
     blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
-        fetch_row(rel, attnum, row.tid, blocks, &mut |tuple, value| {
+        fetch_row(rel, attnum, row.tid, blocks, &mut |tuple, value: Option<u64>| {
             let xmin = (*(*tuple).t_data).t_choice.t_heap.t_xmin;
             value == Some(row.fp) && xmin == row.xmin && super::pending::written_by_this_transaction(tuple)
         })
@@ -218,7 +222,7 @@ pub(super) unsafe fn stored_row(
     blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
-        fetch_row(rel, attnum, tid, blocks, &mut |_, value| {
+        fetch_row(rel, attnum, tid, blocks, &mut |_, value: Option<u64>| {
             value.is_some_and(|v| simhash_core::hamming(v, fp) == distance)
         })
     }
@@ -226,12 +230,12 @@ pub(super) unsafe fn stored_row(
 
 /// A copy of the row version at `tid` that a dirty snapshot sees, if `wanted(tuple, value of
 /// column attnum)` takes it.
-unsafe fn fetch_row(
+unsafe fn fetch_row<F: Fingerprint>(
     rel: pg_sys::Relation,
     attnum: i32,
     mut tid: pg_sys::ItemPointerData,
     blocks: pg_sys::BlockNumber,
-    wanted: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> bool,
+    wanted: &mut dyn FnMut(pg_sys::HeapTuple, Option<F>) -> bool,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
@@ -263,18 +267,18 @@ pub(super) fn dirty_snapshot() -> pg_sys::SnapshotData {
 }
 
 /// Calls `visit(tuple, value)` with the row in `slot` and its column `attnum` (`None` if NULL).
-unsafe fn row_of_slot<R>(
+unsafe fn row_of_slot<F: Fingerprint, R>(
     slot: *mut pg_sys::TupleTableSlot,
     attnum: i32,
     tupdesc: pg_sys::TupleDesc,
-    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> R,
+    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<F>) -> R,
 ) -> R {
     unsafe {
         let mut should_free = false;
         let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
         let mut is_null = false;
-        let value = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null).value() as u64;
-        let result = visit(tuple, (!is_null).then_some(value));
+        let value = pg_sys::heap_getattr(tuple, attnum as _, tupdesc, &mut is_null);
+        let result = visit(tuple, (!is_null).then(|| F::of_datum(value)));
         if should_free {
             pg_sys::heap_freetuple(tuple);
         }
@@ -288,11 +292,11 @@ unsafe fn row_of_slot<R>(
 /// # Safety
 ///
 /// Inside a transaction; `rel` is open (with at least RowExclusiveLock, as the recheck holds).
-pub(super) unsafe fn for_each_row(
+pub(super) unsafe fn for_each_row<F: Fingerprint>(
     rel: pg_sys::Relation,
     attnum: i32,
     snapshot: pg_sys::Snapshot,
-    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<u64>) -> ControlFlow<()>,
+    visit: &mut dyn FnMut(pg_sys::HeapTuple, Option<F>) -> ControlFlow<()>,
 ) {
     unsafe {
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());

@@ -12,6 +12,7 @@ use pgrx::prelude::*;
 
 use super::config::{check_arguments, read_verify, Config, Verify};
 use super::messages::key_columns;
+use super::value::{column_kind, Fingerprint, Kind};
 use crate::pg::errors::{raise, spi_failure};
 use crate::pg::names::{namespace_name, qualified_name, quote_identifier};
 
@@ -112,18 +113,30 @@ pub(super) unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[
     }
 }
 
-/// The statement that finds the nearest row within `k` of `$1` (a simhash64) other than the row at
-/// `$2` (a tid), returning its key as text and its distance; with `verify`, only rows whose text
-/// is at least `min_similarity` similar to `$3` (a text), the most similar first, and the similarity.
+/// The statement that finds the nearest row within `k` of `$1` (a simhash64, or for a column of
+/// codes a `bit`) other than the row at `$2` (a tid), returning its key as text and its distance;
+/// with `verify`, only rows whose text is at least `min_similarity` similar to `$3` (a text), the
+/// most similar first, and the similarity. On codes the test is `simhash_hamming(col, $1) <= k`,
+/// which the planner rewrite sends to the column's `simhash` index (`crate::lookup::codes`).
 unsafe fn lookup_statement(
     rel: pg_sys::Relation,
     column: &str,
+    kind: Kind,
     k: u32,
     schema: Oid,
     verify: Option<&Verify>,
 ) -> String {
     unsafe {
         let s = quote_identifier(&namespace_name(schema));
+        if kind == Kind::Code {
+            let key = key_columns(rel).expression();
+            let distance = format!("{s}.simhash_hamming(t.{}, $1)", quote_identifier(column));
+            return format!(
+                "SELECT {key}, {distance}::pg_catalog.int4 FROM ONLY {} t \
+                 WHERE {distance} OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2 ORDER BY 2, 1 LIMIT 1",
+                qualified_name((*rel).rd_id)
+            );
+        }
         // A column of a domain over simhash64 is cast to simhash64 itself: it would match an
         // operator declared for that domain more exactly than the extension's own.
         let name = std::ffi::CString::new(column).unwrap_or_default();
@@ -171,17 +184,26 @@ fn simhash_dedup_lookup(
     let (tbl, col, k) = (tbl?, col?, k?);
     let min_similarity = min_similarity.or(Some(Verify::DEFAULT_MIN_SIMILARITY));
     let n = n.or(Some(Verify::DEFAULT_N as i32));
-    let (k, min_similarity, n) = check_arguments("simhash_dedup_lookup", Some(k), verify.is_some(), min_similarity, n);
     unsafe {
         let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
         let rel = pg_sys::RelationIdGetRelation(tbl);
         if rel.is_null() {
+            check_arguments("simhash_dedup_lookup", Kind::Simhash64, Some(k), verify.is_some(), min_similarity, n);
             raise(
                 PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
                 format!("relation with OID {} does not exist", tbl.to_u32()),
                 None,
                 None,
             );
+        }
+        // (the radius's range depends on the column's kind: simhash64 unless it holds codes)
+        let attnum = pg_sys::get_attnum(tbl, col.as_ptr()) as i32;
+        let kind = if attnum > 0 { column_kind(rel, attnum, schema) } else { None }.unwrap_or(Kind::Simhash64);
+        let (k, min_similarity, n) =
+            check_arguments("simhash_dedup_lookup", kind, Some(k), verify.is_some(), min_similarity, n);
+        if kind == Kind::Code && verify.is_some() {
+            pg_sys::RelationClose(rel);
+            super::config::codes_not_supported("the verified near-duplicate check (verify)");
         }
         let options = verify.map(|column| {
             [
@@ -192,7 +214,7 @@ fn simhash_dedup_lookup(
         });
         let options: Vec<&String> = options.iter().flatten().collect();
         let verify = read_verify(rel, &options, "");
-        let text = lookup_statement(rel, &col.to_string_lossy(), k, schema, verify.as_ref());
+        let text = lookup_statement(rel, &col.to_string_lossy(), kind, k, schema, verify.as_ref());
         pg_sys::RelationClose(rel);
         Some(text)
     }
@@ -204,18 +226,22 @@ fn simhash_dedup_lookup(
 /// # Safety
 ///
 /// In a trigger call, connected to SPI; `rel` is the trigger's open relation.
-pub(super) unsafe fn find_near_duplicate(
+pub(super) unsafe fn find_near_duplicate<F: Fingerprint>(
     trigger_oid: Oid,
     rel: pg_sys::Relation,
     config: &Config,
     schema: Oid,
-    fp: u64,
+    fp: &F,
     exclude: pg_sys::ItemPointerData,
     new_text: Option<Datum>,
 ) -> Option<(Option<String>, i32, Option<f64>)> {
     unsafe {
-        let text = lookup_statement(rel, &config.column, config.k, schema, config.verify.as_ref());
-        let mut types = vec![crate::lookup::catalog::simhash64_type(schema), pg_sys::TIDOID];
+        let text = lookup_statement(rel, &config.column, config.kind, config.k, schema, config.verify.as_ref());
+        let value_type = match config.kind {
+            Kind::Simhash64 => crate::lookup::catalog::simhash64_type(schema),
+            Kind::Code => pg_sys::BITOID,
+        };
+        let mut types = vec![value_type, pg_sys::TIDOID];
         if config.verify.is_some() {
             types.push(pg_sys::TEXTOID);
         }
@@ -239,7 +265,7 @@ pub(super) unsafe fn find_near_duplicate(
             }
         });
         let mut tid = exclude;
-        let mut args = vec![Datum::from(fp), Datum::from(&mut tid as *mut pg_sys::ItemPointerData)];
+        let mut args = vec![fp.to_datum(), Datum::from(&mut tid as *mut pg_sys::ItemPointerData)];
         args.extend(new_text);
         let nulls = vec![false; args.len()];
         let status = with_index_lookups(|| as_user(owner, || execute(plan, &args, &nulls, 1)));

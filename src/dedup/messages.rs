@@ -24,7 +24,7 @@ pub(super) unsafe fn raise_near_duplicate(
     trigger_name: &str,
     column: &str,
     k: u32,
-    fp: u64,
+    fp: &str,
     distance: u32,
     existing_key: Option<&str>,
     verified: Option<(&Verify, f64)>,
@@ -32,7 +32,6 @@ pub(super) unsafe fn raise_near_duplicate(
 ) -> ! {
     unsafe {
         let mut note = if note.is_empty() { String::new() } else { format!(" {note}") };
-        let fp = simhash_core::format_hex(fp);
         // A role that may not read the table's rows (no SELECT, or row-level security applies)
         // learns no more than from a unique violation: that a stored row conflicts, not which one,
         // how far it is or how similar its text is.

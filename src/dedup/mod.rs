@@ -55,6 +55,14 @@
 //! (`simhash_core::dedup::first_come`). With verification, the texts of the rows within k decide,
 //! as at each row (`texts` for pairs of the transaction's own rows).
 //!
+//! Columns of binary codes (`bit(n)`, `bit varying`): the same protocol, generic over the value
+//! compared (`value::Fingerprint`: `u64` for `simhash64`, `value::Code` for codes, whose distance
+//! raises 22026 for codes of unequal lengths). The row lookup is `simhash_hamming(col, $1) <= k`,
+//! which the planner sends to the column's `simhash` index of codes; the recheck reads that index
+//! directly (`crate::index::code_rows_within`), else compares the whole table with the
+//! transaction's codes in one pass (`simhash_core::code_dedup::CodeNearSet`). Not on codes (0A000):
+//! the verified and the deferred check.
+//!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.
 
@@ -71,8 +79,10 @@ mod messages;
 mod pending;
 mod recheck;
 mod report;
+mod skip_at_commit;
 mod texts;
 mod trigger;
+mod value;
 
 /// Registers the end-of-transaction callbacks; called from `_PG_init`.
 pub(crate) fn init() {

@@ -6,10 +6,11 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use super::config::Verify;
+use super::value::{Code, Fingerprint};
 use pgrx::pg_sys::{self, Oid};
 
-/// The fingerprints one trigger let through in the current transaction.
-pub(super) struct Pending {
+/// The fingerprints (or codes) one trigger let through in the current transaction.
+pub(super) struct Pending<F = u64> {
     pub schema: Oid,
     pub attnum: i32,
     pub column: String,
@@ -19,13 +20,13 @@ pub(super) struct Pending {
     pub trigger_name: String,
     /// With verification, a row within k is a conflict only if its text is similar enough.
     pub verify: Option<Verify>,
-    pub fingerprints: Vec<u64>,
+    pub fingerprints: Vec<F>,
     /// The fingerprints written by an UPDATE of a row that may be older than this transaction:
     /// `skip` must not delete such a row at commit (deleting its new version deletes the row), so
     /// a conflict there fails as with `error`.
-    pub updated_older_rows: HashSet<u64>,
-    /// The deferred check (`simhash_add_dedup(..., deferred => true)`): every row version written,
-    /// all checked at commit (`fingerprints` is then empty).
+    pub updated_older_rows: HashSet<F>,
+    /// The deferred check (`simhash_add_dedup(..., deferred => true)`, `simhash64` only): every row
+    /// version written, all checked at commit (`fingerprints` is then empty).
     pub deferred: bool,
     pub rows: WrittenRows,
 }
@@ -106,30 +107,92 @@ pub(super) fn identity(tid: pg_sys::ItemPointerData, xmin: pg_sys::TransactionId
     (block, offset, xmin)
 }
 
+/// The pending values of one trigger, of either kind.
+pub(super) enum AnyPending {
+    Simhash(Pending<u64>),
+    Code(Pending<Code>),
+}
+
+impl AnyPending {
+    fn deferred(&self) -> bool {
+        matches!(self, AnyPending::Simhash(p) if p.deferred)
+    }
+
+    fn skip(&self) -> bool {
+        match self {
+            AnyPending::Simhash(p) => p.skip,
+            AnyPending::Code(p) => p.skip,
+        }
+    }
+
+    fn trigger_name(&self) -> String {
+        match self {
+            AnyPending::Simhash(p) => p.trigger_name.clone(),
+            AnyPending::Code(p) => p.trigger_name.clone(),
+        }
+    }
+
+    fn any_current(&self) -> bool {
+        matches!(self, AnyPending::Simhash(p) if p.rows.any_current())
+    }
+}
+
+/// The kinds of value a [`Pending`] holds, each in its variant of [`AnyPending`].
+pub(super) trait Pendable: Fingerprint + Sized {
+    fn wrap(pending: Pending<Self>) -> AnyPending;
+    fn unwrap_mut(pending: &mut AnyPending) -> &mut Pending<Self>;
+}
+
+impl Pendable for u64 {
+    fn wrap(pending: Pending<u64>) -> AnyPending {
+        AnyPending::Simhash(pending)
+    }
+
+    fn unwrap_mut(pending: &mut AnyPending) -> &mut Pending<u64> {
+        match pending {
+            AnyPending::Simhash(p) => p,
+            AnyPending::Code(_) => unreachable!("the settings key names the column, whose kind is fixed"),
+        }
+    }
+}
+
+impl Pendable for Code {
+    fn wrap(pending: Pending<Code>) -> AnyPending {
+        AnyPending::Code(pending)
+    }
+
+    fn unwrap_mut(pending: &mut AnyPending) -> &mut Pending<Code> {
+        match pending {
+            AnyPending::Code(p) => p,
+            AnyPending::Simhash(_) => unreachable!("the settings key names the column, whose kind is fixed"),
+        }
+    }
+}
+
 thread_local! {
-    /// Per (table, trigger); emptied when the transaction ends.
-    pub(super) static PENDING: RefCell<HashMap<(Oid, Oid, String), Pending>> = RefCell::new(HashMap::new());
+    /// Per (table, trigger, settings); emptied when the transaction ends.
+    pub(super) static PENDING: RefCell<HashMap<(Oid, Oid, String), AnyPending>> = RefCell::new(HashMap::new());
 }
 
 /// Remembers that `fp` was written into `relid` under `trigger_oid`, to be rechecked at commit.
 /// `config` names the trigger's settings: one entry per (table, trigger, settings).
 /// `updates_older_row`: written by an UPDATE of a row that may be older than this transaction.
-pub(super) fn remember(
+pub(super) fn remember<F: Pendable>(
     relid: Oid,
     trigger_oid: Oid,
     config: String,
-    fp: u64,
+    fp: F,
     updates_older_row: bool,
-    make: impl FnOnce() -> Pending,
+    make: impl FnOnce() -> Pending<F>,
 ) {
     refuse_mixed_checks(relid, trigger_oid, &config, None);
     PENDING.with(|p| {
         let mut pending = p.borrow_mut();
-        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(make);
-        entry.fingerprints.push(fp);
+        let entry = F::unwrap_mut(pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make())));
         if updates_older_row {
-            entry.updated_older_rows.insert(fp);
+            entry.updated_older_rows.insert(fp.clone());
         }
+        entry.fingerprints.push(fp);
     });
 }
 
@@ -151,7 +214,8 @@ pub(super) fn remember_row(
     refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
     let grown = PENDING.with(|p| {
         let mut pending = p.borrow_mut();
-        let rows = &mut pending.entry((relid, trigger_oid, config)).or_insert_with(make).rows;
+        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| AnyPending::Simhash(make()));
+        let rows = &mut u64::unwrap_mut(entry).rows;
         rows.push(&mut row, replaces).is_some()
     });
     if !grown {
@@ -219,14 +283,14 @@ fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: Opt
             return None;
         }
         // (Only when a trigger takes its first row under new settings: not for every row.)
-        pending.retain(|(r, _, _), entry| *r != relid || !entry.deferred || entry.rows.any_current());
+        pending.retain(|(r, _, _), entry| *r != relid || !entry.deferred() || entry.any_current());
         pending.iter().find_map(|((r, t, c), entry)| {
             if *r != relid {
                 None
-            } else if *t == trigger_oid && c != config && (deferred.is_some() || entry.deferred) {
-                Some((pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, entry.trigger_name.clone()))
-            } else if *t != trigger_oid && entry.deferred && deferred.is_some_and(|skip| skip || entry.skip) {
-                Some((pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, entry.trigger_name.clone()))
+            } else if *t == trigger_oid && c != config && (deferred.is_some() || entry.deferred()) {
+                Some((pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, entry.trigger_name()))
+            } else if *t != trigger_oid && entry.deferred() && deferred.is_some_and(|skip| skip || entry.skip()) {
+                Some((pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, entry.trigger_name()))
             } else {
                 None
             }

@@ -13,10 +13,12 @@ use pgrx::prelude::*;
 use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
-use super::dirty::{dirty_snapshot, for_each_row, for_each_within, suspects_through_index, RecheckIndex};
+use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
 use super::messages::{key_if_visible, raise_near_duplicate};
-use super::pending::{Ours, Pending, PENDING};
+use super::pending::{AnyPending, Ours, Pending, PENDING};
+pub(super) use super::skip_at_commit::{delete_at_commit, quiet_delete_allowed};
 use super::texts::{text_is_out_of_line, text_set};
+use super::value::{Fingerprint, NearLookup};
 use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
 
@@ -27,85 +29,98 @@ use crate::pg::names::relation_name;
 /// At pre-commit or pre-prepare of the current transaction (the transaction callback), where errors
 /// are still allowed.
 pub(super) unsafe fn recheck_all() {
-    let mut pending: Vec<((Oid, Oid, String), Pending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
+    let mut pending: Vec<((Oid, Oid, String), AnyPending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
     // In a fixed order (by table, then trigger): the same rows are refused from run to run.
     pending.sort_unstable_by_key(|((relid, trigger, _), _)| (relid.to_u32(), trigger.to_u32()));
-    for ((relid, _, _), mut pending) in pending {
+    for ((relid, _, _), pending) in pending {
         unsafe {
             // The transaction may have dropped the table since; then there is nothing to check.
             let rel = pg_sys::try_relation_open(relid, pg_sys::RowExclusiveLock as i32);
             if rel.is_null() {
                 continue;
             }
-            let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
-            if pending.deferred {
-                super::deferred::check_written_rows(rel, index, &mut pending);
-                pg_sys::relation_close(rel, pg_sys::NoLock as i32);
-                continue;
+            match pending {
+                AnyPending::Simhash(mut pending) => {
+                    let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
+                    if pending.deferred {
+                        super::deferred::check_written_rows(rel, index, &mut pending);
+                    } else {
+                        recheck_pending(rel, index, pending);
+                    }
+                }
+                AnyPending::Code(pending) => {
+                    recheck_pending(rel, RecheckIndex::of(pending.schema, relid, pending.attnum), pending)
+                }
             }
-            pending.fingerprints.sort_unstable();
-            pending.fingerprints.dedup();
-            // (taken: not needed after the suspects are chosen, and a big COPY's are large)
-            let fingerprints = std::mem::take(&mut pending.fingerprints);
-            let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
-            let mut skipped = 0u64;
-            // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
-            if pending.verify.is_some() {
-                pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-            }
-            for &fp in &suspects {
-                pg_sys::check_for_interrupts!();
-                for conflict in recheck(rel, index, &pending, fp, &Ours::Written) {
-                    // `skip` drops an inserted row; an updated older one would be lost (deleting
-                    // its new version deletes the row), so it fails instead.
-                    let skip = pending.skip && !pending.updated_older_rows.contains(&fp);
-                    if skip && !quiet_delete_allowed(rel) {
-                        raise(
-                            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                            "could not serialize the near-duplicate check with a concurrent transaction".into(),
-                            Some(format!(
-                                "A concurrent transaction committed a row within {} bits of {} = {} in relation \"{}\" \
+            pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+        }
+    }
+}
+
+/// Rechecks the values one trigger let through (see [`recheck_all`]).
+unsafe fn recheck_pending<F: Fingerprint>(rel: pg_sys::Relation, index: Option<RecheckIndex>, mut pending: Pending<F>) {
+    unsafe {
+        pending.fingerprints.sort_unstable();
+        pending.fingerprints.dedup();
+        // (taken: not needed after the suspects are chosen, and a big COPY's are large)
+        let fingerprints = std::mem::take(&mut pending.fingerprints);
+        let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
+        let mut skipped = 0u64;
+        // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
+        if pending.verify.is_some() {
+            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        }
+        for fp in &suspects {
+            pg_sys::check_for_interrupts!();
+            for conflict in recheck(rel, index, &pending, fp, &Ours::Written) {
+                // `skip` drops an inserted row; an updated older one would be lost (deleting
+                // its new version deletes the row), so it fails instead.
+                let skip = pending.skip && !pending.updated_older_rows.contains(fp);
+                if skip && !quiet_delete_allowed(rel) {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                        "could not serialize the near-duplicate check with a concurrent transaction".into(),
+                        Some(format!(
+                            "A concurrent transaction committed a row within {} bits of {} = {} in relation \"{}\" \
                                  after this transaction checked its row, and the row cannot be skipped at commit \
                                  (the table has DELETE triggers, foreign keys that reference it, or rules). \
                                  Retry the transaction: the row will then be skipped.",
-                                pending.k,
-                                pending.column,
-                                simhash_core::format_hex(fp),
-                                relation_name(rel)
-                            )),
-                            None,
-                        );
-                    }
-                    if skip {
-                        // The row was stored by an earlier command: make it visible to the delete.
-                        pg_sys::CommandCounterIncrement();
-                        delete_at_commit(rel, conflict.own_row);
-                        pg_sys::heap_freetuple(conflict.existing);
-                        skipped += 1;
-                    } else {
-                        raise_violation(
-                            rel,
-                            &pending,
-                            fp,
-                            &conflict,
-                            "A concurrent transaction committed it after this row was checked.",
-                        );
-                    }
+                            pending.k,
+                            pending.column,
+                            fp.text(),
+                            relation_name(rel)
+                        )),
+                        None,
+                    );
+                }
+                if skip {
+                    // The row was stored by an earlier command: make it visible to the delete.
+                    pg_sys::CommandCounterIncrement();
+                    delete_at_commit(rel, conflict.own_row);
+                    pg_sys::heap_freetuple(conflict.existing);
+                    skipped += 1;
+                } else {
+                    raise_violation(
+                        rel,
+                        &pending,
+                        fp,
+                        &conflict,
+                        "A concurrent transaction committed it after this row was checked.",
+                    );
                 }
             }
-            if pending.verify.is_some() {
-                pg_sys::PopActiveSnapshot();
-            }
-            if skipped > 0 {
-                let rows = if skipped == 1 { "row" } else { "rows" };
-                notice!(
-                    "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\"): \
+        }
+        if pending.verify.is_some() {
+            pg_sys::PopActiveSnapshot();
+        }
+        if skipped > 0 {
+            let rows = if skipped == 1 { "row" } else { "rows" };
+            notice!(
+                "simhash: skipped {skipped} near-duplicate {rows} of relation \"{}\" at commit (trigger \"{}\"): \
                      concurrent transactions stored near-duplicates of them first",
-                    relation_name(rel),
-                    pending.trigger_name
-                );
-            }
-            pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+                relation_name(rel),
+                pending.trigger_name
+            );
         }
     }
 }
@@ -113,23 +128,23 @@ pub(super) unsafe fn recheck_all() {
 /// Of `fingerprints` (sorted, without copies), those that may have a row within k (committed or
 /// not) that is not one of `ours`: found in one pass over the table or through the simhash index,
 /// whichever costs less, else all of them.
-pub(super) unsafe fn suspects(
+pub(super) unsafe fn suspects<F: Fingerprint>(
     rel: pg_sys::Relation,
     index: Option<RecheckIndex>,
-    pending: &Pending,
-    fingerprints: Vec<u64>,
+    pending: &Pending<F>,
+    fingerprints: Vec<F>,
     ours: &Ours,
-) -> Vec<u64> {
+) -> Vec<F> {
     unsafe {
         let route = match index {
             Some(RecheckIndex::Own(_)) => RecheckRoute::SimhashIndex,
             Some(RecheckIndex::SegmentBtrees(_)) => RecheckRoute::SegmentBtrees,
             None => RecheckRoute::NoIndex,
         };
-        if one_pass_is_cheaper(rel, route, fingerprints.len(), pending.k) {
+        if one_pass_is_cheaper::<F>(rel, route, fingerprints.len(), pending.k) {
             suspects_in_one_pass(rel, pending, fingerprints, ours)
         } else if let Some(RecheckIndex::Own(oid)) = index {
-            suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k, ours)
+            F::suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k, ours)
         } else {
             fingerprints
         }
@@ -139,27 +154,32 @@ pub(super) unsafe fn suspects(
 /// Whether one pass over the table costs less than looking up each pending fingerprint
 /// (`simhash_core::cost::one_pass_is_cheaper`), with the table's size as the planner knows it (at
 /// least 60 rows per block).
-unsafe fn one_pass_is_cheaper(rel: pg_sys::Relation, route: RecheckRoute, pending: usize, k: u32) -> bool {
+unsafe fn one_pass_is_cheaper<F: Fingerprint>(
+    rel: pg_sys::Relation,
+    route: RecheckRoute,
+    pending: usize,
+    k: u32,
+) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) as f64;
         let rows = f64::max((*(*rel).rd_rel).reltuples as f64, blocks * 60.0);
-        simhash_core::cost::one_pass_is_cheaper(rows, route, pending, k).expect("k was checked")
+        F::one_pass_is_cheaper(rows, route, pending, k)
     }
 }
 
 /// The pending fingerprints that have a row of another transaction within k (committed or not),
 /// found in one pass over the table with a dirty snapshot. Rows of others written after the pass
 /// started may be missed: their writers recheck after writing them, and then see ours.
-unsafe fn suspects_in_one_pass(
+unsafe fn suspects_in_one_pass<F: Fingerprint>(
     rel: pg_sys::Relation,
-    pending: &Pending,
-    fingerprints: Vec<u64>,
+    pending: &Pending<F>,
+    fingerprints: Vec<F>,
     ours: &Ours,
-) -> Vec<u64> {
+) -> Vec<F> {
     unsafe {
-        use simhash_core::dedup::{NearSet, NearSetError};
+        use simhash_core::dedup::NearSetError;
         let count = fingerprints.len();
-        let set = match NearSet::new(fingerprints, pending.k) {
+        let set = match F::near_set(fingerprints, pending.k) {
             Ok(set) => set,
             Err(NearSetError::OutOfMemory) => raise(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
@@ -175,13 +195,13 @@ unsafe fn suspects_in_one_pass(
         };
         let mut suspect = vec![false; count];
         let mut dirty = dirty_snapshot();
-        for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value| {
+        for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value: Option<F>| {
             if let Some(value) = value.filter(|_| !ours.contains(tuple)) {
-                set.for_each_near(value, &mut |i| suspect[i] = true);
+                set.for_each_near(&value, &mut |i| suspect[i] = true);
             }
             ControlFlow::Continue(())
         });
-        set.fingerprints().iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)).collect()
+        set.members().into_iter().zip(suspect).filter_map(|(fp, s)| s.then_some(fp)).collect()
     }
 }
 
@@ -214,11 +234,11 @@ struct OwnRow {
 ///
 /// At pre-commit (from [`recheck_all`]); `rel` is open with at least RowExclusiveLock and `index`
 /// is an index of its column.
-pub(super) unsafe fn recheck(
+pub(super) unsafe fn recheck<F: Fingerprint>(
     rel: pg_sys::Relation,
     index: Option<RecheckIndex>,
-    pending: &Pending,
-    fp: u64,
+    pending: &Pending<F>,
+    fp: &F,
     ours: &Ours,
 ) -> Vec<Conflict> {
     unsafe {
@@ -265,7 +285,7 @@ pub(super) unsafe fn recheck(
                 } else if ours.contains(tuple) {
                     // Our own rows were checked against each other by the row trigger (deferred: by
                     // `first_come`).
-                    if value == fp && (verify.is_some() || own.is_empty()) {
+                    if value == *fp && (verify.is_some() || own.is_empty()) {
                         own.push(OwnRow { tid, text: text() });
                     }
                 } else if verify.is_some() {
@@ -303,7 +323,7 @@ pub(super) unsafe fn recheck(
                              in relation \"{}\"{}. Retry the transaction.",
                             pending.k,
                             pending.column,
-                            simhash_core::format_hex(fp),
+                            fp.text(),
                             relation_name(rel),
                             verify.map_or(String::new(), |v| format!(
                                 " with a {} text at least {} similar",
@@ -343,34 +363,14 @@ pub(super) unsafe fn recheck(
     }
 }
 
-/// Whether the row `skip` would delete at commit can be deleted quietly: the table has no DELETE
-/// triggers (foreign keys that reference it are such triggers) and no rules, which a delete at
-/// commit, after the deferred triggers ran, would bypass.
-pub(super) unsafe fn quiet_delete_allowed(rel: pg_sys::Relation) -> bool {
-    unsafe {
-        let triggers = (*rel).trigdesc;
-        let delete_triggers = !triggers.is_null()
-            && ((*triggers).trig_delete_before_row
-                || (*triggers).trig_delete_after_row
-                || (*triggers).trig_delete_instead_row
-                || (*triggers).trig_delete_before_statement
-                || (*triggers).trig_delete_after_statement);
-        !delete_triggers && (*rel).rd_rules.is_null()
-    }
-}
-
-/// Deletes the row at `tid`, which `skip` refused at commit (stored by an earlier command, made
-/// visible with `CommandCounterIncrement`). As a DELETE would, it fails (55000) on a table that
-/// publishes deletes without a replica identity, whose subscribers could not apply it.
-pub(super) unsafe fn delete_at_commit(rel: pg_sys::Relation, mut tid: pg_sys::ItemPointerData) {
-    unsafe {
-        pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_DELETE);
-        pg_sys::simple_heap_delete(rel, &mut tid);
-    }
-}
-
 /// The commit-time violation of `error`: like the row trigger's, naming the concurrent row.
-unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, conflict: &Conflict, note: &str) -> ! {
+unsafe fn raise_violation<F: Fingerprint>(
+    rel: pg_sys::Relation,
+    pending: &Pending<F>,
+    fp: &F,
+    conflict: &Conflict,
+    note: &str,
+) -> ! {
     unsafe {
         let existing_key = key_if_visible(rel, conflict.existing);
         raise_near_duplicate(
@@ -378,7 +378,7 @@ unsafe fn raise_violation(rel: pg_sys::Relation, pending: &Pending, fp: u64, con
             &pending.trigger_name,
             &pending.column,
             pending.k,
-            fp,
+            &fp.text(),
             conflict.distance,
             existing_key.as_deref(),
             pending.verify.as_ref().zip(conflict.similarity),

@@ -3,6 +3,7 @@
 
 use super::config::Config;
 use super::lookup::{as_user, execute, prepare, Found, PLANS};
+use super::value::Kind;
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, trigger_name};
 use pgrx::pg_sys::{self, Datum, Oid};
@@ -23,7 +24,7 @@ pub(super) unsafe fn report(
     relid: Oid,
     config: &Config,
     schema: Oid,
-    fp: u64,
+    fp: Datum,
     new_key: Option<String>,
     found: Found<'_>,
 ) {
@@ -67,7 +68,10 @@ pub(super) unsafe fn report(
                         pg_sys::TEXTOID,
                         pg_sys::TEXTOID,
                         pg_sys::INT4OID,
-                        crate::lookup::catalog::simhash64_type(schema),
+                        match config.kind {
+                            Kind::Simhash64 => crate::lookup::catalog::simhash64_type(schema),
+                            Kind::Code => pg_sys::VARBITOID,
+                        },
                         pg_sys::FLOAT8OID,
                     ];
                     let types = &types[..if config.verify.is_some() { 7 } else { 6 }];
@@ -84,7 +88,7 @@ pub(super) unsafe fn report(
             new_key.clone().into_datum().unwrap_or(Datum::from(0usize)),
             existing_key.into_datum().unwrap_or(Datum::from(0usize)),
             Datum::from(distance),
-            Datum::from(fp),
+            fp,
         ];
         let mut nulls = vec![false, false, new_key.is_none(), existing_key.is_none(), false, false];
         if config.verify.is_some() {

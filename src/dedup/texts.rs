@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use pgrx::pg_sys;
+use pgrx::pg_sys::{self, Datum};
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::config::Verify;
@@ -122,5 +122,23 @@ pub(super) unsafe fn text_set(rel: pg_sys::Relation, tuple: pg_sys::HeapTuple, v
             pg_sys::pfree(text.cast());
         }
         set
+    }
+}
+
+/// Whether the stored row's text column holds the same bytes as `new` (a text datum).
+pub(super) unsafe fn same_text(
+    old_row: pg_sys::HeapTuple,
+    tupdesc: pg_sys::TupleDesc,
+    attnum: i32,
+    new: Datum,
+) -> bool {
+    unsafe {
+        let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
+        if old.value() == new.value() {
+            return true;
+        }
+        let (a, b) =
+            (pg_sys::pg_detoast_datum_packed(old.cast_mut_ptr()), pg_sys::pg_detoast_datum_packed(new.cast_mut_ptr()));
+        pgrx::varlena::varlena_to_byte_slice(a) == pgrx::varlena::varlena_to_byte_slice(b)
     }
 }

@@ -12,9 +12,11 @@ use pgrx::prelude::*;
 
 use super::config::{read_config, Action, Config};
 use super::lookup::{connect, find_near_duplicate, finish, Found};
-use super::messages::{column_datum, column_value, key_readable, raise_near_duplicate, row_key};
-use super::pending::{remember, updates_older_row, Pending};
+use super::messages::{column_datum, key_readable, raise_near_duplicate, row_key};
+use super::pending::{remember, updates_older_row, Pendable, Pending};
 use super::report::report;
+use super::texts::same_text;
+use super::value::{Code, Fingerprint, Kind};
 use crate::pg::errors::{raise, warn};
 use crate::pg::names::{
     namespace_name, qualified_name, quote_identifier, relation_name, require_relation, trigger_name,
@@ -108,12 +110,33 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     Some("Create it AFTER INSERT OR UPDATE, or use simhash_add_dedup(..., deferred => true).".into()),
                 );
             }
+            if config.kind == Kind::Code {
+                super::config::codes_not_supported("the deferred near-duplicate check");
+            }
             super::deferred::remember_written_row(rel, trigger, schema, &config, row, old_row);
             return Datum::from(0usize); // (an AFTER trigger's result is ignored)
         }
+        match config.kind {
+            Kind::Simhash64 => check_row::<u64>(rel, trigger, schema, &config, row, old_row),
+            Kind::Code => check_row::<Code>(rel, trigger, schema, &config, row, old_row),
+        }
+    }
+}
+
+/// The check at each row of `row` (and `old_row`, the row it updates), with values of type `F`:
+/// the row to store, or a NULL pointer to drop it.
+unsafe fn check_row<F: Pendable>(
+    rel: pg_sys::Relation,
+    trigger: *mut pg_sys::Trigger,
+    schema: Oid,
+    config: &Config,
+    row: pg_sys::HeapTuple,
+    old_row: Option<pg_sys::HeapTuple>,
+) -> Datum {
+    unsafe {
         let tupdesc = (*rel).rd_att;
 
-        let Some(fp) = new_value(rel, row, config.attnum) else {
+        let Some(fp) = new_value::<F>(rel, row, config.attnum) else {
             return Datum::from(row); // a NULL fingerprint is never a near-duplicate
         };
         // With verification, the text decides; a row without text is never a near-duplicate.
@@ -130,23 +153,25 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 (Some(verify), Some(new)) => same_text(old_row, tupdesc, verify.attnum, new),
                 _ => true,
             };
-            if column_value(old_row, tupdesc, config.attnum) == Some(fp) && same_text {
+            let old = column_datum(old_row, tupdesc, config.attnum).map(|d| F::of_datum(d));
+            if old.as_ref() == Some(&fp) && same_text {
                 return Datum::from(row);
             }
         }
         let relid = (*rel).rd_id;
         let trigger_oid = (*trigger).tgoid;
-        warn_once_without_indexes(trigger_oid, rel, &config, schema);
+        warn_once_without_indexes(trigger_oid, rel, config, schema);
 
         connect();
         let exclude = old_row.map(|t| (*t).t_self).unwrap_or_default();
-        let found = find_near_duplicate(trigger_oid, rel, &config, schema, fp, exclude, text);
+        let found = find_near_duplicate(trigger_oid, rel, config, schema, &fp, exclude, text);
         let Some((existing_key, distance, similarity)) = found else {
             finish();
             if config.action != Action::Report {
                 // Keyed by the configuration too: a trigger replaced in the transaction (same OID)
                 // rechecks each row under the settings that let it through.
-                let key = format!("{}/{}/{:?}/{:?}", config.attnum, config.k, config.action, config.verify);
+                let key =
+                    format!("{}/{:?}/{}/{:?}/{:?}", config.attnum, config.kind, config.k, config.action, config.verify);
                 let older = old_row.is_some_and(|t| updates_older_row(t));
                 remember(relid, trigger_oid, key, fp, older, || Pending {
                     schema,
@@ -185,7 +210,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
             Action::Report => {
                 let new_key = row_key(rel, row);
                 let found = Found { existing_key: reported_key.as_deref(), distance, similarity };
-                report(trigger_oid, trigger, relid, &config, schema, fp, new_key, found);
+                report(trigger_oid, trigger, relid, config, schema, fp.to_datum(), new_key, found);
                 Some(Datum::from(row))
             }
         };
@@ -197,7 +222,7 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                 &trigger_name(trigger),
                 &config.column,
                 config.k,
-                fp,
+                &fp.text(),
                 distance as u32,
                 existing_key.as_deref(),
                 config.verify.as_ref().zip(similarity),
@@ -252,8 +277,8 @@ pub(super) fn protocol_violation(message: &str) -> ! {
 /// are computed (the row holds NULL there), so a generated fingerprint column
 /// (`GENERATED ALWAYS AS (simhash(body)) STORED`) is computed here from its expression; `simhash()`
 /// keeps its last result, so PostgreSQL's own computation right after costs nothing more.
-unsafe fn new_value(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<u64> {
-    unsafe { new_datum(rel, row, attnum).map(|d| d.value() as u64) }
+unsafe fn new_value<F: Fingerprint>(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) -> Option<F> {
+    unsafe { new_datum(rel, row, attnum).map(|d| F::of_datum(d)) }
 }
 
 /// The column's datum in the row being written (computed from its expression for a stored
@@ -294,24 +319,6 @@ unsafe fn new_datum(rel: pg_sys::Relation, row: pg_sys::HeapTuple, attnum: i32) 
     }
 }
 
-/// Whether the stored row's text column holds the same bytes as `new` (a text datum).
-pub(super) unsafe fn same_text(
-    old_row: pg_sys::HeapTuple,
-    tupdesc: pg_sys::TupleDesc,
-    attnum: i32,
-    new: Datum,
-) -> bool {
-    unsafe {
-        let Some(old) = column_datum(old_row, tupdesc, attnum) else { return false };
-        if old.value() == new.value() {
-            return true;
-        }
-        let (a, b) =
-            (pg_sys::pg_detoast_datum_packed(old.cast_mut_ptr()), pg_sys::pg_detoast_datum_packed(new.cast_mut_ptr()));
-        pgrx::varlena::varlena_to_byte_slice(a) == pgrx::varlena::varlena_to_byte_slice(b)
-    }
-}
-
 /// Once per trigger and backend: a WARNING when the column has no index the lookup can use.
 pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Relation, config: &Config, schema: Oid) {
     unsafe {
@@ -330,17 +337,27 @@ pub(super) unsafe fn warn_once_without_indexes(trigger_oid: Oid, rel: pg_sys::Re
             }
             return;
         }
-        let statements = Spi::get_one_with_args::<String>(
-            &format!(
-                "SELECT pg_catalog.string_agg(s, E';\\n') OPERATOR(pg_catalog.||) ';' \
+        // (a column of codes takes one simhash index on the column itself)
+        let statements = if config.kind == Kind::Code {
+            let table = qualified_name((*rel).rd_id);
+            Some(format!("CREATE INDEX ON {table} USING simhash ({});", quote_identifier(&config.column)))
+        } else {
+            None
+        };
+        let statements = statements
+            .or_else(|| {
+                Spi::get_one_with_args::<String>(
+                    &format!(
+                        "SELECT pg_catalog.string_agg(s, E';\\n') OPERATOR(pg_catalog.||) ';' \
                  FROM {}.simhash_index_statements($1, $2) s",
-                quote_identifier(&namespace_name(schema))
-            ),
-            &[(*rel).rd_id.into(), config.column.as_str().into()],
-        )
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+                        quote_identifier(&namespace_name(schema))
+                    ),
+                    &[(*rel).rd_id.into(), config.column.as_str().into()],
+                )
+                .ok()
+                .flatten()
+            })
+            .unwrap_or_default();
         warn(
             PgSqlErrorCode::ERRCODE_WARNING,
             format!(

@@ -74,6 +74,33 @@ pub(crate) unsafe fn rows_within(index: pg_sys::Relation, fp: u64, k: u32) -> Ve
     }
 }
 
+/// The TIDs of the rows whose code is within `k` bits of `code` (`bits` long; each once, in table
+/// order) in the `simhash` index of a `bit` column, as it holds them now: for the near-duplicate
+/// constraint's recheck of such a column (see [`rows_within`]). 22026 when the index holds codes of
+/// another length.
+///
+/// # Safety
+///
+/// `index` is an open simhash index.
+pub(crate) unsafe fn code_rows_within(
+    index: pg_sys::Relation,
+    bits: u32,
+    code: &[u8],
+    k: u32,
+) -> Vec<pg_sys::ItemPointerData> {
+    unsafe {
+        if !codes::is_codes(index) {
+            raise(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                "a simhash index of simhash64 fingerprints cannot look up bit codes".into(),
+                None,
+                None,
+            );
+        }
+        codes::scan::rows_within(index, bits, code, k)
+    }
+}
+
 /// For each fingerprint of `fps`, the rows within `k` bits of it (`k` at most
 /// `simhash_core::buckets::MAX_PROBED_RADIUS`): (position in `fps`, TID) pairs, each once, with
 /// every bucket read once for all of them: for the near-duplicate constraint's recheck of many rows.

@@ -27,6 +27,7 @@
 
 pub mod bucket_pairs;
 pub mod buckets;
+pub mod code_dedup;
 pub mod code_index;
 pub mod cost;
 pub mod dedup;

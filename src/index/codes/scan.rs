@@ -233,3 +233,42 @@ pub(in crate::index) unsafe fn getbitmap(
         n
     }
 }
+
+/// The TIDs of the rows whose code is within `k` bits of `code` (`bits` long), each once, in table
+/// order, read directly (through the segments when that pays, else the code store whole), for the
+/// near-duplicate constraint's recheck, which fetches them with a dirty snapshot; 22026 when the
+/// index holds codes of another length.
+///
+/// # Safety
+///
+/// `index` is an open simhash index of codes.
+pub(in crate::index) unsafe fn rows_within(
+    index: pg_sys::Relation,
+    bits: u32,
+    code: &[u8],
+    k: u32,
+) -> Vec<pg_sys::ItemPointerData> {
+    unsafe {
+        let mut reader = Reader::new(index);
+        let code_bits = reader.meta.code_bits;
+        if code_bits != 0 && bits != code_bits {
+            super::wrong_length(bits, code_bits);
+        }
+        let probed = reader.probes_pay(k).and_then(|radii| reader.probe(code, k, &radii, usize::MAX, &mut |_| true));
+        let mut keys: Vec<u64> = match probed {
+            Some(found) => found.into_iter().map(|(_, key)| key).collect(),
+            None => {
+                let mut keys = Vec::new();
+                reader.for_each_row(&mut |c, tid| {
+                    if simhash_core::multi_index::hamming_bytes(c, code).is_some_and(|d| d <= k) {
+                        keys.push(crate::pg::tid::tid_order(tid));
+                    }
+                });
+                keys
+            }
+        };
+        keys.sort_unstable();
+        keys.dedup();
+        keys.into_iter().map(tid_of_order).collect()
+    }
+}

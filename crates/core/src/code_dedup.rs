@@ -1,0 +1,205 @@
+//! The near-duplicate constraint on binary codes of any length (`bit(n)`): [`CodeNearSet`], the
+//! in-memory lookup its commit-time recheck uses to compare a whole table against a transaction's
+//! codes in one pass (the counterpart of [`crate::dedup::NearSet`] for `simhash64`).
+//!
+//! The members are cut into segments as an index of codes cuts them
+//! ([`SegmentPlan::for_table`]: about `log2(members)` bits each), and each probed segment's
+//! (value, member) pairs are kept sorted. A query probes each segment within the radius
+//! [`segment_radii`] gives it (radii adding up to `k + 1 - probed segments`, the generalised
+//! pigeonhole: a member within `k` has some probed segment within that segment's radius of the
+//! query's), then checks each candidate's distance. When no radii make probing exact (`k` about
+//! half of every segment's width or more) or probing would meet about as many candidates as there
+//! are members, every member is compared instead.
+
+use crate::dedup::NearSetError;
+use crate::interrupt::{Interrupt, STEP};
+use crate::multi_index::{expected_work, hamming_bytes, probes, segment_radii, Costs, SegmentPlan};
+
+/// The plan and each segment's radius (`None`: not probed), and per probed segment its sorted
+/// (value, member) pairs.
+type Probed = (SegmentPlan, Vec<Option<u32>>, Vec<Vec<(u32, u32)>>);
+
+/// A set of equal-length codes that answers "which members are within `k` bits of `q`?".
+pub struct CodeNearSet {
+    k: u32,
+    /// The members' bytes, `bytes` each, one after the other.
+    codes: Vec<u8>,
+    bytes: usize,
+    count: usize,
+    /// `None`: compare every member.
+    probed: Option<Probed>,
+}
+
+impl CodeNearSet {
+    /// The set of `codes` (`bytes` bytes each, one after the other) of `bits` bits (1 to
+    /// [`crate::multi_index::MAX_CODE_BITS`] for probing; longer codes are compared whole) within
+    /// radius `k`. `OutOfMemory` when its tables do not fit.
+    pub fn new(codes: Vec<u8>, bits: u32, k: u32) -> Result<CodeNearSet, NearSetError> {
+        let bytes = (bits as usize).div_ceil(8);
+        let count = codes.len().checked_div(bytes).unwrap_or(0);
+        u32::try_from(count).map_err(|_| NearSetError::OutOfMemory)?;
+        let mut set = CodeNearSet { k, codes, bytes, count, probed: None };
+        let Ok(plan) = SegmentPlan::for_table(bits, count as u64) else { return Ok(set) };
+        let Some(radii) = segment_radii(&plan, k, count as u64, Costs::default()) else { return Ok(set) };
+        let work = expected_work(&plan, &radii, count as u64);
+        if work.probes + work.candidates >= count as f64 {
+            return Ok(set);
+        }
+        let mut tables = Vec::new();
+        tables.try_reserve_exact(radii.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        for (i, radius) in radii.iter().enumerate() {
+            let mut table: Vec<(u32, u32)> = Vec::new();
+            if radius.is_some() {
+                table.try_reserve_exact(count).map_err(|_| NearSetError::OutOfMemory)?;
+                table.extend((0..count).map(|m| (plan.segment(set.code(m), i as u32), m as u32)));
+                table.sort_unstable();
+            }
+            tables.push(table);
+        }
+        set.probed = Some((plan, radii, tables));
+        Ok(set)
+    }
+
+    /// The number of members.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Member `m`'s bytes.
+    pub fn code(&self, m: usize) -> &[u8] {
+        &self.codes[m * self.bytes..(m + 1) * self.bytes]
+    }
+
+    /// Calls `found(i)` for each member `i` within `k` of `q` (`q` of the members' length; a member
+    /// may be reported more than once). Comparing every member, it calls `interrupt` every
+    /// [`crate::interrupt::STEP`] members.
+    pub fn for_each_near(&self, q: &[u8], found: &mut dyn FnMut(usize), interrupt: Interrupt) {
+        let mut check = |m: usize| {
+            if hamming_bytes(self.code(m), q).is_some_and(|d| d <= self.k) {
+                found(m);
+            }
+        };
+        let Some((plan, radii, tables)) = &self.probed else {
+            for m in 0..self.count {
+                if m % STEP == STEP - 1 {
+                    interrupt.check();
+                }
+                check(m);
+            }
+            return;
+        };
+        for (i, radius) in radii.iter().enumerate() {
+            let Some(radius) = *radius else { continue };
+            let table = &tables[i];
+            for probe in probes(plan.segment(q, i as u32), plan.width_of(i as u32), radius) {
+                let start = table.partition_point(|&(v, _)| v < probe);
+                for &(_, m) in table[start..].iter().take_while(|&&(v, _)| v == probe) {
+                    check(m as usize);
+                }
+            }
+        }
+    }
+}
+
+/// Table rows read in the one pass for the cost of one code looked up through an index of codes
+/// (a few probes and candidates, each about a buffer read, against a row read with its visibility
+/// check; not measured: the same order as the `simhash64` index's, `crate::cost`).
+pub const ROWS_PER_INDEX_LOOKUP: f64 = 30.0;
+
+/// Whether the commit-time recheck of `pending` codes reads the table of `rows` rows once rather
+/// than looking each code up: always without an index (`indexed` false: a lookup would read the
+/// table too), else when the lookups would cost about as much as the pass.
+pub fn one_pass_is_cheaper(rows: f64, indexed: bool, pending: usize) -> bool {
+    !indexed || pending as f64 * ROWS_PER_INDEX_LOOKUP >= rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator (xorshift).
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    fn random_code(state: &mut u64, bytes: usize) -> Vec<u8> {
+        (0..bytes).map(|_| next(state) as u8).collect()
+    }
+
+    /// `code` with `flips` bits flipped (distinct positions among the first `bits`).
+    fn flipped(state: &mut u64, code: &[u8], bits: u32, flips: u32) -> Vec<u8> {
+        let mut out = code.to_vec();
+        let mut done = std::collections::HashSet::new();
+        while done.len() < flips as usize {
+            let bit = (next(state) % u64::from(bits)) as usize;
+            if done.insert(bit) {
+                out[bit / 8] ^= 0x80 >> (bit % 8);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn equals_brute_force() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        // Probing with every segment at radius 0 (256 bits, k = 0 and 10; 64 bits, k = 3), with
+        // radii of 1 and 2 (64 bits, k = 11; 128 bits, k = 20), and comparing every member.
+        let probed = [(256u32, 0u32, 300usize), (256, 10, 2000), (64, 3, 1000), (64, 11, 5000), (128, 20, 20000)];
+        let compared = [(256, 40, 500), (1024, 90, 300)];
+        for (bits, k, members) in probed.into_iter().chain(compared) {
+            let bytes = bits as usize / 8;
+            let mut codes = Vec::new();
+            let mut bases = Vec::new();
+            for _ in 0..members {
+                let code = random_code(&mut state, bytes);
+                codes.extend_from_slice(&code);
+                bases.push(code);
+            }
+            let set = CodeNearSet::new(codes, bits, k).expect("fits");
+            assert_eq!(set.len(), members);
+            let largest_radius = set.probed.as_ref().map(|(_, radii, _)| radii.iter().flatten().max().copied());
+            match (bits, k) {
+                (64, 11) | (128, 20) => assert!(largest_radius.flatten() >= Some(1), "{largest_radius:?}"),
+                (256, 40) | (1024, 90) => assert!(largest_radius.is_none()),
+                _ => assert_eq!(largest_radius, Some(Some(0))),
+            }
+            // Queries: near members (at k, k - 1, k + 1 bits), and random ones.
+            let mut queries = Vec::new();
+            for (n, base) in bases.iter().enumerate().take(200) {
+                let flips = [k, k.saturating_sub(1), k + 1][n % 3];
+                queries.push(flipped(&mut state, base, bits, flips));
+                queries.push(random_code(&mut state, bytes));
+            }
+            for q in &queries {
+                let mut found = vec![false; members];
+                set.for_each_near(q, &mut |m| found[m] = true, Interrupt::NEVER);
+                let expected: Vec<bool> = bases.iter().map(|b| hamming_bytes(b, q).unwrap() <= k).collect();
+                let members = |v: &[bool]| v.iter().enumerate().filter(|x| *x.1).map(|x| x.0).collect::<Vec<_>>();
+                assert_eq!(members(&found), members(&expected), "bits {bits}, k {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_pass_without_an_index_or_for_many_codes() {
+        assert!(one_pass_is_cheaper(1e6, false, 1));
+        assert!(!one_pass_is_cheaper(1e6, true, 1));
+        assert!(one_pass_is_cheaper(1e6, true, 100_000));
+    }
+
+    #[test]
+    fn probes_when_it_pays_and_compares_all_when_not() {
+        let mut state = 7u64;
+        let codes: Vec<u8> = (0..1000 * 32).map(|_| next(&mut state) as u8).collect();
+        assert!(CodeNearSet::new(codes.clone(), 256, 8).unwrap().probed.is_some());
+        assert!(CodeNearSet::new(codes, 256, 200).unwrap().probed.is_none());
+        assert!(CodeNearSet::new(Vec::new(), 256, 3).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,274 @@
+//! What the constraint compares, as one abstraction over the two kinds of column it can guard: a
+//! `simhash64` fingerprint (`u64`) or a binary code of any length (`bit(n)`, [`Code`]). The row
+//! trigger, the pending list and the commit-time recheck are generic over [`Fingerprint`]; each
+//! kind brings its distance (codes of unequal lengths raise 22026, as `simhash_hamming` does), its
+//! in-memory set for the one pass over the table, and its lookup through the column's `simhash`
+//! index. The `simhash64` kind compiles to what it was before: plain `u64`s.
+
+use pgrx::pg_sys::{self, Datum, Oid};
+use simhash_core::code_dedup::CodeNearSet;
+use simhash_core::cost::RecheckRoute;
+use simhash_core::dedup::{NearSet, NearSetError};
+
+/// The kind of column the constraint guards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Simhash64,
+    /// `bit` or `bit varying` (or a domain over one).
+    Code,
+}
+
+/// A binary code: its length in bits and its bytes (as `bit` stores them).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Code {
+    pub bits: u32,
+    pub bytes: Box<[u8]>,
+}
+
+/// A value the constraint compares.
+pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 'static {
+    /// The in-memory set of a transaction's values for the one pass over the table.
+    type Set: NearLookup<Self>;
+
+    /// The value of a non-NULL datum of the column.
+    ///
+    /// # Safety
+    ///
+    /// `datum` is a non-NULL value of the column's type.
+    unsafe fn of_datum(datum: Datum) -> Self;
+
+    /// The number of differing bits (22026 for codes of unequal lengths).
+    fn distance(&self, other: &Self) -> u32;
+
+    /// As messages show it: hexadecimal (`X'...'` for a code whose length is a multiple of 4, else
+    /// `B'...'`).
+    fn text(&self) -> String;
+
+    /// As an argument of a statement (a code is copied into the current memory context).
+    fn to_datum(&self) -> Datum;
+
+    /// The set of `values` within `k`; 22026 when codes of several lengths are among them.
+    fn near_set(values: Vec<Self>, k: u32) -> Result<Self::Set, NearSetError>;
+
+    /// The fingerprint, for the segment B-trees (which only `simhash64` columns have).
+    fn as_simhash(&self) -> Option<u64>;
+
+    /// The TIDs of the rows within `k` of `value` in the column's `simhash` index, read directly
+    /// (for a dirty snapshot: a scan through the access method takes only MVCC snapshots).
+    ///
+    /// # Safety
+    ///
+    /// `index` is an open `simhash` index of the column.
+    unsafe fn index_rows_within(index: pg_sys::Relation, value: &Self, k: u32) -> Vec<pg_sys::ItemPointerData>;
+
+    /// Of `values`, those that may have a row of another transaction within `k`, through the
+    /// `simhash` index `oid` (for codes: all of them, each then looked up on its own).
+    ///
+    /// # Safety
+    ///
+    /// As `super::dirty::suspects_through_index`.
+    unsafe fn suspects_through_index(
+        rel: pg_sys::Relation,
+        oid: Oid,
+        attnum: i32,
+        values: &[Self],
+        k: u32,
+        ours: &super::pending::Ours,
+    ) -> Vec<Self>;
+
+    /// Whether one pass over a table of `rows` rows costs less than looking up `pending` values
+    /// by `route`.
+    fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> bool;
+}
+
+/// [`NearSet`] and its counterpart for codes.
+pub(super) trait NearLookup<F> {
+    /// The members, in the order `for_each_near` numbers them.
+    fn members(&self) -> Vec<F>;
+    /// Calls `found(i)` for each member `i` within `k` of `value` (perhaps more than once).
+    fn for_each_near(&self, value: &F, found: &mut dyn FnMut(usize));
+}
+
+impl Fingerprint for u64 {
+    type Set = NearSet;
+
+    unsafe fn of_datum(datum: Datum) -> u64 {
+        datum.value() as u64
+    }
+
+    fn distance(&self, other: &u64) -> u32 {
+        simhash_core::hamming(*self, *other)
+    }
+
+    fn text(&self) -> String {
+        simhash_core::format_hex(*self)
+    }
+
+    fn to_datum(&self) -> Datum {
+        Datum::from(*self)
+    }
+
+    fn near_set(values: Vec<u64>, k: u32) -> Result<NearSet, NearSetError> {
+        NearSet::new(values, k)
+    }
+
+    fn as_simhash(&self) -> Option<u64> {
+        Some(*self)
+    }
+
+    unsafe fn index_rows_within(index: pg_sys::Relation, value: &u64, k: u32) -> Vec<pg_sys::ItemPointerData> {
+        unsafe { crate::index::rows_within(index, *value, k) }
+    }
+
+    unsafe fn suspects_through_index(
+        rel: pg_sys::Relation,
+        oid: Oid,
+        attnum: i32,
+        values: &[u64],
+        k: u32,
+        ours: &super::pending::Ours,
+    ) -> Vec<u64> {
+        unsafe { super::dirty::suspects_through_index(rel, oid, attnum, values, k, ours) }
+    }
+
+    fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> bool {
+        simhash_core::cost::one_pass_is_cheaper(rows, route, pending, k).expect("k was checked")
+    }
+}
+
+impl NearLookup<u64> for NearSet {
+    fn members(&self) -> Vec<u64> {
+        self.fingerprints().to_vec()
+    }
+
+    fn for_each_near(&self, value: &u64, found: &mut dyn FnMut(usize)) {
+        NearSet::for_each_near(self, *value, found)
+    }
+}
+
+impl Fingerprint for Code {
+    type Set = CodeSet;
+
+    unsafe fn of_datum(datum: Datum) -> Code {
+        unsafe {
+            // (packed: a short value stored in the row is read in place, not copied)
+            let varlena = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+            let len = pgrx::varsize_any_exhdr(varlena);
+            let data = std::slice::from_raw_parts(pgrx::vardata_any(varlena) as *const u8, len);
+            let code = crate::codes::code_of_payload(data);
+            let code = Code { bits: code.bits, bytes: code.bytes.into() };
+            if varlena != datum.cast_mut_ptr() {
+                pg_sys::pfree(varlena.cast());
+            }
+            code
+        }
+    }
+
+    fn distance(&self, other: &Code) -> u32 {
+        crate::codes::distance(
+            crate::codes::Code { bits: self.bits, bytes: &self.bytes },
+            crate::codes::Code { bits: other.bits, bytes: &other.bytes },
+        )
+    }
+
+    fn text(&self) -> String {
+        if self.bits.is_multiple_of(4) {
+            let hex: String = self.bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("X'{}'", &hex[..self.bits as usize / 4])
+        } else {
+            let bits: String = (0..self.bits as usize)
+                .map(|i| if self.bytes[i / 8] & (0x80 >> (i % 8)) != 0 { '1' } else { '0' })
+                .collect();
+            format!("B'{bits}'")
+        }
+    }
+
+    fn to_datum(&self) -> Datum {
+        unsafe {
+            // A varbit: the varlena header, the length in bits, the bytes.
+            let size = pg_sys::VARHDRSZ + 4 + self.bytes.len();
+            let value = pg_sys::palloc0(size) as *mut u8;
+            pgrx::varlena::set_varsize_4b(value.cast(), size as i32);
+            let payload = value.add(pg_sys::VARHDRSZ);
+            std::ptr::copy_nonoverlapping((self.bits as i32).to_ne_bytes().as_ptr(), payload, 4);
+            std::ptr::copy_nonoverlapping(self.bytes.as_ptr(), payload.add(4), self.bytes.len());
+            Datum::from(value)
+        }
+    }
+
+    fn near_set(values: Vec<Code>, k: u32) -> Result<CodeSet, NearSetError> {
+        let bits = values.first().map_or(0, |c| c.bits);
+        let mut flat = Vec::new();
+        flat.try_reserve_exact(values.iter().map(|c| c.bytes.len()).sum()).map_err(|_| NearSetError::OutOfMemory)?;
+        for code in &values {
+            if code.bits != bits {
+                crate::codes::lengths_differ(bits, code.bits);
+            }
+            flat.extend_from_slice(&code.bytes);
+        }
+        Ok(CodeSet { bits, set: CodeNearSet::new(flat, bits, k)? })
+    }
+
+    fn as_simhash(&self) -> Option<u64> {
+        None
+    }
+
+    unsafe fn index_rows_within(index: pg_sys::Relation, value: &Code, k: u32) -> Vec<pg_sys::ItemPointerData> {
+        unsafe { crate::index::code_rows_within(index, value.bits, &value.bytes, k) }
+    }
+
+    unsafe fn suspects_through_index(
+        _rel: pg_sys::Relation,
+        _oid: Oid,
+        _attnum: i32,
+        values: &[Code],
+        _k: u32,
+        _ours: &super::pending::Ours,
+    ) -> Vec<Code> {
+        values.to_vec()
+    }
+
+    fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, _k: u32) -> bool {
+        simhash_core::code_dedup::one_pass_is_cheaper(rows, route != RecheckRoute::NoIndex, pending)
+    }
+}
+
+/// [`CodeNearSet`] with the length of its codes.
+pub(super) struct CodeSet {
+    bits: u32,
+    set: CodeNearSet,
+}
+
+impl NearLookup<Code> for CodeSet {
+    fn members(&self) -> Vec<Code> {
+        (0..self.set.len()).map(|m| Code { bits: self.bits, bytes: self.set.code(m).into() }).collect()
+    }
+
+    fn for_each_near(&self, value: &Code, found: &mut dyn FnMut(usize)) {
+        if self.set.is_empty() {
+            return;
+        }
+        if value.bits != self.bits {
+            crate::codes::lengths_differ(value.bits, self.bits);
+        }
+        self.set.for_each_near(&value.bytes, found, crate::fingerprint::text::INTERRUPTS)
+    }
+}
+
+/// The kind of column `attnum` of `rel` (`None`: neither; `schema` is the extension's).
+///
+/// # Safety
+///
+/// `rel` is an open relation.
+pub(super) unsafe fn column_kind(rel: pg_sys::Relation, attnum: i32, schema: Oid) -> Option<Kind> {
+    unsafe {
+        let base = pg_sys::getBaseType(pg_sys::SPI_gettypeid((*rel).rd_att, attnum));
+        if base == crate::lookup::catalog::simhash64_type(schema) {
+            Some(Kind::Simhash64)
+        } else if base == pg_sys::BITOID || base == pg_sys::VARBITOID {
+            Some(Kind::Code)
+        } else {
+            None
+        }
+    }
+}

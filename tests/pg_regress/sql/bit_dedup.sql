@@ -1,0 +1,142 @@
+-- The near-duplicate constraint on bit(n) codes (src/dedup/, value::Code): actions error, skip and
+-- report without and with the column's simhash index, the argument checks, codes of another length
+-- (22026), the lookup's plan, and the rows skip keeps against a brute-force first-come rule.
+SET jit = off;
+\set VERBOSITY sqlstate
+-- A code of 256 bits from a seed; a sparse mask (each bit set with probability 2^-n); the first n
+-- bits set (a code XOR flip(n) is exactly n bits away).
+CREATE FUNCTION pg_temp.code256(seed text) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT simhash_code(decode(md5(seed || 'a') || md5(seed || 'b'), 'hex'))::bit(256) $$;
+CREATE FUNCTION pg_temp.mask256(seed text, n int) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT bit_and(pg_temp.code256(seed || '/' || j)) FROM generate_series(1, n) j $$;
+CREATE FUNCTION pg_temp.flip(n int) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT (repeat('1', n) || repeat('0', 256 - n))::bit(256) $$;
+
+-- 1. Without an index (k = 8): the helper warns; every row is looked up with a sequential scan.
+CREATE TABLE bd (id integer PRIMARY KEY, code bit(256), note text);
+SELECT simhash_add_dedup('bd', 'code', 8, 'error');
+SELECT simhash_indexed('bd', 'code');
+INSERT INTO bd VALUES (1, pg_temp.code256('a')), (2, pg_temp.code256('b'));
+INSERT INTO bd VALUES (3, pg_temp.code256('a') # pg_temp.flip(8));   -- 8 bits from row 1: 23505
+INSERT INTO bd VALUES (3, pg_temp.code256('a') # pg_temp.flip(9));   -- 9 bits: stored
+INSERT INTO bd VALUES (4, NULL);                                       -- NULL never matches
+INSERT INTO bd VALUES (5, pg_temp.code256('c')), (6, pg_temp.code256('c') # pg_temp.flip(1));  -- same statement
+UPDATE bd SET code = pg_temp.code256('b') # pg_temp.flip(2) WHERE id = 1;   -- moves next to row 2
+UPDATE bd SET note = 'code unchanged' WHERE id = 1;
+DO $$
+BEGIN
+    INSERT INTO bd VALUES (7, pg_temp.code256('b') # pg_temp.flip(3));
+EXCEPTION WHEN unique_violation THEN
+    RAISE NOTICE 'caught %', SQLSTATE;
+END $$;
+SELECT id, note FROM bd ORDER BY id;
+
+-- The argument checks: the radius of codes goes up to 4096 (22023 beyond, or NULL); verification
+-- and the deferred check are not supported on codes (0A000); actions as for simhash64.
+SELECT simhash_add_dedup('bd', 'code', -1);
+SELECT simhash_add_dedup('bd', 'code', 4097);
+SELECT simhash_add_dedup('bd', 'code', NULL);
+SELECT simhash_add_dedup('bd', 'code', 8, 'drop');
+SELECT simhash_add_dedup('bd', 'code', 8, verify => 'note');
+SELECT simhash_add_dedup('bd', 'code', 8, deferred => true);
+SELECT simhash_dedup_lookup('bd', 'code', 4097);
+SELECT simhash_dedup_lookup('bd', 'code', 8, 'note');
+-- Triggers made by hand are checked alike.
+CREATE TRIGGER by_hand BEFORE INSERT ON bd FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('code', '4097');
+INSERT INTO bd VALUES (8, pg_temp.code256('d'));
+DROP TRIGGER by_hand ON bd;
+CREATE TRIGGER by_hand BEFORE INSERT ON bd FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('code', '8', 'error', 'verify=note');
+INSERT INTO bd VALUES (8, pg_temp.code256('d'));
+DROP TRIGGER by_hand ON bd;
+CREATE TRIGGER by_hand AFTER INSERT OR UPDATE ON bd FOR EACH ROW EXECUTE FUNCTION simhash_dedup_trigger('code', '8');
+INSERT INTO bd VALUES (8, pg_temp.code256('d'));
+DROP TRIGGER by_hand ON bd;
+
+-- Codes of another length: 22026, as simhash_hamming raises (a bit varying column).
+CREATE TABLE bv (id integer PRIMARY KEY, code bit varying);
+SELECT simhash_add_dedup('bv', 'code', 4) IS NOT NULL AS attached;
+INSERT INTO bv VALUES (1, pg_temp.code256('a'));
+INSERT INTO bv VALUES (2, pg_temp.code256('a')::bit(128));
+INSERT INTO bv VALUES (2, pg_temp.code256('b'));
+SELECT count(*) FROM bv;
+
+-- action 'skip' (a large radius: 100 of 256 bits): rows dropped, one NOTICE per statement.
+SELECT simhash_add_dedup('bd', 'code', 100, 'skip') IS NOT NULL AS attached;
+INSERT INTO bd VALUES (10, pg_temp.code256('a') # pg_temp.flip(100)), (11, pg_temp.code256('e')),
+                      (12, pg_temp.code256('e') # pg_temp.flip(60)), (13, pg_temp.code256('e') # pg_temp.flip(101));
+SELECT id FROM bd WHERE id >= 10 ORDER BY id;
+
+-- action 'report': rows kept and recorded; the report table's codes are bit varying.
+SELECT simhash_add_dedup('bd', 'code', 8, 'report');
+INSERT INTO bd VALUES (20, pg_temp.code256('e') # pg_temp.flip(5));
+SELECT relation, trigger_name, new_key, existing_key, distance,
+       new_fingerprint = (pg_temp.code256('e') # pg_temp.flip(5))::bit varying AS same_code
+FROM bd_near_duplicates;
+SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = 'bd_near_duplicates'::regclass AND attname = 'new_fingerprint';
+-- A report table made for a simhash64 column does not take codes (42804).
+CREATE TABLE fp64 (id integer PRIMARY KEY, fp simhash64);
+SELECT simhash_add_dedup('fp64', 'fp', 3, 'report', report_table => 'shared_report') IS NOT NULL AS attached;
+SELECT simhash_add_dedup('bd', 'code', 8, 'report', report_table => 'shared_report');
+
+-- 2. With the column's simhash index: the same actions; the lookup goes through the index.
+CREATE INDEX bd_code ON bd USING simhash (code);
+SELECT simhash_add_dedup('bd', 'code', 8, 'error');
+SELECT simhash_indexed('bd', 'code');
+INSERT INTO bd VALUES (30, pg_temp.code256('b') # pg_temp.flip(8));   -- 23505
+INSERT INTO bd VALUES (30, pg_temp.code256('b') # pg_temp.flip(9));   -- stored
+SELECT simhash_add_dedup('bd', 'code', 8, 'skip') IS NOT NULL AS attached;
+INSERT INTO bd VALUES (31, pg_temp.code256('b') # pg_temp.flip(4)), (32, pg_temp.code256('f'));
+SELECT simhash_add_dedup('bd', 'code', 8, 'report') IS NOT NULL AS attached;
+INSERT INTO bd VALUES (33, pg_temp.code256('f') # pg_temp.flip(7));
+SELECT new_key, existing_key, distance FROM bd_near_duplicates ORDER BY reported_at, new_key;
+SELECT id FROM bd WHERE id >= 30 ORDER BY id;
+-- The statement the trigger runs (with sequential scans off, as the trigger runs it, and in the
+-- generic plan its prepared statement ends up with): the planner rewrite sends it to the index.
+SET enable_seqscan = off;
+SET plan_cache_mode = force_generic_plan;
+SELECT simhash_dedup_lookup('bd', 'code', 8) AS lookup \gset
+PREPARE lookup8(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE lookup8(pg_temp.code256('f'), '(0,0)');
+EXECUTE lookup8(pg_temp.code256('f') # pg_temp.flip(3), '(0,0)');
+DEALLOCATE lookup8;
+RESET plan_cache_mode;
+RESET enable_seqscan;
+DROP TABLE bd, bv, fp64, shared_report, bd_near_duplicates;
+
+-- 3. The rows kept equal a brute-force first-come rule: 3,000 rows in groups of 10 (a code and
+-- masks of about 32, 16, 8 and 4 bits off it, k = 10), loaded in order by one INSERT ... SELECT
+-- through the index, and 800 of them without one.
+CREATE TABLE src AS
+SELECT i, CASE WHEN i % 10 = 0 THEN pg_temp.code256((i / 10)::text)
+               ELSE pg_temp.code256((i / 10)::text) # pg_temp.mask256(i::text, 3 + i % 4) END AS code
+FROM generate_series(0, 2999) i;
+CREATE FUNCTION pg_temp.first_come(k int, n int) RETURNS SETOF int LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    CREATE TEMP TABLE kept (i int, code bit(256));
+    FOR r IN SELECT * FROM src WHERE i < n ORDER BY i LOOP
+        IF NOT EXISTS (SELECT FROM kept WHERE bit_count(kept.code # r.code) <= k) THEN
+            INSERT INTO kept VALUES (r.i, r.code);
+        END IF;
+    END LOOP;
+    RETURN QUERY SELECT i FROM kept;
+    DROP TABLE kept;
+END $$;
+CREATE TABLE bf (i integer PRIMARY KEY, code bit(256));
+CREATE INDEX bf_code ON bf USING simhash (code);
+SELECT simhash_add_dedup('bf', 'code', 10, 'skip') IS NOT NULL AS attached;
+INSERT INTO bf SELECT i, code FROM src ORDER BY i;
+CREATE TABLE expected AS SELECT pg_temp.first_come(10, 3000) AS i;
+SELECT (SELECT count(*) FROM bf) AS kept, (SELECT count(*) FROM expected) AS expected,
+       (SELECT count(*) FROM (SELECT i FROM bf EXCEPT SELECT i FROM expected) x) AS only_kept,
+       (SELECT count(*) FROM (SELECT i FROM expected EXCEPT SELECT i FROM bf) x) AS only_expected;
+CREATE TABLE bf_plain (i integer PRIMARY KEY, code bit(256));
+SET client_min_messages = error;  -- (the WARNING about the missing index)
+SELECT simhash_add_dedup('bf_plain', 'code', 10, 'skip') IS NOT NULL AS attached;
+RESET client_min_messages;
+INSERT INTO bf_plain SELECT i, code FROM src WHERE i < 800 ORDER BY i;
+SELECT (SELECT count(*) FROM bf_plain) AS kept,
+       (SELECT count(*) FROM (SELECT i FROM bf_plain EXCEPT SELECT pg_temp.first_come(10, 800)) x) AS only_kept,
+       (SELECT count(*) FROM (SELECT pg_temp.first_come(10, 800) EXCEPT SELECT i FROM bf_plain) x) AS only_expected;
+DROP TABLE src, bf, bf_plain, expected;
