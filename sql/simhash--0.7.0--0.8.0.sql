@@ -235,9 +235,17 @@ DECLARE
     update_of pg_catalog.text;
     verify_args pg_catalog.text;
     citus_table pg_catalog.bool := false;
-    code_column pg_catalog.bool := EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) col AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
+    -- A column of bit codes: bit, bit varying or a domain over one (the type category 'V').
+    code_column pg_catalog.bool := EXISTS (
+        SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+        WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) col
+          AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+          AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
 BEGIN
-    IF NOT code_column THEN PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n); END IF;
+    IF NOT code_column THEN
+        -- The radius, and with verify the threshold and the shingle length (22023).
+        PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
+    END IF;
     SELECT c.relname, ns.nspname, c.relowner, c.relpersistence INTO rel_name, rel_schema, rel_owner, rel_persistence
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
@@ -286,9 +294,10 @@ BEGIN
     ELSE
         verify_args := '';
     END IF;
-    IF NOT code_column THEN -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
-    SELECT pg_catalog.string_agg(s OPERATOR(pg_catalog.||) ';', E'\n') INTO statements
-    FROM @extschema@.simhash_index_statements(tbl, col) s;
+    IF NOT code_column THEN
+        -- Checks the column and its type (42703, 42804) and lists the indexes the lookups need.
+        SELECT pg_catalog.string_agg(s OPERATOR(pg_catalog.||) ';', E'\n') INTO statements
+        FROM @extschema@.simhash_index_statements(tbl, col) s;
     ELSE
         -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
         -- trigger takes those two): the radius, checked against the codes' range by
