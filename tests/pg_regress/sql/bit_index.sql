@@ -218,3 +218,19 @@ CREATE INDEX cparted_code ON cparted USING simhash (code);
 SELECT simhash_index_check('cparted_code');
 SELECT simhash_index_check('cparted_1_code_idx');
 DROP TABLE cparted;
+-- NULL codes in ORDER BY come last in table order, read in passes bounded by work_mem (64 kB:
+-- 2,730 rows a pass) as the codes are: 6,000 NULL rows, after the build and inserted.
+CREATE TABLE cnulls AS SELECT i AS id, CASE WHEN i % 3 = 0 THEN pg_temp.code256('n' || i) END AS code FROM generate_series(1, 6000) i;
+CREATE INDEX cnulls_code ON cnulls USING simhash (code);
+INSERT INTO cnulls SELECT 10000 + i, NULL FROM generate_series(1, 3000) i;
+SET work_mem = 64;
+SET enable_seqscan = off;
+CREATE TEMP TABLE by_index AS SELECT row_number() OVER () AS n, ctid AS t, code IS NULL AS is_null
+    FROM (SELECT ctid, code FROM cnulls ORDER BY code <-> simhash_code_ball(pg_temp.code256('n3'), 0)) s;
+RESET enable_seqscan;
+RESET work_mem;
+SELECT count(*) AS rows, count(*) FILTER (WHERE is_null) AS null_rows,
+       bool_and(NOT is_null) FILTER (WHERE n <= 2000) AS codes_first,
+       array(SELECT t FROM by_index WHERE is_null ORDER BY n) = array(SELECT ctid FROM cnulls WHERE code IS NULL ORDER BY ctid) AS nulls_in_table_order
+FROM by_index;
+DROP TABLE cnulls;
