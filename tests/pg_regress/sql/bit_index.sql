@@ -259,3 +259,24 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE is_null) AS null_rows,
        array(SELECT t FROM by_index WHERE is_null ORDER BY n) = array(SELECT ctid FROM cnulls WHERE code IS NULL ORDER BY ctid) AS nulls_in_table_order
 FROM by_index;
 DROP TABLE cnulls;
+-- A partitioned table: ORDER BY simhash_hamming(code, q) LIMIT n is a Merge Append of each
+-- partition's ordered index scan (once, on 18: a sort of every row).
+CREATE TABLE cparts (id int, code bit(64)) PARTITION BY RANGE (id);
+CREATE TABLE cparts_1 PARTITION OF cparts FOR VALUES FROM (0) TO (3000);
+CREATE TABLE cparts_2 PARTITION OF cparts FOR VALUES FROM (3000) TO (6000);
+INSERT INTO cparts SELECT i, ('x' || md5(i::text))::bit(64) FROM generate_series(0, 5999) i;
+INSERT INTO cparts VALUES (5, NULL);
+CREATE INDEX cparts_code ON cparts USING simhash (code);
+ANALYZE cparts;
+SET plan_cache_mode = force_generic_plan;
+PREPARE cparts_nearest_only(bit) AS SELECT id FROM cparts ORDER BY simhash_hamming(code, $1) LIMIT 5;
+EXPLAIN (COSTS OFF) EXECUTE cparts_nearest_only(B'1');
+RESET plan_cache_mode;
+SET enable_seqscan = off;
+SET enable_sort = off;
+SELECT array(SELECT simhash_hamming(code, ('x' || md5('17'))::bit(64)) FROM cparts
+    ORDER BY simhash_hamming(code, ('x' || md5('17'))::bit(64)) LIMIT 8) AS by_index;
+RESET enable_seqscan;
+RESET enable_sort;
+SELECT array(SELECT bit_count(code # ('x' || md5('17'))::bit(64)) FROM cparts ORDER BY 1 LIMIT 8) AS by_sort;
+DROP TABLE cparts;

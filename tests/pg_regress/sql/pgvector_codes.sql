@@ -74,3 +74,17 @@ EXPLAIN (COSTS OFF) SELECT id FROM items WHERE code OPERATOR(other.<~>) :'q7'::b
 SET client_min_messages = warning;
 DROP SCHEMA other CASCADE;
 RESET client_min_messages;
+
+-- A partitioned table: pgvector's ORDER BY code <~> q LIMIT n, a Merge Append of each
+-- partition's ordered scan of its simhash index (once, on 18: a sort of every row).
+CREATE TABLE vparts (id int, code bit(64)) PARTITION BY RANGE (id);
+CREATE TABLE vparts_1 PARTITION OF vparts FOR VALUES FROM (0) TO (3000);
+CREATE TABLE vparts_2 PARTITION OF vparts FOR VALUES FROM (3000) TO (6000);
+INSERT INTO vparts SELECT i, ('x' || md5(i::text))::bit(64) FROM generate_series(0, 5999) i;
+CREATE INDEX vparts_code ON vparts USING simhash (code);
+ANALYZE vparts;
+SET plan_cache_mode = force_generic_plan;
+PREPARE vparts_nearest(bit) AS SELECT id FROM vparts ORDER BY code <~> $1 LIMIT 5;
+EXPLAIN (COSTS OFF) EXECUTE vparts_nearest(B'1');
+RESET plan_cache_mode;
+DROP TABLE vparts;
