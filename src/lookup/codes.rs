@@ -216,29 +216,12 @@ unsafe fn code_indexes(rel: *mut pg_sys::RelOptInfo) -> Vec<(*mut pg_sys::IndexO
                 continue;
             }
             // The operator class is in the extension's schema, beside the objects it names.
-            let Some(schema) = opfamily_namespace(*(*index).opfamily) else { continue };
+            let Some(schema) = crate::pg::names::opfamily_namespace(*(*index).opfamily) else { continue };
             if let Some(codes) = ExtensionObjects::lookup(schema).and_then(|ours| ours.codes) {
                 found.push((index, codes));
             }
         }
         found
-    }
-}
-
-/// The schema of operator family `opfamily`.
-unsafe fn opfamily_namespace(opfamily: Oid) -> Option<Oid> {
-    unsafe {
-        let tuple = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::OPFAMILYOID as i32,
-            pg_sys::Datum::from(opfamily.to_u32()),
-        );
-        if tuple.is_null() {
-            return None;
-        }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_opfamily>(tuple);
-        let namespace = (*form).opfnamespace;
-        pg_sys::ReleaseSysCache(tuple);
-        Some(namespace)
     }
 }
 
