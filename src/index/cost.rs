@@ -43,25 +43,39 @@ fn selectivity(args: *mut pg_sys::List) -> f64 {
     simhash_core::probes::uniform_share_within(radius.min(64) as u32).clamp(0.0, 1.0)
 }
 
+/// The restriction selectivity; 1 for a join test whose twin counts it (an inner index scan's
+/// test estimated as a restriction, `crate::pg::twin`).
 #[pg_extern(sql = false)]
 fn simhash_ball_sel(
-    _root: pgrx::datum::Internal,
-    _operator: pg_sys::Oid,
+    root: pgrx::datum::Internal,
+    operator: pg_sys::Oid,
     args: pgrx::datum::Internal,
     _var_relid: i32,
 ) -> f64 {
-    selectivity(args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr()))
+    once_of_twins(root, operator, args)
 }
 
+/// The join selectivity: that of the radius, or 1 for a test whose twin counts it
+/// (`crate::pg::twin`).
 #[pg_extern(sql = false)]
 fn simhash_ball_joinsel(
-    _root: pgrx::datum::Internal,
-    _operator: pg_sys::Oid,
+    root: pgrx::datum::Internal,
+    operator: pg_sys::Oid,
     args: pgrx::datum::Internal,
     _join_type: i16,
     _join_info: pgrx::datum::Internal,
 ) -> f64 {
-    selectivity(args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr()))
+    once_of_twins(root, operator, args)
+}
+
+/// The selectivity of the test `args`, 1 when its twin counts it.
+fn once_of_twins(root: pgrx::datum::Internal, operator: pg_sys::Oid, args: pgrx::datum::Internal) -> f64 {
+    let root: *mut pg_sys::PlannerInfo = root.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
+    let args: *mut pg_sys::List = args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
+    if unsafe { crate::pg::twin::counted_by_twin(root, operator, args) } {
+        return 1.0;
+    }
+    selectivity(args)
 }
 
 /// The cost of a scan of the index (`amcostestimate`).

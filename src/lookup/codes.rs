@@ -216,29 +216,12 @@ unsafe fn code_indexes(rel: *mut pg_sys::RelOptInfo) -> Vec<(*mut pg_sys::IndexO
                 continue;
             }
             // The operator class is in the extension's schema, beside the objects it names.
-            let Some(schema) = opfamily_namespace(*(*index).opfamily) else { continue };
+            let Some(schema) = crate::pg::names::opfamily_namespace(*(*index).opfamily) else { continue };
             if let Some(codes) = ExtensionObjects::lookup(schema).and_then(|ours| ours.codes) {
                 found.push((index, codes));
             }
         }
         found
-    }
-}
-
-/// The schema of operator family `opfamily`.
-unsafe fn opfamily_namespace(opfamily: Oid) -> Option<Oid> {
-    unsafe {
-        let tuple = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::OPFAMILYOID as i32,
-            pg_sys::Datum::from(opfamily.to_u32()),
-        );
-        if tuple.is_null() {
-            return None;
-        }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_opfamily>(tuple);
-        let namespace = (*form).opfnamespace;
-        pg_sys::ReleaseSysCache(tuple);
-        Some(namespace)
     }
 }
 
@@ -343,7 +326,7 @@ pub(super) unsafe fn offer_order_paths(root: *mut pg_sys::PlannerInfo, rel: *mut
             let mut orderbys = PgList::<Node>::new();
             let mut columns: *mut pg_sys::List = std::ptr::null_mut();
             for pathkey in pathkeys.iter_ptr() {
-                let Some(orderby) = ordering_by(root, index, pathkey, &codes) else { break };
+                let Some(orderby) = ordering_by(root, rel, index, pathkey, &codes) else { break };
                 orderbys.push(orderby);
                 columns = pg_sys::lappend_int(columns, 0);
             }
@@ -360,6 +343,7 @@ pub(super) unsafe fn offer_order_paths(root: *mut pg_sys::PlannerInfo, rel: *mut
 /// `index`'s; `None` for any other sort key.
 unsafe fn ordering_by(
     root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
     index: *mut pg_sys::IndexOptInfo,
     pathkey: *mut pg_sys::PathKey,
     codes: &CodeObjects,
@@ -372,7 +356,8 @@ unsafe fn ordering_by(
             return None;
         }
         let (opfamily, input_type) = (*(*index).opfamily, *(*index).opcintype);
-        for member in PgList::<pg_sys::EquivalenceMember>::from_pg((*(*pathkey).pk_eclass).ec_members).iter_ptr() {
+        // (a partition's ordered path takes the member translated to it, not its parent's)
+        for member in crate::pg::compat::eclass_members((*pathkey).pk_eclass, (*rel).relids) {
             let expr = strip_relabel((*member).em_expr.cast());
             let (strategy, result_type) = match call_of(expr) {
                 Some((function, _)) if function == codes.hamming => (ORDER_BY_INTEGER, pg_sys::INT4OID),
@@ -385,7 +370,7 @@ unsafe fn ordering_by(
             {
                 continue;
             }
-            let (column, query) = index_operands(root, index, expr)?;
+            let Some((column, query)) = index_operands(root, index, expr) else { continue };
             return Some(
                 pg_sys::make_opclause(
                     ordering,

@@ -31,7 +31,7 @@ pub(super) unsafe fn offer(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::Rel
             return;
         }
         // Only where some sort key is a `<~>` of ours (the planner serves `<->` itself).
-        let Some(ours) = pathkeys.iter_ptr().find_map(|pathkey| our_hamming(pathkey)) else {
+        let Some(ours) = pathkeys.iter_ptr().find_map(|pathkey| our_hamming(pathkey, rel)) else {
             return;
         };
         let Some(own) = ours.own_index else { return };
@@ -54,7 +54,7 @@ pub(super) unsafe fn offer(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::Rel
             let mut orderbys = PgList::<Node>::new();
             let mut columns: *mut pg_sys::List = std::ptr::null_mut();
             for pathkey in pathkeys.iter_ptr() {
-                let Some(orderby) = ordering_by(root, index, pathkey, &ours, ordering, sort_family) else {
+                let Some(orderby) = ordering_by(root, rel, index, pathkey, &ours, ordering, sort_family) else {
                     break;
                 };
                 orderbys.push(orderby);
@@ -101,9 +101,9 @@ pub(super) unsafe fn add_ordered_path(
 }
 
 /// The extension's objects, if a member of `pathkey`'s class is a `<~>` of ours.
-unsafe fn our_hamming(pathkey: *mut pg_sys::PathKey) -> Option<ExtensionObjects> {
+unsafe fn our_hamming(pathkey: *mut pg_sys::PathKey, rel: *mut pg_sys::RelOptInfo) -> Option<ExtensionObjects> {
     unsafe {
-        let distances = members(pathkey).filter(|&op| (*op).opresulttype != pg_sys::INT4OID);
+        let distances = members(pathkey, rel).filter(|&op| (*op).opresulttype != pg_sys::INT4OID);
         for op in distances {
             let function = pg_sys::get_opcode((*op).opno);
             if let Some(ours) = ExtensionObjects::lookup(pg_sys::get_func_namespace(function)) {
@@ -116,11 +116,15 @@ unsafe fn our_hamming(pathkey: *mut pg_sys::PathKey) -> Option<ExtensionObjects>
     }
 }
 
-/// The operator calls among the members of `pathkey`'s class (under any relabelling).
-unsafe fn members(pathkey: *mut pg_sys::PathKey) -> impl Iterator<Item = *mut pg_sys::OpExpr> {
+/// The operator calls among the members of `pathkey`'s class that `rel` can use (under any
+/// relabelling): for a partition, the members translated to it too.
+unsafe fn members(
+    pathkey: *mut pg_sys::PathKey,
+    rel: *mut pg_sys::RelOptInfo,
+) -> impl Iterator<Item = *mut pg_sys::OpExpr> {
     unsafe {
-        PgList::<pg_sys::EquivalenceMember>::from_pg((*(*pathkey).pk_eclass).ec_members)
-            .iter_ptr()
+        crate::pg::compat::eclass_members((*pathkey).pk_eclass, (*rel).relids)
+            .into_iter()
             .map(|member| strip_relabel((*member).em_expr.cast()))
             .filter(|&expr| (*expr).type_ == NodeTag::T_OpExpr)
             .map(|expr| expr as *mut pg_sys::OpExpr)
@@ -133,6 +137,7 @@ unsafe fn members(pathkey: *mut pg_sys::PathKey) -> impl Iterator<Item = *mut pg
 /// column and `q` fixed for the scan; `None` for any other sort key.
 unsafe fn ordering_by(
     root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
     index: *mut pg_sys::IndexOptInfo,
     pathkey: *mut pg_sys::PathKey,
     ours: &ExtensionObjects,
@@ -147,10 +152,13 @@ unsafe fn ordering_by(
         {
             return None;
         }
-        let op = members(pathkey).find(|&op| pg_sys::get_opcode((*op).opno) == ours.hamming)?;
-        let args = PgList::<Node>::from_pg((*op).args);
-        let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
-        for (column, query) in [(a, b), (b, a)] {
+        // (a partition's ordered path takes the member translated to it, not its parent's)
+        let ops = members(pathkey, rel).filter(|&op| pg_sys::get_opcode((*op).opno) == ours.hamming);
+        let operands = ops.filter_map(|op| {
+            let args = PgList::<Node>::from_pg((*op).args);
+            Some((args.get_ptr(0)?, args.get_ptr(1)?))
+        });
+        for (column, query) in operands.flat_map(|(a, b)| [(a, b), (b, a)]) {
             let fixed = !pg_sys::contain_volatile_functions(query)
                 && crate::pg::compat::bms_is_empty(pg_sys::pull_varnos(root, query));
             if fixed && pg_sys::match_index_to_operand(column, 0, index) {

@@ -229,6 +229,40 @@ pub(crate) unsafe fn pathkey_is_ascending(pathkey: *const pg_sys::PathKey) -> bo
     }
 }
 
+/// The members of equivalence class `ec` that an ordered path of relation `relids` can use: its
+/// own and, for a partition (or another child of an append), those translated to that child. Up to
+/// 17 the children's members are in `ec_members`; since 18 they are kept apart, per child
+/// (`ec_childmembers`), and read through an iterator.
+///
+/// # Safety
+///
+/// `ec` is a valid equivalence class of the planner and `relids` a relation's set.
+pub(crate) unsafe fn eclass_members(
+    ec: *mut pg_sys::EquivalenceClass,
+    relids: *mut pg_sys::Bitmapset,
+) -> Vec<*mut pg_sys::EquivalenceMember> {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            let _ = relids;
+            pgrx::PgList::<pg_sys::EquivalenceMember>::from_pg((*ec).ec_members).iter_ptr().collect()
+        }
+        #[cfg(feature = "pg18")]
+        {
+            let mut members = Vec::new();
+            let mut iterator: pg_sys::EquivalenceMemberIterator = std::mem::zeroed();
+            pg_sys::setup_eclass_member_iterator(&mut iterator, ec, relids);
+            loop {
+                let member = pg_sys::eclass_member_iterator_next(&mut iterator);
+                if member.is_null() {
+                    break members;
+                }
+                members.push(member);
+            }
+        }
+    }
+}
+
 /// `make_simple_restrictinfo` (a macro in C, whose function gained arguments in 16): a
 /// RestrictInfo for `clause` pushed down to its relation, at `security_level`.
 ///

@@ -1,7 +1,8 @@
 //! Small PostgreSQL helpers the subsystems share: what differs between PostgreSQL majors
 //! (`compat`), whether Citus holds a table's rows elsewhere (`citus`), errors with SQLSTATEs
 //! (`errors`), planner nodes read and built (`nodes`), catalog names for messages (`names`),
-//! table positions (`tid`) and sorts that spill to disk beyond their memory (`tuplesort`).
+//! table positions (`tid`), the join selectivity of a symmetric radius test
+//! written twice (`twin`) and sorts that spill to disk beyond their memory (`tuplesort`).
 //! Nothing here knows about fingerprints.
 
 pub(crate) mod citus;
@@ -11,3 +12,4 @@ pub(crate) mod names;
 pub(crate) mod nodes;
 pub(crate) mod tid;
 pub(crate) mod tuplesort;
+pub(crate) mod twin;

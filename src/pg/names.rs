@@ -1,4 +1,5 @@
-//! Names of catalog objects for messages and generated statements.
+//! Names of catalog objects for messages and generated statements, and the schema of an operator
+//! family (where an index's operator class and the objects it names live).
 
 use std::ffi::{CStr, CString};
 
@@ -120,4 +121,25 @@ pub(crate) fn quote_identifier(name: &str) -> String {
 pub(crate) fn quote_literal(text: &str) -> String {
     let text = CString::new(text).unwrap_or_default();
     unsafe { CStr::from_ptr(pg_sys::quote_literal_cstr(text.as_ptr())).to_string_lossy().into_owned() }
+}
+
+/// The schema of operator family `opfamily`.
+///
+/// # Safety
+///
+/// In a transaction (reads the catalog cache).
+pub(crate) unsafe fn opfamily_namespace(opfamily: Oid) -> Option<Oid> {
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::OPFAMILYOID as i32,
+            pg_sys::Datum::from(opfamily.to_u32()),
+        );
+        if tuple.is_null() {
+            return None;
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_opfamily>(tuple);
+        let namespace = (*form).opfnamespace;
+        pg_sys::ReleaseSysCache(tuple);
+        Some(namespace)
+    }
 }

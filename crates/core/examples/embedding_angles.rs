@@ -10,20 +10,8 @@
 //!     cargo run --release -p simhash-core --example embedding_angles -- [pairs] [seed]
 
 use simhash_core::hyperplanes::{Planes, LANES};
+use simhash_core::test_values::Lcg;
 use simhash_core::Interrupt;
-
-/// A deterministic stream of test values (not the planes' generator).
-struct Lcg(u64);
-impl Lcg {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-}
 
 fn angle_over_pi(a: &[f32], b: &[f32]) -> f64 {
     let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);

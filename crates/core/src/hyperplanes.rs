@@ -346,24 +346,9 @@ pub fn cosine_radius(cosine: f64, bits: i64, recall: f64) -> Result<u32, RadiusE
 mod tests {
     use super::*;
     use crate::interrupt::tests::run_stopping;
+    use crate::test_values::Lcg;
 
     const NEVER: Interrupt<'static> = Interrupt::NEVER;
-
-    /// A deterministic stream of test values (not the planes' generator).
-    struct Lcg(u64);
-    impl Lcg {
-        fn uniform(&mut self) -> f64 {
-            self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        }
-        fn normal(&mut self) -> f64 {
-            let (u1, u2) = (self.uniform(), self.uniform());
-            (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-        }
-        fn gaussian(&mut self, d: usize) -> Vec<f64> {
-            (0..d).map(|_| self.normal()).collect()
-        }
-    }
 
     fn hex(code: &[u8]) -> String {
         code.iter().map(|b| format!("{b:02x}")).collect()

@@ -45,6 +45,8 @@ pub mod nearest;
 pub mod pairs;
 pub mod probes;
 pub mod shingles;
+#[doc(hidden)]
+pub mod test_values;
 pub mod text_format;
 pub mod text_memory;
 pub mod verified_groups;

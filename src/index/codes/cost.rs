@@ -1,8 +1,8 @@
 //! The cost of a scan of an index of codes: from its metapage (rows, layout, tail pages) and the
 //! ball's radius when the plan knows it, the expected probes and candidates of a lookup
 //! (`simhash_core::code_index`), or a read of the whole code store when probing would cost more
-//! (as the scan then does). `ORDER BY` alone is priced as a read of the code store (the nearest
-//! rows of uniform codes are far: rounds through the segments are a bonus of clustered data).
+//! (as the scan then does). `ORDER BY` alone starts as a lookup at radius 0 and costs in all a
+//! read of the code store, of which `LIMIT n` pays a share (see [`estimate`]).
 
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::PgList;
@@ -81,32 +81,45 @@ pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<
             }
             radius = Some(radius.map_or(r as u32, |k| k.min(r as u32)));
         }
+        // A lookup within `k`: (cost, selectivity, pages).
+        let lookup = |k: u32| {
+            let selectivity = (simhash_core::multi_index::uniform_share_within(meta.code_bits.max(1), k)
+                + 1.0 / all_rows.max(1.0))
+            .min(1.0);
+            let matches = selectivity * all_rows;
+            let tail = f64::from(meta.tail_pages);
+            let probed = (rows > 0)
+                .then(|| meta.layout())
+                .and_then(|layout| layout.radii(k, rows).map(|radii| layout.work(&radii, rows)))
+                .filter(|&work| code_index::probing_pays(work, rows));
+            let cost = match probed {
+                // A probe: a directory position and a binary search in cached pages; a candidate: a
+                // code-store page (random, a share of them cached) and a distance.
+                Some(work) => {
+                    work.probes * (cpu_operator * 20.0)
+                        + work.candidates * (cpu_tuple + cpu_operator + 0.1 * random_page)
+                        + tail * seq_page
+                        + matches * cpu_tuple
+                        + random_page
+                }
+                None => scan,
+            };
+            let pages = probed.map_or(store_pages, |work| (work.candidates + 1.0).min(store_pages) + tail);
+            (cost, selectivity, pages)
+        };
         let Some(k) = radius else {
-            // ORDER BY alone: a read of the code store.
-            return Some((scan, scan, 1.0, store_pages));
+            // ORDER BY alone: the rows come nearest first, from rounds through the segments and
+            // then passes over the code store. Started as the first round (radius 0), then priced
+            // as a read of the code store spread over the rows, so that `LIMIT n` pays its share:
+            // the shape of the simhash64 index's ordered scan (PostgreSQL's generic estimate), and
+            // what an index of near-duplicates is for (its nearest rows are near). The rows of
+            // uniform codes lie far (about 87 bits of 256): their first row then costs a read of
+            // the code store, still less than the sequential scan and sort it replaces.
+            let (first, _, _) = lookup(0);
+            let first = first.min(scan);
+            return Some((first, first + scan, 1.0, store_pages));
         };
-        let selectivity = (simhash_core::multi_index::uniform_share_within(meta.code_bits.max(1), k)
-            + 1.0 / all_rows.max(1.0))
-        .min(1.0);
-        let matches = selectivity * all_rows;
-        let tail = f64::from(meta.tail_pages);
-        let probed = (rows > 0)
-            .then(|| meta.layout())
-            .and_then(|layout| layout.radii(k, rows).map(|radii| layout.work(&radii, rows)))
-            .filter(|&work| code_index::probing_pays(work, rows));
-        let cost = match probed {
-            // A probe: a directory position and a binary search in cached pages; a candidate: a
-            // code-store page (random, a share of them cached) and a distance.
-            Some(work) => {
-                work.probes * (cpu_operator * 20.0)
-                    + work.candidates * (cpu_tuple + cpu_operator + 0.1 * random_page)
-                    + tail * seq_page
-                    + matches * cpu_tuple
-                    + random_page
-            }
-            None => scan,
-        };
-        let pages = probed.map_or(store_pages, |work| (work.candidates + 1.0).min(store_pages) + tail);
+        let (cost, selectivity, pages) = lookup(k);
         Some((cost, cost, selectivity, pages))
     }
 }

@@ -9,7 +9,9 @@
 //! and the tail, each keeping the next rows in (distance, TID) order after the last one handed out
 //! (`simhash_core::code_index::Smallest`): for `ORDER BY`, 64 rows in the first pass (a scan
 //! under `LIMIT 10` reads the codes once, keeping few), eight times more in each next one, up to
-//! what `work_mem` holds; for a radius scan, as many as `work_mem` holds from the first.
+//! what `work_mem` holds; for a radius scan, as many as `work_mem` holds from the first. The rows
+//! whose code is NULL come last, in TID order, read from their chain in passes too, each keeping
+//! the next TIDs after the last one handed out, as many as `work_mem` holds.
 
 use pgrx::pg_sys;
 use simhash_core::code_index::Smallest;
@@ -44,7 +46,13 @@ pub(super) struct Nearest {
     batch: Vec<(u32, u64)>,
     at: usize,
     codes_done: bool,
-    nulls: Option<Vec<u64>>,
+    /// Whether the rows whose code is NULL are handed out after the others.
+    nulls: bool,
+    /// The rows in `batch` are rows whose code is NULL (a pass over their chain).
+    in_nulls: bool,
+    /// Every row whose code is NULL at or before this TID order key was handed out.
+    nulls_after: Option<u64>,
+    nulls_all: bool,
 }
 
 impl Nearest {
@@ -70,8 +78,10 @@ impl Nearest {
             batch: Vec::new(),
             at: 0,
             codes_done: false,
-            // (none wanted: an empty list, read already)
-            nulls: (!nulls).then(Vec::new),
+            nulls,
+            in_nulls: false,
+            nulls_after: None,
+            nulls_all: false,
         }
     }
 
@@ -89,21 +99,31 @@ impl Nearest {
             loop {
                 if let Some(&(d, key)) = self.batch.get(self.at) {
                     self.at += 1;
-                    return Some((tid_of_order(key), Some(d)));
+                    return Some((tid_of_order(key), (!self.in_nulls).then_some(d)));
                 }
-                if self.codes_done {
-                    if self.nulls.is_none() {
-                        self.nulls = Some(Reader::new(index).null_rows());
-                        self.batch = Vec::new();
-                        self.at = 0;
-                    }
-                    let nulls = self.nulls.as_ref().expect("read");
-                    let key = *nulls.get(self.at)?;
-                    self.at += 1;
-                    return Some((tid_of_order(key), None));
+                if !self.codes_done {
+                    self.refill(index);
+                } else if self.nulls && !self.nulls_all {
+                    self.null_pass(index);
+                } else {
+                    return None;
                 }
-                self.refill(index);
             }
+        }
+    }
+
+    /// A pass over the chain of the rows whose code is NULL, keeping the next ones in TID order
+    /// after the last handed out, as many as `work_mem` holds.
+    unsafe fn null_pass(&mut self, index: pg_sys::Relation) {
+        unsafe {
+            let mut pass = Smallest::new(work_mem_bytes() / 24, self.nulls_after.map(|key| (0, key)));
+            Reader::new(index).for_each_null_row(&mut |key| pass.offer((0, key)));
+            let (batch, all) = pass.finish();
+            self.nulls_after = batch.last().map(|&(_, key)| key).or(self.nulls_after);
+            self.nulls_all = all;
+            self.in_nulls = true;
+            self.batch = batch;
+            self.at = 0;
         }
     }
 

@@ -211,16 +211,16 @@ impl Reader {
         }
     }
 
-    /// The TIDs of the rows whose code is NULL (in TID order).
-    pub unsafe fn null_rows(&mut self) -> Vec<u64> {
+    /// Every live row whose code is NULL, with `visit(TID order key)`, in the order of its pages
+    /// (not TID order: a caller that wants it sorts, or keeps the smallest).
+    pub unsafe fn for_each_null_row(&mut self, visit: &mut dyn FnMut(u64)) {
         unsafe {
             let index = self.index;
-            let mut tids = Vec::new();
             self.walk_chain(self.meta.nulls_head, Kind::CodeNulls, |block, nulls_page| {
-                tids.extend(null_slots(index, nulls_page, block).iter().filter(|t| !is_removed(t)).map(tid_order));
+                for tid in null_slots(index, nulls_page, block).iter().filter(|t| !is_removed(t)) {
+                    visit(tid_order(tid));
+                }
             });
-            tids.sort_unstable();
-            tids
         }
     }
 

@@ -221,12 +221,12 @@ pub(in crate::index) unsafe fn getbitmap(
                 }
             });
             if balls.is_empty() {
-                for key in reader.null_rows() {
+                reader.for_each_null_row(&mut |key| {
                     batch.push(tid_of_order(key));
                     if batch.len() == 4096 {
                         add(&mut batch);
                     }
-                }
+                });
             }
         }
         add(&mut batch);

@@ -218,3 +218,65 @@ CREATE INDEX cparted_code ON cparted USING simhash (code);
 SELECT simhash_index_check('cparted_code');
 SELECT simhash_index_check('cparted_1_code_idx');
 DROP TABLE cparted;
+-- A join of two indexed columns: simhash_hamming(a.code, b.code) <= k becomes a test per side
+-- (each probes its own index), which are one condition: the row estimate counts it once (once:
+-- squared, 1 row), with one index or two, and for the two spellings.
+CREATE TABLE cja AS SELECT i AS id, ('x' || md5(i::text))::bit(128) AS code FROM generate_series(1, 1000) i;
+CREATE TABLE cjb AS SELECT i AS id, ('x' || md5((i * 7)::text))::bit(128) AS code FROM generate_series(1, 1000) i;
+ANALYZE cja, cjb;
+CREATE FUNCTION pg_temp.estimate(query text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+    EXECUTE 'EXPLAIN (FORMAT JSON) ' || query INTO plan;
+    RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+END $$;
+CREATE TEMP TABLE join_estimates (indexes int, form text, estimate float8);
+INSERT INTO join_estimates SELECT 0, f, pg_temp.estimate(f) FROM unnest(ARRAY[
+    'SELECT * FROM cja a, cjb b WHERE simhash_hamming(a.code, b.code) <= 40',
+    'SELECT * FROM cja a, cjb b WHERE a.code <@ simhash_code_ball(b.code, 40) AND b.code <@ simhash_code_ball(a.code, 40)']) f;
+CREATE INDEX cja_code ON cja USING simhash (code);
+INSERT INTO join_estimates SELECT 1, form, pg_temp.estimate(form) FROM join_estimates WHERE indexes = 0;
+CREATE INDEX cjb_code ON cjb USING simhash (code);
+INSERT INTO join_estimates SELECT 2, form, pg_temp.estimate(form) FROM join_estimates WHERE indexes = 0;
+EXPLAIN (COSTS OFF) SELECT * FROM cja a, cjb b WHERE simhash_hamming(a.code, b.code) <= 40;
+SELECT indexes, left(form, 60) AS form, estimate = (SELECT estimate FROM join_estimates WHERE indexes = 1 AND form LIKE '%simhash_hamming%') AS same,
+       estimate > 5 AS above_5
+FROM join_estimates WHERE indexes > 0 ORDER BY 1, 2;
+DROP TABLE cja, cjb;
+-- NULL codes in ORDER BY come last in table order, read in passes bounded by work_mem (64 kB:
+-- 2,730 rows a pass) as the codes are: 6,000 NULL rows, after the build and inserted.
+CREATE TABLE cnulls AS SELECT i AS id, CASE WHEN i % 3 = 0 THEN pg_temp.code256('n' || i) END AS code FROM generate_series(1, 6000) i;
+CREATE INDEX cnulls_code ON cnulls USING simhash (code);
+INSERT INTO cnulls SELECT 10000 + i, NULL FROM generate_series(1, 3000) i;
+SET work_mem = 64;
+SET enable_seqscan = off;
+CREATE TEMP TABLE by_index AS SELECT row_number() OVER () AS n, ctid AS t, code IS NULL AS is_null
+    FROM (SELECT ctid, code FROM cnulls ORDER BY code <-> simhash_code_ball(pg_temp.code256('n3'), 0)) s;
+RESET enable_seqscan;
+RESET work_mem;
+SELECT count(*) AS rows, count(*) FILTER (WHERE is_null) AS null_rows,
+       bool_and(NOT is_null) FILTER (WHERE n <= 2000) AS codes_first,
+       array(SELECT t FROM by_index WHERE is_null ORDER BY n) = array(SELECT ctid FROM cnulls WHERE code IS NULL ORDER BY ctid) AS nulls_in_table_order
+FROM by_index;
+DROP TABLE cnulls;
+-- A partitioned table: ORDER BY simhash_hamming(code, q) LIMIT n is a Merge Append of each
+-- partition's ordered index scan (once, on 18: a sort of every row).
+CREATE TABLE cparts (id int, code bit(64)) PARTITION BY RANGE (id);
+CREATE TABLE cparts_1 PARTITION OF cparts FOR VALUES FROM (0) TO (3000);
+CREATE TABLE cparts_2 PARTITION OF cparts FOR VALUES FROM (3000) TO (6000);
+INSERT INTO cparts SELECT i, ('x' || md5(i::text))::bit(64) FROM generate_series(0, 5999) i;
+INSERT INTO cparts VALUES (5, NULL);
+CREATE INDEX cparts_code ON cparts USING simhash (code);
+ANALYZE cparts;
+SET plan_cache_mode = force_generic_plan;
+PREPARE cparts_nearest_only(bit) AS SELECT id FROM cparts ORDER BY simhash_hamming(code, $1) LIMIT 5;
+EXPLAIN (COSTS OFF) EXECUTE cparts_nearest_only(B'1');
+RESET plan_cache_mode;
+SET enable_seqscan = off;
+SET enable_sort = off;
+SELECT array(SELECT simhash_hamming(code, ('x' || md5('17'))::bit(64)) FROM cparts
+    ORDER BY simhash_hamming(code, ('x' || md5('17'))::bit(64)) LIMIT 8) AS by_index;
+RESET enable_seqscan;
+RESET enable_sort;
+SELECT array(SELECT bit_count(code # ('x' || md5('17'))::bit(64)) FROM cparts ORDER BY 1 LIMIT 8) AS by_sort;
+DROP TABLE cparts;

@@ -184,3 +184,16 @@ FROM two_index i FULL JOIN two_sort s USING (pos);
 
 DROP TABLE ord_docs, ord_queries, two_index, two_sort, ord_two_out;
 DROP FUNCTION ord_answers(), ord_check(text);
+-- A partitioned table: ORDER BY fp <~> q LIMIT n (as fp <-> q) is a Merge Append of each
+-- partition's ordered index scan (once, on 18: a sort of every row for <~>).
+CREATE TABLE ord_parts (id int, fp simhash64) PARTITION BY RANGE (id);
+CREATE TABLE ord_parts_1 PARTITION OF ord_parts FOR VALUES FROM (0) TO (1000);
+CREATE TABLE ord_parts_2 PARTITION OF ord_parts FOR VALUES FROM (1000) TO (2001);
+INSERT INTO ord_parts SELECT i, simhash(i::text) FROM generate_series(0, 2000) i;
+CREATE INDEX ord_parts_fp ON ord_parts USING simhash (fp);
+ANALYZE ord_parts;
+SET plan_cache_mode = force_generic_plan;
+PREPARE ord_parts_nearest(simhash64) AS SELECT id FROM ord_parts ORDER BY fp <~> $1 LIMIT 5;
+EXPLAIN (COSTS OFF) EXECUTE ord_parts_nearest('0123456789abcdef');
+RESET plan_cache_mode;
+DROP TABLE ord_parts;

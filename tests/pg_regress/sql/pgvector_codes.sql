@@ -74,3 +74,34 @@ EXPLAIN (COSTS OFF) SELECT id FROM items WHERE code OPERATOR(other.<~>) :'q7'::b
 SET client_min_messages = warning;
 DROP SCHEMA other CASCADE;
 RESET client_min_messages;
+
+-- Both indexes on one column, 12,000 rows: ORDER BY code <~> q LIMIT 10 takes the simhash index
+-- (exact, its first rows near the query) over HNSW (approximate); without LIMIT the index still
+-- orders every row. (once: costed as a read of every code before the first row, HNSW won)
+CREATE TABLE both_idx AS SELECT i AS id, ('x' || md5(i::text))::bit(64) AS code FROM generate_series(1, 12000) i;
+CREATE INDEX both_idx_simhash ON both_idx USING simhash (code);
+CREATE INDEX both_idx_hnsw ON both_idx USING hnsw (code bit_hamming_ops);
+ANALYZE both_idx;
+SET plan_cache_mode = force_generic_plan;
+PREPARE both_10(bit) AS SELECT id FROM both_idx ORDER BY code <~> $1 LIMIT 10;
+PREPARE both_10_own(bit) AS SELECT id FROM both_idx ORDER BY simhash_hamming(code, $1) LIMIT 10;
+EXPLAIN (COSTS OFF) EXECUTE both_10(B'1');
+EXPLAIN (COSTS OFF) EXECUTE both_10_own(B'1');
+RESET plan_cache_mode;
+SELECT array(SELECT code <~> ('x' || md5('77'))::bit(64) FROM both_idx ORDER BY code <~> ('x' || md5('77'))::bit(64) LIMIT 10)
+     = array(SELECT bit_count(code # ('x' || md5('77'))::bit(64))::float8 FROM both_idx ORDER BY 1 LIMIT 10) AS exact;
+DROP TABLE both_idx;
+
+-- A partitioned table: pgvector's ORDER BY code <~> q LIMIT n, a Merge Append of each
+-- partition's ordered scan of its simhash index (once, on 18: a sort of every row).
+CREATE TABLE vparts (id int, code bit(64)) PARTITION BY RANGE (id);
+CREATE TABLE vparts_1 PARTITION OF vparts FOR VALUES FROM (0) TO (3000);
+CREATE TABLE vparts_2 PARTITION OF vparts FOR VALUES FROM (3000) TO (6000);
+INSERT INTO vparts SELECT i, ('x' || md5(i::text))::bit(64) FROM generate_series(0, 5999) i;
+CREATE INDEX vparts_code ON vparts USING simhash (code);
+ANALYZE vparts;
+SET plan_cache_mode = force_generic_plan;
+PREPARE vparts_nearest(bit) AS SELECT id FROM vparts ORDER BY code <~> $1 LIMIT 5;
+EXPLAIN (COSTS OFF) EXECUTE vparts_nearest(B'1');
+RESET plan_cache_mode;
+DROP TABLE vparts;
