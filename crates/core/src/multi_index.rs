@@ -236,26 +236,25 @@ pub const MAX_EXTRA_UNITS: u32 = 6;
 /// `k + 1 + MAX_EXTRA_UNITS` units, the greedy of [`segment_budgets`] (candidates weighed as met
 /// and checked, and as met alone), the cheapest of them; `None` when no probing can.
 pub fn lookup_radii(plan: &SegmentPlan, k: u32, rows: u64, costs: LookupCosts) -> Option<Vec<Option<u32>>> {
-    let mut best: Option<(f64, Vec<Option<u32>>)> = None;
-    for extra in 0..=MAX_EXTRA_UNITS {
-        let weights = [
-            Costs { probe: costs.probe, candidate: costs.candidate + costs.check },
-            Costs { probe: costs.probe, candidate: costs.candidate },
-        ];
-        let mut any = false;
-        for weight in weights {
-            let Some(radii) = segment_budgets(plan, k + 1 + extra, rows, weight) else { continue };
-            any = true;
-            let cost = costs.of(expected_work_within(plan, &radii, k, rows));
-            if best.as_ref().is_none_or(|(least, _)| cost < *least) {
-                best = Some((cost, radii));
+    // (least cost, then fewest units: the radii, by growing each greedy once)
+    let mut best: Option<(f64, u32, Vec<Option<u32>>)> = None;
+    let weights = [
+        Costs { probe: costs.probe, candidate: costs.candidate + costs.check },
+        Costs { probe: costs.probe, candidate: costs.candidate },
+    ];
+    for weight in weights {
+        greedy(plan, k.saturating_add(1 + MAX_EXTRA_UNITS), rows, weight, |unit, budgets| {
+            if unit <= k {
+                return;
             }
-        }
-        if !any {
-            break;
-        }
+            let radii: Vec<Option<u32>> = budgets.iter().map(|b| b.checked_sub(1)).collect();
+            let cost = costs.of(expected_work_within(plan, &radii, k, rows));
+            if best.as_ref().is_none_or(|(least, units, _)| cost < *least || (cost == *least && unit < *units)) {
+                best = Some((cost, unit, radii));
+            }
+        });
     }
-    best.map(|(_, radii)| radii)
+    best.map(|(_, _, radii)| radii)
 }
 
 /// The radius of each segment of `plan` that makes a lookup within `k` bits exact at the least
@@ -278,18 +277,37 @@ pub fn segment_radii(plan: &SegmentPlan, k: u32, rows: u64, costs: Costs) -> Opt
 /// The greedy of [`segment_radii`] for `units` units (`k + 1` for a lookup within `k`; more buy
 /// slack, [`slack_threshold`]), or `None` when the segments cannot take them all.
 pub fn segment_budgets(plan: &SegmentPlan, units: u32, rows: u64, costs: Costs) -> Option<Vec<Option<u32>>> {
+    if units == 0 {
+        return Some(vec![None; plan.count as usize]);
+    }
+    let mut radii = None;
+    greedy(plan, units, rows, costs, |unit, budgets| {
+        if unit == units {
+            radii = Some(budgets.iter().map(|b| b.checked_sub(1)).collect());
+        }
+    });
+    radii
+}
+
+/// The greedy of [`segment_budgets`] one unit at a time up to `units`, with `visit(unit,
+/// budgets)` after each (the budgets of `u` units are those of `u - 1` and one more), until the
+/// segments take no more.
+fn greedy(plan: &SegmentPlan, units: u32, rows: u64, costs: Costs, mut visit: impl FnMut(u32, &[u32])) {
     let mut budgets = vec![0u32; plan.count as usize];
     let per_probe: Vec<f64> = (0..plan.count)
         .map(|i| costs.probe + costs.candidate * rows as f64 / 2f64.powi(plan.width_of(i) as i32))
         .collect();
-    for _ in 0..units {
-        let next = (0..plan.count as usize)
+    for unit in 1..=units {
+        let Some(next) = (0..plan.count as usize)
             .filter(|&i| budgets[i] <= plan.width_of(i as u32) / 2)
             .map(|i| (i, binomial(plan.width_of(i as u32), budgets[i]) as f64 * per_probe[i]))
-            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            return;
+        };
         budgets[next.0] += 1;
+        visit(unit, &budgets);
     }
-    Some(budgets.into_iter().map(|b| b.checked_sub(1)).collect())
 }
 
 /// Every `width`-bit value within `radius` bits of `value`: `value` first, then the values `1`,
