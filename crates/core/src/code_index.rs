@@ -118,17 +118,21 @@ impl Layout {
     }
 }
 
-/// The costs of a lookup's work in units of a random page access of the index: a probe one, a
-/// candidate met in a run (an ordinal on a page at hand) a tenth, a code read from the store one.
+/// The costs of a lookup's work in units of a random page access of the index, for choosing its
+/// radii: a probe one, a candidate met in a run (an ordinal on a page at hand) a tenth, a code read
+/// from the store one.
 pub const COSTS: LookupCosts = LookupCosts { probe: 1.0, candidate: 0.1, check: 1.0 };
 
-/// The units of `work` at [`COSTS`].
+/// The units of `work` weighed against a read of the code store: its probes and its candidates
+/// met (the codes read are among them). Probes and candidates cost about the same here, which
+/// keeps a lookup that meets many rows, or the rounds of a nearest-rows search, from running long
+/// before the code store is read in order instead.
 pub fn units(work: Work) -> f64 {
-    COSTS.of(work)
+    work.probes + work.candidates
 }
 
 /// Whether probing with `work` is expected to cost less than reading all `rows` codes in order
-/// (a code read in order costs about a tenth of a random access).
+/// (a code read in order costs about a tenth of a probe or a candidate, [`units`]).
 pub fn probing_pays(work: Work, rows: u64) -> bool {
     units(work) < rows as f64 / 10.0 + 16.0
 }
