@@ -12,15 +12,18 @@
 //!   prefix's run through the directory and finds its entries there by a binary search on the low
 //!   bits ([`probe_run`]).
 //! - A lookup within `k` bits ([`Layout::radii`], [`candidates`]): the probes of each indexed
-//!   segment within its radius, their ordinals collected, sorted and deduplicated; the caller
-//!   reads each candidate's code and keeps those within `k`. Complete by the generalised
-//!   pigeonhole ([`crate::multi_index`]), checked against brute force below.
+//!   segment within its radius, their ordinals collected with the slack of each meeting, sorted,
+//!   and kept once when their slacks add up to the threshold
+//!   ([`crate::multi_index::slack_threshold`]: radii of more units than the pigeonhole's `k + 1`
+//!   leave most rows met in one run below it, unread); the caller reads each kept candidate's
+//!   code and keeps those within `k`. Complete by the generalised pigeonhole
+//!   ([`crate::multi_index`]), checked against brute force below.
 //! - Nearest rows in passes of bounded memory ([`Smallest`]): the next `capacity` rows in
 //!   (distance, TID) order after a cursor.
 
 use std::collections::BinaryHeap;
 
-use crate::multi_index::{self, Costs, PlanError, SegmentPlan, Work};
+use crate::multi_index::{self, LookupCosts, PlanError, SegmentPlan, Work};
 
 /// The most segments an index files its rows under (the rest of a long code is only compared).
 pub const MAX_INDEXED_SEGMENTS: u32 = 16;
@@ -104,21 +107,34 @@ impl Layout {
     }
 
     /// The radii of the indexed segments for a lookup within `k` bits among `rows` rows (`None`:
-    /// no probing is complete, read every code).
+    /// no probing is complete, read every code): [`multi_index::lookup_radii`] at [`COSTS`].
     pub fn radii(&self, k: u32, rows: u64) -> Option<Vec<Option<u32>>> {
-        multi_index::segment_radii(&self.indexed_plan(), k, rows, Costs::default())
+        multi_index::lookup_radii(&self.indexed_plan(), k, rows, COSTS)
     }
 
-    /// The expected work of probing with `radii` among `rows` rows.
-    pub fn work(&self, radii: &[Option<u32>], rows: u64) -> Work {
-        multi_index::expected_work(&self.indexed_plan(), radii, rows)
+    /// The expected work of probing with `radii` for a lookup within `k` among `rows` rows.
+    pub fn work(&self, radii: &[Option<u32>], k: u32, rows: u64) -> Work {
+        multi_index::expected_work_within(&self.indexed_plan(), radii, k, rows)
     }
 }
 
+/// The costs of a lookup's work in units of a random page access of the index, for choosing its
+/// radii: a probe one, a candidate met in a run (an ordinal on a page at hand) a tenth, a code read
+/// from the store one.
+pub const COSTS: LookupCosts = LookupCosts { probe: 1.0, candidate: 0.1, check: 1.0 };
+
+/// The units of `work` weighed against a read of the code store: its probes and its candidates
+/// met (the codes read are among them). Probes and candidates cost about the same here, which
+/// keeps a lookup that meets many rows, or the rounds of a nearest-rows search, from running long
+/// before the code store is read in order instead.
+pub fn units(work: Work) -> f64 {
+    work.probes + work.candidates
+}
+
 /// Whether probing with `work` is expected to cost less than reading all `rows` codes in order
-/// (a candidate or a probe is a random access in the index, a code read in order about a tenth).
+/// (a code read in order costs about a tenth of a probe or a candidate, [`units`]).
 pub fn probing_pays(work: Work, rows: u64) -> bool {
-    work.probes + work.candidates < rows as f64 / 10.0 + 16.0
+    units(work) < rows as f64 / 10.0 + 16.0
 }
 
 /// The directory of a segment from its entries' prefixes in ascending order: where each of the
@@ -179,17 +195,22 @@ pub trait Segments {
     fn ordinal(&mut self, i: u32, position: u32) -> u32;
 }
 
-/// The ordinals of the rows met by probing the indexed segments of `query` with `radii`, sorted
-/// and each once, or `None` once more than `limit` were met (counting repeats).
+/// The ordinals of the rows met by probing the indexed segments of `query` with `radii` (complete
+/// for a lookup within `k` bits: at least `k + 1` units) whose slacks add up to the threshold
+/// ([`multi_index::slack_threshold`]), sorted and each once, or `None` once more than `limit`
+/// were met (counting repeats). Every row within `k` is among them.
 pub fn candidates(
     layout: &Layout,
     radii: &[Option<u32>],
+    k: u32,
     query: &[u8],
     segments: &mut dyn Segments,
     limit: usize,
     interrupt: crate::Interrupt,
 ) -> Option<Vec<u32>> {
-    let mut found = Vec::new();
+    let threshold = multi_index::slack_threshold(radii, k);
+    // (ordinal << 32 | the slack of the meeting, at most `u32::MAX`)
+    let mut met: Vec<u64> = Vec::new();
     let mut probed = 0usize;
     let mut values = Vec::new();
     for (i, radius) in radii.iter().enumerate() {
@@ -209,14 +230,28 @@ pub fn candidates(
             let (prefix, low) = layout.split(i, probe);
             let (start, end) = (segments.directory(i, prefix), segments.directory(i, prefix + 1));
             let range = probe_run(start, end, low, |p| segments.low(i, p));
-            if found.len() + range.len() > limit {
+            if met.len() + range.len() > limit {
                 return None;
             }
-            found.extend(range.map(|p| segments.ordinal(i, p)));
+            // (a probe is within the radius: the slack is at least 1)
+            let slack = (u64::from(radius) + 1 - u64::from((probe ^ value).count_ones())).min(u64::from(u32::MAX));
+            met.extend(range.map(|p| u64::from(segments.ordinal(i, p)) << 32 | slack));
         }
     }
-    found.sort_unstable();
-    found.dedup();
+    met.sort_unstable();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < met.len() {
+        let ordinal = met[at] >> 32;
+        let mut slack = 0u64;
+        while at < met.len() && met[at] >> 32 == ordinal {
+            slack += met[at] & u64::from(u32::MAX);
+            at += 1;
+        }
+        if slack >= threshold {
+            found.push(ordinal as u32);
+        }
+    }
     Some(found)
 }
 

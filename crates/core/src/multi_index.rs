@@ -125,12 +125,14 @@ impl Default for Costs {
     }
 }
 
-/// The expected work of a lookup: probe values, and candidate rows (a row found in two segments
-/// counts twice), on uniformly random codes.
+/// The expected work of a lookup: probe values, candidate rows met in the probed runs (a row found
+/// in two segments counts twice), and the codes read to check the candidates the slack filter
+/// keeps ([`slack_threshold`]), on uniformly random codes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Work {
     pub probes: f64,
     pub candidates: f64,
+    pub checks: f64,
 }
 
 impl Work {
@@ -153,7 +155,7 @@ fn binomial(n: u32, r: u32) -> u64 {
 /// The expected work of probing the segments of `plan` with `radii` (`None`: not probed) in a
 /// table of `rows` uniformly random codes.
 pub fn expected_work(plan: &SegmentPlan, radii: &[Option<u32>], rows: u64) -> Work {
-    let mut work = Work { probes: 0.0, candidates: 0.0 };
+    let mut work = Work { probes: 0.0, candidates: 0.0, checks: 0.0 };
     for (i, radius) in radii.iter().enumerate() {
         if let Some(r) = *radius {
             let width = plan.width_of(i as u32);
@@ -162,7 +164,97 @@ pub fn expected_work(plan: &SegmentPlan, radii: &[Option<u32>], rows: u64) -> Wo
             work.candidates += probes * rows as f64 / 2f64.powi(width as i32);
         }
     }
+    work.checks = work.candidates;
     work
+}
+
+/// The units of `radii`: `sum(r_i + 1)` over the probed segments.
+pub fn units(radii: &[Option<u32>]) -> u64 {
+    radii.iter().map(|r| r.map_or(0, |r| u64::from(r) + 1)).sum()
+}
+
+/// The least *slack* of a row within `k` bits when the segments are probed with `radii` (at least
+/// `k + 1` units, [`units`]): a row is met in probed segment `i` when that segment differs from
+/// the query's in `d_i <= r_i` bits, with slack `r_i + 1 - d_i` (at least 1); a row within `k`
+/// bits has slacks adding up to at least `units(radii) - k` over the segments it is met in.
+/// So a lookup given more units than the `k + 1` of the pigeonhole reads the codes of fewer rows:
+/// with `k + 2`, only the rows met in two segments or at least one bit inside a segment's radius.
+///
+/// Proof: let `b_i = r_i + 1` (0 for a segment not probed) and `M` the segments the row is met
+/// in. Outside `M`, `d_i >= b_i` (for a segment not probed, `d_i >= 0 = b_i`). So
+/// `k >= sum_i d_i >= sum_{M} d_i + sum_{not M} b_i = sum_{M} d_i + units - sum_{M} b_i`, that is
+/// `sum_{M} (b_i - d_i) >= units - k`.
+pub fn slack_threshold(radii: &[Option<u32>], k: u32) -> u64 {
+    units(radii).saturating_sub(u64::from(k)).max(1)
+}
+
+/// [`expected_work`] with the codes read under the slack filter of a lookup within `k`: the rows
+/// met in one segment with slack at least the threshold, plus (when it is 2 or more) about the
+/// rows met twice, an entry pair of one random row.
+pub fn expected_work_within(plan: &SegmentPlan, radii: &[Option<u32>], k: u32, rows: u64) -> Work {
+    let mut work = expected_work(plan, radii, rows);
+    let threshold = slack_threshold(radii, k);
+    if threshold > 1 {
+        let mut checks = 0.0;
+        for (i, radius) in radii.iter().enumerate() {
+            // Met with slack >= threshold: d_i <= r_i + 1 - threshold.
+            if let Some(within) = radius.and_then(|r| (u64::from(r) + 1).checked_sub(threshold)) {
+                let width = plan.width_of(i as u32);
+                checks += probe_count(width, within.min(u64::from(width)) as u32) as f64 * rows as f64
+                    / 2f64.powi(width as i32);
+            }
+        }
+        checks += work.candidates * work.candidates / (2.0 * rows.max(1) as f64);
+        work.checks = checks.min(work.candidates);
+    }
+    work
+}
+
+/// The relative costs of a lookup's three kinds of work, in units of a random page access: a
+/// probe (a directory position and a binary search in a run, its page often shared with the
+/// previous probe's), a candidate met in a run (its ordinal read from a page already at hand),
+/// a check (a candidate's code read from the code store, a random page, and compared).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LookupCosts {
+    pub probe: f64,
+    pub candidate: f64,
+    pub check: f64,
+}
+
+impl LookupCosts {
+    /// The cost of `work`.
+    pub fn of(&self, work: Work) -> f64 {
+        work.probes * self.probe + work.candidates * self.candidate + work.checks * self.check
+    }
+}
+
+/// The most units beyond `k + 1` [`lookup_radii`] tries.
+pub const MAX_EXTRA_UNITS: u32 = 6;
+
+/// The radii of a lookup within `k` bits among `rows` rows at the least expected cost under the
+/// slack filter ([`slack_threshold`], [`expected_work_within`]): for `k + 1` to
+/// `k + 1 + MAX_EXTRA_UNITS` units, the greedy of [`segment_budgets`] (candidates weighed as met
+/// and checked, and as met alone), the cheapest of them; `None` when no probing can.
+pub fn lookup_radii(plan: &SegmentPlan, k: u32, rows: u64, costs: LookupCosts) -> Option<Vec<Option<u32>>> {
+    // (least cost, then fewest units: the radii, by growing each greedy once)
+    let mut best: Option<(f64, u32, Vec<Option<u32>>)> = None;
+    let weights = [
+        Costs { probe: costs.probe, candidate: costs.candidate + costs.check },
+        Costs { probe: costs.probe, candidate: costs.candidate },
+    ];
+    for weight in weights {
+        greedy(plan, k.saturating_add(1 + MAX_EXTRA_UNITS), rows, weight, |unit, budgets| {
+            if unit <= k {
+                return;
+            }
+            let radii: Vec<Option<u32>> = budgets.iter().map(|b| b.checked_sub(1)).collect();
+            let cost = costs.of(expected_work_within(plan, &radii, k, rows));
+            if best.as_ref().is_none_or(|(least, units, _)| cost < *least || (cost == *least && unit < *units)) {
+                best = Some((cost, unit, radii));
+            }
+        });
+    }
+    best.map(|(_, _, radii)| radii)
 }
 
 /// The radius of each segment of `plan` that makes a lookup within `k` bits exact at the least
@@ -170,7 +262,8 @@ pub fn expected_work(plan: &SegmentPlan, radii: &[Option<u32>], rows: u64) -> Wo
 /// probing can (k at least as large as half of every segment plus one, where a scan is the plan).
 ///
 /// Objective: minimise `sum_i f_i(b_i)` over budgets `b_i = r_i + 1` (0 = segment not probed)
-/// subject to `sum_i b_i = k + 1` (the generalised pigeonhole; a larger sum only costs more),
+/// subject to `sum_i b_i = k + 1` (the generalised pigeonhole; a larger sum costs more probes and
+/// candidates, which only the slack filter of [`lookup_radii`] can repay),
 /// where `f_i(b) = probe_count(w_i, b - 1) * (costs.probe + costs.candidate * rows / 2^w_i)`.
 /// Raising `b_i` by one costs `C(w_i, b_i) * (costs.probe + costs.candidate * rows / 2^w_i)`,
 /// which grows with `b_i` while `b_i <= w_i / 2`: the `f_i` are convex there, so giving the
@@ -178,18 +271,43 @@ pub fn expected_work(plan: &SegmentPlan, radii: &[Option<u32>], rows: u64) -> Wo
 /// stop at `w_i / 2`, beyond which probing a segment costs more than reading all of it). Ties go
 /// to the first segment, so equal segments get radii that differ by at most one, larger first.
 pub fn segment_radii(plan: &SegmentPlan, k: u32, rows: u64, costs: Costs) -> Option<Vec<Option<u32>>> {
+    segment_budgets(plan, k + 1, rows, costs)
+}
+
+/// The greedy of [`segment_radii`] for `units` units (`k + 1` for a lookup within `k`; more buy
+/// slack, [`slack_threshold`]), or `None` when the segments cannot take them all.
+pub fn segment_budgets(plan: &SegmentPlan, units: u32, rows: u64, costs: Costs) -> Option<Vec<Option<u32>>> {
+    if units == 0 {
+        return Some(vec![None; plan.count as usize]);
+    }
+    let mut radii = None;
+    greedy(plan, units, rows, costs, |unit, budgets| {
+        if unit == units {
+            radii = Some(budgets.iter().map(|b| b.checked_sub(1)).collect());
+        }
+    });
+    radii
+}
+
+/// The greedy of [`segment_budgets`] one unit at a time up to `units`, with `visit(unit,
+/// budgets)` after each (the budgets of `u` units are those of `u - 1` and one more), until the
+/// segments take no more.
+fn greedy(plan: &SegmentPlan, units: u32, rows: u64, costs: Costs, mut visit: impl FnMut(u32, &[u32])) {
     let mut budgets = vec![0u32; plan.count as usize];
     let per_probe: Vec<f64> = (0..plan.count)
         .map(|i| costs.probe + costs.candidate * rows as f64 / 2f64.powi(plan.width_of(i) as i32))
         .collect();
-    for _ in 0..=k {
-        let next = (0..plan.count as usize)
+    for unit in 1..=units {
+        let Some(next) = (0..plan.count as usize)
             .filter(|&i| budgets[i] <= plan.width_of(i as u32) / 2)
             .map(|i| (i, binomial(plan.width_of(i as u32), budgets[i]) as f64 * per_probe[i]))
-            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            return;
+        };
         budgets[next.0] += 1;
+        visit(unit, &budgets);
     }
-    Some(budgets.into_iter().map(|b| b.checked_sub(1)).collect())
 }
 
 /// Every `width`-bit value within `radius` bits of `value`: `value` first, then the values `1`,
@@ -436,6 +554,46 @@ mod tests {
         let distances: Vec<u32> = radii.iter().map(|r| r.map_or(0, |r| r + 1)).collect();
         assert_eq!(distances.iter().sum::<u32>(), 10);
         assert!(!caught(&distances, &radii));
+    }
+
+    /// The slack filter by brute force, as above: for radii of `k + 1` to `k + 6` units, every
+    /// vector of per-segment distances within `k` has slacks (over the segments it is met in)
+    /// adding up to at least the threshold, and some reach it exactly (it cannot be raised).
+    #[test]
+    fn slack_threshold_is_complete_by_brute_force() {
+        let mut exact = 0;
+        for (bits, width) in [(18, 4), (12, 3), (10, 10)] {
+            let plan = SegmentPlan::with_width(bits, width).unwrap();
+            let widths: Vec<u32> = (0..plan.count).map(|i| plan.width_of(i)).collect();
+            let mut vectors: Vec<(Vec<u32>, u32)> = vec![(vec![], 0)];
+            for &w in &widths {
+                vectors = vectors
+                    .into_iter()
+                    .flat_map(|(v, t)| (0..=w).map(move |d| ([v.clone(), vec![d]].concat(), t + d)))
+                    .collect();
+            }
+            for k in 0..=bits + 2 {
+                for extra in 0..=6 {
+                    let Some(radii) = segment_budgets(&plan, k + 1 + extra, 1 << 10, Costs::default()) else {
+                        continue;
+                    };
+                    let threshold = slack_threshold(&radii, k);
+                    assert_eq!(threshold, u64::from(extra) + 1);
+                    for (distances, total) in &vectors {
+                        if *total <= k {
+                            let slack: u64 = distances
+                                .iter()
+                                .zip(&radii)
+                                .filter_map(|(&d, r)| r.filter(|&r| d <= r).map(|r| u64::from(r + 1 - d)))
+                                .sum();
+                            assert!(slack >= threshold, "{bits}/{width} k={k} {distances:?} {radii:?}");
+                            exact += usize::from(slack == threshold);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(exact > 0);
     }
 
     /// The same end to end on 256-bit codes: random pairs within k share a probe in some segment,

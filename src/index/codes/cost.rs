@@ -1,5 +1,5 @@
 //! The cost of a scan of an index of codes: from its metapage (rows, layout, tail pages) and the
-//! ball's radius when the plan knows it, the expected probes and candidates of a lookup
+//! ball's radius when the plan knows it, the expected probes, candidates and checks of a lookup
 //! (`simhash_core::code_index`), or a read of the whole code store when probing would cost more
 //! (as the scan then does). `ORDER BY` alone starts as a lookup at radius 0 and costs in all a
 //! read of the code store, of which `LIMIT n` pays a share (see [`estimate`]).
@@ -90,21 +90,23 @@ pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<
             let tail = f64::from(meta.tail_pages);
             let probed = (rows > 0)
                 .then(|| meta.layout())
-                .and_then(|layout| layout.radii(k, rows).map(|radii| layout.work(&radii, rows)))
+                .and_then(|layout| layout.radii(k, rows).map(|radii| layout.work(&radii, k, rows)))
                 .filter(|&work| code_index::probing_pays(work, rows));
             let cost = match probed {
-                // A probe: a directory position and a binary search in cached pages; a candidate: a
-                // code-store page (random, a share of them cached) and a distance.
+                // A probe: a directory position and a binary search in cached pages; a candidate
+                // met: an ordinal; a check: a code-store page (random, a share of them cached) and
+                // a distance.
                 Some(work) => {
                     work.probes * (cpu_operator * 20.0)
-                        + work.candidates * (cpu_tuple + cpu_operator + 0.1 * random_page)
+                        + work.candidates * cpu_operator
+                        + work.checks * (cpu_tuple + cpu_operator + 0.1 * random_page)
                         + tail * seq_page
                         + matches * cpu_tuple
                         + random_page
                 }
                 None => scan,
             };
-            let pages = probed.map_or(store_pages, |work| (work.candidates + 1.0).min(store_pages) + tail);
+            let pages = probed.map_or(store_pages, |work| (work.checks + 1.0).min(store_pages) + tail);
             (cost, selectivity, pages)
         };
         let Some(k) = radius else {

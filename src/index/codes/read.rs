@@ -230,22 +230,23 @@ impl Reader {
     }
 
     /// Whether a lookup within `k` probing the segments pays after `spent` units of probing
-    /// (probes and candidates) already: its radii and its units.
+    /// (`code_index::units`) already: its radii and its units.
     pub fn probes_pay_after(&self, k: u32, spent: f64) -> Option<(Vec<Option<u32>>, f64)> {
         if self.meta.rows == 0 {
             return None;
         }
         let rows = u64::from(self.meta.rows);
         let radii = self.layout.radii(k, rows)?;
-        let work = self.layout.work(&radii, rows);
-        let units = work.probes + work.candidates;
-        let total = simhash_core::multi_index::Work { probes: work.probes + spent, candidates: work.candidates };
+        let work = self.layout.work(&radii, k, rows);
+        let units = code_index::units(work);
+        let total = simhash_core::multi_index::Work { probes: work.probes + spent, ..work };
         code_index::probing_pays(total, rows).then_some((radii, units))
     }
 
     /// The rows of the code store within `k` of `query` found through the segments with `radii`
-    /// and then the tail's, as (distance, TID order) in no particular order, or `None` when more
-    /// than `limit` candidates were met (nothing read then but the segments).
+    /// (complete for `k`) and then the tail's, as (distance, TID order) in no particular order, or
+    /// `None` when more than `limit` candidates were met (nothing read then but the segments; a
+    /// candidate takes 8 bytes while they are collected).
     pub unsafe fn probe(
         &mut self,
         query: &[u8],
@@ -262,7 +263,7 @@ impl Reader {
             let layout = self.layout;
             let ordinals = {
                 let mut segments = SegmentPages { reader: self, probes: 0 };
-                code_index::candidates(&layout, radii, query, &mut segments, limit, interrupt)
+                code_index::candidates(&layout, radii, k, query, &mut segments, limit, interrupt)
             };
             self.pages.release();
             let ordinals = ordinals?;

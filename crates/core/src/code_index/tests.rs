@@ -1,7 +1,7 @@
 //! The layout of `super` against brute force.
 
 use super::*;
-use crate::multi_index::hamming_bytes;
+use crate::multi_index::{self, hamming_bytes};
 
 fn xorshift(state: &mut u64) -> u64 {
     *state ^= *state << 13;
@@ -95,7 +95,8 @@ fn check_exact(rows: usize, bits: u32, seed: u64, layout_rows: u64) {
             let expected: Vec<u32> =
                 (0..rows as u32).filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
             let Some(radii) = layout.radii(k, rows as u64) else { continue };
-            let found = candidates(&layout, &radii, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER).unwrap();
+            let found =
+                candidates(&layout, &radii, k, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER).unwrap();
             assert!(found.windows(2).all(|w| w[0] < w[1]));
             let within: Vec<u32> =
                 found.into_iter().filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
@@ -114,6 +115,117 @@ fn lookups_equal_brute_force() {
     check_exact(5_000, 256, 0x1111_2222_3333_4444, 10_000_000);
     check_exact(2_000, 100, 0x7777_2222_3333_4444, 1 << 30);
     check_exact(500, 7, 0x7777_2222_3333_9999, 500);
+}
+
+/// The slack filter of [`candidates`] keeps every row within `k`, whatever radii it is given
+/// (`k + 1` to `k + 7` units spread at random over the indexed segments), and keeps fewer rows
+/// than were met once the radii have more units than `k + 1`: 256 bits cut as for ten million
+/// rows (a last segment of 14 bits), 100 bits (a last one of 2), 12 bits in one segment, and 7 bits
+/// (k up to and beyond the length).
+#[test]
+fn slack_filter_keeps_every_row_within_k() {
+    for (rows, bits, layout_rows, seed) in [
+        (4_000usize, 256u32, 10_000_000u64, 0x0bad_cafe_1234_5678u64),
+        (3_000, 100, 1 << 30, 0x1357_2468_0bad_f00d),
+        (1_000, 12, 1_000, 0x2222_3333_4444_5555),
+        (300, 7, 300, 0x9999_8888_7777_6666),
+    ] {
+        let codes = planted(rows, bits, seed);
+        let layout = Layout::for_table(bits, layout_rows).unwrap();
+        let mut memory = Memory::build(&layout, &codes);
+        let mut state = seed ^ 0xaaaa;
+        let mut filtered = 0usize;
+        for q in 0..6 {
+            let mut query = codes[xorshift(&mut state) as usize % rows].clone();
+            if q % 3 == 2 {
+                query.iter_mut().for_each(|b| *b = xorshift(&mut state) as u8);
+            }
+            for _ in 0..q % 5 {
+                let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
+                query[bit / 8] ^= 0x80 >> (bit % 8);
+            }
+            let bytes = query.len();
+            query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
+            let ks = [0, 1, 2, 3, 5, 8, 12, 16, 24, 32, 40].into_iter().filter(|&k| k <= bits.min(40));
+            for k in ks.chain([bits, bits + 3]) {
+                let expected: Vec<u32> =
+                    (0..rows as u32).filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
+                for extra in 0..=6u32 {
+                    // k + 1 + extra units at random: a radius of at most 3 in a wide segment, else
+                    // up to the segment's width and beyond.
+                    let mut budgets = vec![0u32; layout.indexed as usize];
+                    let cap = |i: u32| if layout.plan.width_of(i) > 12 { 4 } else { layout.plan.width_of(i) + 3 };
+                    let mut placed = 0;
+                    for _ in 0..(k + 1 + extra) * 8 {
+                        if placed == k + 1 + extra {
+                            break;
+                        }
+                        let i = (xorshift(&mut state) % u64::from(layout.indexed)) as usize;
+                        if budgets[i] < cap(i as u32) {
+                            budgets[i] += 1;
+                            placed += 1;
+                        }
+                    }
+                    if placed < k + 1 + extra {
+                        continue;
+                    }
+                    let radii: Vec<Option<u32>> = budgets.iter().map(|b| b.checked_sub(1)).collect();
+                    let found =
+                        candidates(&layout, &radii, k, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER)
+                            .unwrap();
+                    assert!(found.windows(2).all(|w| w[0] < w[1]));
+                    let within: Vec<u32> = found
+                        .iter()
+                        .copied()
+                        .filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k)
+                        .collect();
+                    assert_eq!(within, expected, "{bits} bits, k {k}, radii {radii:?}");
+                    // Every row met, unfiltered (as for a lookup within units - 1 bits).
+                    let units = multi_index::units(&radii) as u32;
+                    let met = candidates(
+                        &layout,
+                        &radii,
+                        units - 1,
+                        &query,
+                        &mut memory,
+                        usize::MAX,
+                        crate::Interrupt::NEVER,
+                    )
+                    .unwrap();
+                    assert!(found.iter().all(|o| met.binary_search(o).is_ok()));
+                    if extra == 0 {
+                        assert_eq!(found, met);
+                    }
+                    filtered += met.len() - found.len();
+                }
+            }
+        }
+        assert!(filtered > 0, "{bits} bits: the filter never dropped a row");
+    }
+}
+
+/// The radii a lookup takes are complete (at least `k + 1` units) and, among many rows, take
+/// extra units for the filter at k = 16 and 32 over 256 bits; their expected work is read codes
+/// far fewer than candidates met.
+#[test]
+fn lookup_radii_buy_slack() {
+    for rows in [1_000u64, 2_000_000, 10_000_000] {
+        let layout = Layout::for_table(256, rows).unwrap();
+        for k in 0..=64 {
+            let Some(radii) = layout.radii(k, rows) else { continue };
+            assert!(multi_index::units(&radii) > u64::from(k));
+            assert!(multi_index::units(&radii) <= u64::from(k + 1 + multi_index::MAX_EXTRA_UNITS));
+        }
+    }
+    let layout = Layout::for_table(256, 10_000_000).unwrap();
+    for k in [16, 32] {
+        let radii = layout.radii(k, 10_000_000).unwrap();
+        assert!(multi_index::units(&radii) > u64::from(k + 1), "k {k}: {radii:?}");
+        let work = layout.work(&radii, k, 10_000_000);
+        assert!(work.checks * 4.0 < work.candidates, "k {k}: {work:?}");
+    }
+    // Nothing to probe at k >= bits over short codes.
+    assert_eq!(Layout::for_table(7, 300).unwrap().radii(7, 300), None);
 }
 
 #[test]
