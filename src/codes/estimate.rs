@@ -2,7 +2,7 @@
 //! codes of the query's length within `k` bits (`simhash_core::multi_index::uniform_share_within`),
 //! the model `simhash_ball_sel` uses for simhash64. Real codes cluster more, which it does not know.
 
-use pgrx::pg_sys::{self, Datum, Node, NodeTag};
+use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
 use pgrx::PgList;
 
@@ -68,7 +68,7 @@ fn simhash_code_ball_sel(
     args: pgrx::datum::Internal,
     _var_relid: i32,
 ) -> f64 {
-    once_of_twins(root, operator, args)
+    crate::pg::twin::once_of_twins(root, operator, args, selectivity)
 }
 
 /// The join selectivity: that of the radius, or 1 for a test whose twin counts it
@@ -81,15 +81,5 @@ fn simhash_code_ball_joinsel(
     _join_type: i16,
     _join_info: pgrx::datum::Internal,
 ) -> f64 {
-    once_of_twins(root, operator, args)
-}
-
-/// The selectivity of the test `args`, 1 when its twin counts it.
-fn once_of_twins(root: pgrx::datum::Internal, operator: pg_sys::Oid, args: pgrx::datum::Internal) -> f64 {
-    let root: *mut pg_sys::PlannerInfo = root.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
-    let args: *mut pg_sys::List = args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
-    if unsafe { crate::pg::twin::counted_by_twin(root, operator, args) } {
-        return 1.0;
-    }
-    selectivity(args)
+    crate::pg::twin::once_of_twins(root, operator, args, selectivity)
 }

@@ -4,7 +4,7 @@
 //! (`simhash_core::probes::uniform_share_within`), the same model the radius scan's costs use; real
 //! fingerprints cluster more, which the estimate does not know.
 
-use pgrx::pg_sys::{self, Datum, Node, NodeTag};
+use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
 use pgrx::PgList;
 
@@ -52,7 +52,7 @@ fn simhash_ball_sel(
     args: pgrx::datum::Internal,
     _var_relid: i32,
 ) -> f64 {
-    once_of_twins(root, operator, args)
+    crate::pg::twin::once_of_twins(root, operator, args, selectivity)
 }
 
 /// The join selectivity: that of the radius, or 1 for a test whose twin counts it
@@ -65,17 +65,7 @@ fn simhash_ball_joinsel(
     _join_type: i16,
     _join_info: pgrx::datum::Internal,
 ) -> f64 {
-    once_of_twins(root, operator, args)
-}
-
-/// The selectivity of the test `args`, 1 when its twin counts it.
-fn once_of_twins(root: pgrx::datum::Internal, operator: pg_sys::Oid, args: pgrx::datum::Internal) -> f64 {
-    let root: *mut pg_sys::PlannerInfo = root.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
-    let args: *mut pg_sys::List = args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
-    if unsafe { crate::pg::twin::counted_by_twin(root, operator, args) } {
-        return 1.0;
-    }
-    selectivity(args)
+    crate::pg::twin::once_of_twins(root, operator, args, selectivity)
 }
 
 /// The cost of a scan of the index (`amcostestimate`).

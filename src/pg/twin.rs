@@ -5,7 +5,7 @@
 //! counts the condition twice (a join of 1,000 x 1,000 rows estimated at 1 row instead of 13).
 //! [`counted_by_twin`] lets the selectivity functions of both ball operators count it once.
 
-use pgrx::pg_sys::{self, Node, NodeTag, Oid};
+use pgrx::pg_sys::{self, Datum, Node, NodeTag, Oid};
 use pgrx::PgList;
 
 use super::nodes::{const_integer, strip_relabel};
@@ -89,4 +89,20 @@ pub(crate) unsafe fn counted_by_twin(root: *mut pg_sys::PlannerInfo, operator: O
         }
         false
     }
+}
+
+/// The selectivity of the test `args` by `selectivity`, or 1 when its twin counts it: the body of
+/// the restriction and join selectivity functions of both ball operators.
+pub(crate) fn once_of_twins(
+    root: pgrx::datum::Internal,
+    operator: Oid,
+    args: pgrx::datum::Internal,
+    selectivity: fn(*mut pg_sys::List) -> f64,
+) -> f64 {
+    let root: *mut pg_sys::PlannerInfo = root.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
+    let args: *mut pg_sys::List = args.unwrap().map_or(std::ptr::null_mut(), |d: Datum| d.cast_mut_ptr());
+    if unsafe { counted_by_twin(root, operator, args) } {
+        return 1.0;
+    }
+    selectivity(args)
 }

@@ -515,6 +515,18 @@ mod tests {
         distances.iter().zip(radii).any(|(d, r)| r.is_some_and(|r| *d <= r))
     }
 
+    /// Every vector of per-segment distances for segments of `widths` bits, with its total.
+    fn distance_vectors(widths: &[u32]) -> Vec<(Vec<u32>, u32)> {
+        let mut vectors: Vec<(Vec<u32>, u32)> = vec![(vec![], 0)];
+        for &w in widths {
+            vectors = vectors
+                .into_iter()
+                .flat_map(|(v, t)| (0..=w).map(move |d| ([v.clone(), vec![d]].concat(), t + d)))
+                .collect();
+        }
+        vectors
+    }
+
     /// Every pair of codes within k is found, by brute force. Whether a pair is found depends only
     /// on how many bits each segment differs in, so going through every vector of per-segment
     /// distances goes through every pair: n = 32 in eight 4-bit segments (5^8 vectors), n = 18 in
@@ -524,14 +536,7 @@ mod tests {
         for (bits, width) in [(32, 4), (18, 4), (12, 3)] {
             let plan = SegmentPlan::with_width(bits, width).unwrap();
             let widths: Vec<u32> = (0..plan.count).map(|i| plan.width_of(i)).collect();
-            // Every per-segment distance vector, with its total.
-            let mut vectors: Vec<(Vec<u32>, u32)> = vec![(vec![], 0)];
-            for &w in &widths {
-                vectors = vectors
-                    .into_iter()
-                    .flat_map(|(v, t)| (0..=w).map(move |d| ([v.clone(), vec![d]].concat(), t + d)))
-                    .collect();
-            }
+            let vectors = distance_vectors(&widths);
             for rows in [16, 1 << 10, 1 << 30] {
                 for k in 0..=bits {
                     let Some(radii) = segment_radii(&plan, k, rows, Costs::default()) else {
@@ -565,13 +570,7 @@ mod tests {
         for (bits, width) in [(18, 4), (12, 3), (10, 10)] {
             let plan = SegmentPlan::with_width(bits, width).unwrap();
             let widths: Vec<u32> = (0..plan.count).map(|i| plan.width_of(i)).collect();
-            let mut vectors: Vec<(Vec<u32>, u32)> = vec![(vec![], 0)];
-            for &w in &widths {
-                vectors = vectors
-                    .into_iter()
-                    .flat_map(|(v, t)| (0..=w).map(move |d| ([v.clone(), vec![d]].concat(), t + d)))
-                    .collect();
-            }
+            let vectors = distance_vectors(&widths);
             for k in 0..=bits + 2 {
                 for extra in 0..=6 {
                     let Some(radii) = segment_budgets(&plan, k + 1 + extra, 1 << 10, Costs::default()) else {
