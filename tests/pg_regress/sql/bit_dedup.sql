@@ -184,3 +184,28 @@ ALTER TABLE ty DROP COLUMN code;
 COMMIT;
 SELECT count(*) FROM ty;
 DROP TABLE ty;
+-- A column of bit varying (and a domain over it) with its simhash index: the trigger's lookup
+-- takes the index (it scanned the table at every row).
+CREATE DOMAIN code16 AS bit varying(16);
+CREATE TABLE vb (id integer PRIMARY KEY, code bit varying, dcode code16);
+CREATE INDEX vb_code ON vb USING simhash (code);
+CREATE INDEX vb_dcode ON vb USING simhash (dcode);
+SET enable_seqscan = off;
+SET plan_cache_mode = force_generic_plan;
+SELECT simhash_dedup_lookup('vb', 'code', 2) AS lookup \gset
+PREPARE lookup_vb(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE lookup_vb(B'1010', '(0,0)');
+SELECT simhash_dedup_lookup('vb', 'dcode', 2) AS lookup \gset
+PREPARE lookup_vbd(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE lookup_vbd(B'1010', '(0,0)');
+DEALLOCATE lookup_vb;
+DEALLOCATE lookup_vbd;
+RESET enable_seqscan;
+RESET plan_cache_mode;
+SELECT simhash_add_dedup('vb', 'code', 2) IS NOT NULL AS attached;
+INSERT INTO vb VALUES (1, B'10101010'), (2, B'01010101');
+INSERT INTO vb VALUES (3, B'10101001');  -- 2 bits from row 1: 23505
+INSERT INTO vb VALUES (4, B'1010');      -- another length: 22026
+SELECT id, code FROM vb ORDER BY id;
+DROP TABLE vb;
+DROP DOMAIN code16;
