@@ -39,6 +39,14 @@ pub(super) unsafe fn recheck_all() {
             if rel.is_null() {
                 continue;
             }
+            // Nor when the column no longer holds values of the kind remembered (dropped, or its
+            // type changed since, ALTER TABLE ... TYPE): its values would be read as the old type
+            // (an int8 read as a bit string's pointer crashed the backend), and the constraint no
+            // longer applies to it (its trigger refuses the next row, 42804).
+            if !column_still_holds(rel, &pending) {
+                pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+                continue;
+            }
             match pending {
                 AnyPending::Simhash(mut pending) => {
                     let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
@@ -54,6 +62,27 @@ pub(super) unsafe fn recheck_all() {
             }
             pg_sys::relation_close(rel, pg_sys::NoLock as i32);
         }
+    }
+}
+
+/// Whether the column `pending` was remembered for still exists with values of its kind.
+///
+/// # Safety
+///
+/// `rel` is an open relation.
+unsafe fn column_still_holds(rel: pg_sys::Relation, pending: &AnyPending) -> bool {
+    use super::value::{column_kind, Kind};
+    unsafe {
+        let (schema, attnum, kind) = match pending {
+            AnyPending::Simhash(p) => (p.schema, p.attnum, Kind::Simhash64),
+            AnyPending::Code(p) => (p.schema, p.attnum, Kind::Code),
+        };
+        let tupdesc = (*rel).rd_att;
+        if attnum < 1 || attnum > (*tupdesc).natts {
+            return false;
+        }
+        let attr = crate::pg::compat::tuple_desc_attr(tupdesc, attnum as usize - 1);
+        !attr.attisdropped && column_kind(rel, attnum, schema) == Some(kind)
     }
 }
 

@@ -56,6 +56,10 @@ pub(super) unsafe fn report(
                  VALUES ($1, $2, $3, $4, $5, $6)"
             )
         };
+        // Keyed by the kind of value too: a trigger replaced (same OID) to guard a column of the
+        // other kind with the same report table must not reuse a plan that takes the other type
+        // (a `simhash64` passed where a plan reads a `bit varying` pointer crashed the backend).
+        let text = format!("{text} -- {:?}", config.kind);
         let plan = PLANS.with(|plans| {
             let mut plans = plans.borrow_mut();
             let entry = plans.get_mut(&trigger_oid).expect("the lookup ran first");

@@ -206,7 +206,7 @@ impl Fingerprint for Code {
             }
             flat.extend_from_slice(&code.bytes);
         }
-        Ok(CodeSet { bits, set: CodeNearSet::new(flat, bits, k)? })
+        Ok(CodeSet { bits, set: CodeNearSet::new(flat, values.len(), bits, k)? })
     }
 
     fn as_simhash(&self) -> Option<u64> {

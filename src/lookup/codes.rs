@@ -75,7 +75,9 @@ unsafe fn column(node: *mut Node) -> Option<*mut pg_sys::Var> {
     }
 }
 
-/// The table of `var` in `rtable`, when it is a user column of a table whose type is `bit`.
+/// The table of `var` in `rtable`, when it is a user column of a table whose type is `bit` or
+/// `bit varying` (or a domain over one: the index of codes takes both; without `bit varying`, the
+/// near-duplicate constraint's lookups on such a column scanned the table at every row).
 unsafe fn relation_of(rtable: *mut pg_sys::List, var: *mut pg_sys::Var) -> Option<Oid> {
     unsafe {
         // (as `super::support::probe_targets`: a Var need not belong to this range table)
@@ -88,7 +90,8 @@ unsafe fn relation_of(rtable: *mut pg_sys::List, var: *mut pg_sys::Var) -> Optio
         }
         // (InvalidOid when that table has no such column: getBaseType would fail on it)
         let atttype = pg_sys::get_atttype((*rte).relid, (*var).varattno);
-        (atttype != Oid::INVALID && pg_sys::getBaseType(atttype) == pg_sys::BITOID).then_some((*rte).relid)
+        let base = if atttype == Oid::INVALID { Oid::INVALID } else { pg_sys::getBaseType(atttype) };
+        (base == pg_sys::BITOID || base == pg_sys::VARBITOID).then_some((*rte).relid)
     }
 }
 

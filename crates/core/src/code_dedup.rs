@@ -31,12 +31,13 @@ pub struct CodeNearSet {
 }
 
 impl CodeNearSet {
-    /// The set of `codes` (`bytes` bytes each, one after the other) of `bits` bits (1 to
-    /// [`crate::multi_index::MAX_CODE_BITS`] for probing; longer codes are compared whole) within
-    /// radius `k`. `OutOfMemory` when its tables do not fit.
-    pub fn new(codes: Vec<u8>, bits: u32, k: u32) -> Result<CodeNearSet, NearSetError> {
+    /// The set of `count` codes `codes` (`bytes` bytes each, one after the other) of `bits` bits
+    /// (1 to [`crate::multi_index::MAX_CODE_BITS`] for probing; longer codes, and codes of no bits,
+    /// are compared whole) within radius `k`. `OutOfMemory` when its tables do not fit. (The count
+    /// is given: codes of 0 bits take no bytes, yet each is a member, within `k` of any other.)
+    pub fn new(codes: Vec<u8>, count: usize, bits: u32, k: u32) -> Result<CodeNearSet, NearSetError> {
         let bytes = (bits as usize).div_ceil(8);
-        let count = codes.len().checked_div(bytes).unwrap_or(0);
+        assert_eq!(codes.len(), count * bytes, "count codes of bits bits");
         u32::try_from(count).map_err(|_| NearSetError::OutOfMemory)?;
         let mut set = CodeNearSet { k, codes, bytes, count, probed: None };
         let Ok(plan) = SegmentPlan::for_table(bits, count as u64) else { return Ok(set) };
@@ -162,7 +163,7 @@ mod tests {
                 codes.extend_from_slice(&code);
                 bases.push(code);
             }
-            let set = CodeNearSet::new(codes, bits, k).expect("fits");
+            let set = CodeNearSet::new(codes, members, bits, k).expect("fits");
             assert_eq!(set.len(), members);
             let largest_radius = set.probed.as_ref().map(|(_, radii, _)| radii.iter().flatten().max().copied());
             match (bits, k) {
@@ -198,8 +199,14 @@ mod tests {
     fn probes_when_it_pays_and_compares_all_when_not() {
         let mut state = 7u64;
         let codes: Vec<u8> = (0..1000 * 32).map(|_| next(&mut state) as u8).collect();
-        assert!(CodeNearSet::new(codes.clone(), 256, 8).unwrap().probed.is_some());
-        assert!(CodeNearSet::new(codes, 256, 200).unwrap().probed.is_none());
-        assert!(CodeNearSet::new(Vec::new(), 256, 3).unwrap().is_empty());
+        assert!(CodeNearSet::new(codes.clone(), 1000, 256, 8).unwrap().probed.is_some());
+        assert!(CodeNearSet::new(codes, 1000, 256, 200).unwrap().probed.is_none());
+        assert!(CodeNearSet::new(Vec::new(), 0, 256, 3).unwrap().is_empty());
+        // Codes of no bits: each a member, each within any radius of the empty query.
+        let empty = CodeNearSet::new(Vec::new(), 3, 0, 0).unwrap();
+        assert_eq!(empty.len(), 3);
+        let mut found = Vec::new();
+        empty.for_each_near(&[], &mut |m| found.push(m), Interrupt::NEVER);
+        assert_eq!(found, [0, 1, 2]);
     }
 }

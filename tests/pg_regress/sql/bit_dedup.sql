@@ -140,3 +140,72 @@ SELECT (SELECT count(*) FROM bf_plain) AS kept,
        (SELECT count(*) FROM (SELECT i FROM bf_plain EXCEPT SELECT pg_temp.first_come(10, 800)) x) AS only_kept,
        (SELECT count(*) FROM (SELECT pg_temp.first_come(10, 800) EXCEPT SELECT i FROM bf_plain) x) AS only_expected;
 DROP TABLE src, bf, bf_plain, expected;
+-- A trigger replaced (same OID) to guard a simhash64 column with the report table it used for a
+-- column of codes: the INSERT into the report table is prepared again for the other type (the plan
+-- kept for bit varying took the simhash64 for a pointer: the backend crashed).
+CREATE TABLE rk (id integer PRIMARY KEY, code bit(8), fp simhash64);
+CREATE TABLE rk_report (relation regclass, trigger_name text, new_key text, existing_key text,
+                        distance integer NOT NULL, new_fingerprint bit varying,
+                        reported_at timestamptz DEFAULT now(), similarity float8);
+SET client_min_messages = error;  -- (the WARNING about the missing index)
+CREATE TRIGGER rk_dedup BEFORE INSERT OR UPDATE ON rk FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('code', '1', 'report', 'rk_report');
+INSERT INTO rk VALUES (1, B'00000000', '0000000000000000'), (2, B'00000001', '0000000000000001');
+CREATE OR REPLACE TRIGGER rk_dedup BEFORE INSERT OR UPDATE ON rk FOR EACH ROW
+    EXECUTE FUNCTION simhash_dedup_trigger('fp', '1', 'report', 'rk_report');
+INSERT INTO rk VALUES (3, B'11111111', '0000000000000003');  -- 42804: no simhash64 into bit varying
+RESET client_min_messages;
+SELECT new_key, existing_key, distance, new_fingerprint FROM rk_report ORDER BY new_key;
+DROP TABLE rk, rk_report;
+-- The column's type changed in the transaction after rows were checked: the commit-time recheck
+-- does not read the new values as codes (an int8 read as a pointer crashed the backend) nor as
+-- fingerprints; the constraint no longer applies to the column.
+CREATE TABLE ty (id integer PRIMARY KEY, code bit(64));
+SET client_min_messages = error;
+SELECT simhash_add_dedup('ty', 'code', 3) IS NOT NULL AS attached;
+RESET client_min_messages;
+BEGIN;
+SET LOCAL client_min_messages = error;
+INSERT INTO ty VALUES (1, 1::bit(64)), (2, 255::bit(64));
+ALTER TABLE ty ALTER COLUMN code TYPE bigint USING code::bigint;
+COMMIT;
+BEGIN;
+SET LOCAL client_min_messages = error;
+ALTER TABLE ty ALTER COLUMN code TYPE bit(64) USING code::bit(64);
+INSERT INTO ty VALUES (3, 65535::bit(64));
+ALTER TABLE ty ALTER COLUMN code TYPE text USING code::text;
+COMMIT;
+SELECT id, length(code) FROM ty ORDER BY id;
+BEGIN;
+ALTER TABLE ty ALTER COLUMN code TYPE bit(64) USING code::bit(64);
+SET LOCAL client_min_messages = error;
+INSERT INTO ty VALUES (4, repeat('1', 64)::bit(64));
+ALTER TABLE ty DROP COLUMN code;
+COMMIT;
+SELECT count(*) FROM ty;
+DROP TABLE ty;
+-- A column of bit varying (and a domain over it) with its simhash index: the trigger's lookup
+-- takes the index (it scanned the table at every row).
+CREATE DOMAIN code16 AS bit varying(16);
+CREATE TABLE vb (id integer PRIMARY KEY, code bit varying, dcode code16);
+CREATE INDEX vb_code ON vb USING simhash (code);
+CREATE INDEX vb_dcode ON vb USING simhash (dcode);
+SET enable_seqscan = off;
+SET plan_cache_mode = force_generic_plan;
+SELECT simhash_dedup_lookup('vb', 'code', 2) AS lookup \gset
+PREPARE lookup_vb(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE lookup_vb(B'1010', '(0,0)');
+SELECT simhash_dedup_lookup('vb', 'dcode', 2) AS lookup \gset
+PREPARE lookup_vbd(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE lookup_vbd(B'1010', '(0,0)');
+DEALLOCATE lookup_vb;
+DEALLOCATE lookup_vbd;
+RESET enable_seqscan;
+RESET plan_cache_mode;
+SELECT simhash_add_dedup('vb', 'code', 2) IS NOT NULL AS attached;
+INSERT INTO vb VALUES (1, B'10101010'), (2, B'01010101');
+INSERT INTO vb VALUES (3, B'10101001');  -- 2 bits from row 1: 23505
+INSERT INTO vb VALUES (4, B'1010');      -- another length: 22026
+SELECT id, code FROM vb ORDER BY id;
+DROP TABLE vb;
+DROP DOMAIN code16;
