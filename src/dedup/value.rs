@@ -1,7 +1,8 @@
 //! What the constraint compares, as one abstraction over the two kinds of column it can guard: a
 //! `simhash64` fingerprint (`u64`) or a binary code of any length (`bit(n)`, [`Code`]). The row
 //! trigger, the pending list and the commit-time recheck are generic over [`Fingerprint`]; each
-//! kind brings its distance (codes of unequal lengths raise 22026, as `simhash_hamming` does), its
+//! kind brings its distance (at commit, codes of unequal lengths are never near: the row's own
+//! lookup, `simhash_hamming`, raised 22026 against the codes it saw), its
 //! in-memory set for the one pass over the table, and its lookup through the column's `simhash`
 //! index. The `simhash64` kind compiles to what it was before: plain `u64`s.
 
@@ -37,7 +38,7 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// `datum` is a non-NULL value of the column's type.
     unsafe fn of_datum(datum: Datum) -> Self;
 
-    /// The number of differing bits (22026 for codes of unequal lengths).
+    /// The number of differing bits (`u32::MAX`, never near, for codes of unequal lengths).
     fn distance(&self, other: &Self) -> u32;
 
     /// As messages show it: hexadecimal (`X'...'` for a code whose length is a multiple of 4, else
@@ -47,7 +48,7 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// As an argument of a statement (a code is copied into the current memory context).
     fn to_datum(&self) -> Datum;
 
-    /// The set of `values` within `k`; 22026 when codes of several lengths are among them.
+    /// The set of `values` within `k` (members of one length each find only their own length).
     fn near_set(values: Vec<Self>, k: u32) -> Result<Self::Set, NearSetError>;
 
     /// The fingerprint, for the segment B-trees (which only `simhash64` columns have).
@@ -164,7 +165,13 @@ impl Fingerprint for Code {
         }
     }
 
+    /// At commit, a code of another length is no near-duplicate (`u32::MAX`): the row's own check
+    /// raised 22026 against the stored codes it saw, and a code kept from a row since rolled back
+    /// (`ROLLBACK TO SAVEPOINT`) or deleted must not fail the commit.
     fn distance(&self, other: &Code) -> u32 {
+        if self.bits != other.bits {
+            return u32::MAX;
+        }
         crate::codes::distance(
             crate::codes::Code { bits: self.bits, bytes: &self.bytes },
             crate::codes::Code { bits: other.bits, bytes: &other.bytes },
@@ -196,17 +203,19 @@ impl Fingerprint for Code {
         }
     }
 
-    fn near_set(values: Vec<Code>, k: u32) -> Result<CodeSet, NearSetError> {
-        let bits = values.first().map_or(0, |c| c.bits);
-        let mut flat = Vec::new();
-        flat.try_reserve_exact(values.iter().map(|c| c.bytes.len()).sum()).map_err(|_| NearSetError::OutOfMemory)?;
-        for code in &values {
-            if code.bits != bits {
-                crate::codes::lengths_differ(bits, code.bits);
+    /// One set per length among `values` (codes of several lengths: see [`Code::distance`]).
+    fn near_set(mut values: Vec<Code>, k: u32) -> Result<CodeSet, NearSetError> {
+        values.sort_by_key(|c| c.bits);
+        let mut sets = Vec::new();
+        for codes in values.chunk_by(|a, b| a.bits == b.bits) {
+            let mut flat = Vec::new();
+            flat.try_reserve_exact(codes.iter().map(|c| c.bytes.len()).sum()).map_err(|_| NearSetError::OutOfMemory)?;
+            for code in codes {
+                flat.extend_from_slice(&code.bytes);
             }
-            flat.extend_from_slice(&code.bytes);
+            sets.push((codes[0].bits, CodeNearSet::new(flat, codes.len(), codes[0].bits, k)?));
         }
-        Ok(CodeSet { bits, set: CodeNearSet::new(flat, values.len(), bits, k)? })
+        Ok(CodeSet { sets })
     }
 
     fn as_simhash(&self) -> Option<u64> {
@@ -233,25 +242,31 @@ impl Fingerprint for Code {
     }
 }
 
-/// [`CodeNearSet`] with the length of its codes.
+/// A [`CodeNearSet`] for each length of the codes, numbered one after the other.
 pub(super) struct CodeSet {
-    bits: u32,
-    set: CodeNearSet,
+    sets: Vec<(u32, CodeNearSet)>,
 }
 
 impl NearLookup<Code> for CodeSet {
     fn members(&self) -> Vec<Code> {
-        (0..self.set.len()).map(|m| Code { bits: self.bits, bytes: self.set.code(m).into() }).collect()
+        let mut members = Vec::new();
+        for (bits, set) in &self.sets {
+            members.extend((0..set.len()).map(|m| Code { bits: *bits, bytes: set.code(m).into() }));
+        }
+        members
     }
 
+    /// The members of `value`'s length within k (none of another length: see [`Code::distance`]).
     fn for_each_near(&self, value: &Code, found: &mut dyn FnMut(usize)) {
-        if self.set.is_empty() {
-            return;
+        let mut first = 0;
+        for (bits, set) in &self.sets {
+            if *bits == value.bits {
+                let found_at = &mut |m: usize| found(first + m);
+                set.for_each_near(&value.bytes, found_at, crate::fingerprint::text::INTERRUPTS);
+                return;
+            }
+            first += set.len();
         }
-        if value.bits != self.bits {
-            crate::codes::lengths_differ(value.bits, self.bits);
-        }
-        self.set.for_each_near(&value.bytes, found, crate::fingerprint::text::INTERRUPTS)
     }
 }
 

@@ -76,7 +76,7 @@ pub(crate) unsafe fn rows_within(index: pg_sys::Relation, fp: u64, k: u32) -> Ve
 
 /// The TIDs of the rows whose code is within `k` bits of `code` (`bits` long; each once, in table
 /// order) in the `simhash` index of a `bit` column, as it holds them now: for the near-duplicate
-/// constraint's recheck of such a column (see [`rows_within`]). 22026 when the index holds codes of
+/// constraint's recheck of such a column (see [`rows_within`]). None when the index holds codes of
 /// another length.
 ///
 /// # Safety
