@@ -17,24 +17,12 @@ fn main() {
                     continue;
                 };
                 let work = expected_work(&plan, &radii, rows);
-                let mut counts: Vec<(Option<u32>, u32, u32)> = Vec::new();
-                for (i, r) in radii.iter().enumerate() {
-                    let w = plan.width_of(i as u32);
-                    match counts.iter_mut().find(|(rr, ww, _)| rr == r && *ww == w) {
-                        Some(c) => c.2 += 1,
-                        None => counts.push((*r, w, 1)),
-                    }
-                }
-                let radii_text: Vec<String> = counts
-                    .iter()
-                    .map(|(r, w, n)| format!("{n}x{w}b:{}", r.map_or("-".to_string(), |r| r.to_string())))
-                    .collect();
                 println!(
                     "| {k} | {width} | {}x{}+{} | {} | {:.0} | {:.0} | {:.0} |",
                     plan.count - 1,
                     plan.width,
                     plan.last_width,
-                    radii_text.join(" "),
+                    radii_text(&plan, &radii),
                     work.probes,
                     work.candidates,
                     work.cost(Costs::default())
