@@ -29,6 +29,7 @@ pub extern "C-unwind" fn _PG_init() {
     lookup::init();
     dedup::init();
     fingerprint::memory::define();
+    index::define_settings();
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"simhash".as_ptr()) };
     // Loaded by shared_preload_libraries: build the dictionaries in the postmaster, so that every
     // backend starts with them (copy-on-write) instead of building them on its first call (docs/performance.md,

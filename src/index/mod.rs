@@ -58,6 +58,12 @@ mod search;
 mod spill;
 mod vacuum;
 
+/// Defines the index's settings (`simhash.index_tail_memory`); called once per backend from
+/// `_PG_init`.
+pub(crate) fn define_settings() {
+    codes::tail::define();
+}
+
 /// The TIDs of the rows whose fingerprint is within `k` bits of `fp` (each once, ascending), as
 /// `index` holds them now: for the near-duplicate constraint's recheck, which fetches the rows with
 /// a dirty snapshot (a scan through the index AM accepts only MVCC snapshots).

@@ -176,6 +176,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, s
         let rows = state.tids.len();
         let code_bytes = state.bits.div_ceil(8) as usize;
         let mut meta = CodesMeta::new(state.bits);
+        meta.stamp = pg_sys::GetCurrentTimestamp() as u64;
         let layout = (rows > 0).then(|| Layout::for_table(state.bits, rows as u64).expect("checked lengths"));
         if let Some(layout) = &layout {
             meta.set_layout(layout);

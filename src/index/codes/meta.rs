@@ -46,6 +46,11 @@ pub(in crate::index) struct CodesMeta {
     pub tail_tail: BlockNumber,
     /// The pages of the tail (for the cost estimate).
     pub tail_pages: u32,
+    /// Bumped by each VACUUM that marks rows of the tail removed (a backend's copy of the tail,
+    /// `super::tail`, is then read again).
+    pub tail_marks: u32,
+    /// Set at the build, to tell this index's tail from another's.
+    pub stamp: u64,
 }
 
 impl CodesMeta {
@@ -67,6 +72,8 @@ impl CodesMeta {
             tail_head: INVALID_BLOCK,
             tail_tail: INVALID_BLOCK,
             tail_pages: 0,
+            tail_marks: 0,
+            stamp: 0,
         }
     }
 

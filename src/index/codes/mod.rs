@@ -9,7 +9,8 @@
 //! then per indexed segment its directory (where each prefix's entries start) and its entries
 //! ((low bits, ordinal) in two arrays per page, sorted by (segment value, ordinal)), then the chain
 //! of rows whose code is NULL. Rows inserted after the build go to the *tail*, a chain of (code,
-//! TID) pages that every lookup reads whole (a REINDEX compacts).
+//! TID) pages, which a backend that looks them up often keeps a copy of in memory ([`tail`]; a
+//! REINDEX compacts).
 //!
 //! The files: `meta` (the metapage, where each part is, the slots of a page), `build`, `read`
 //! (pages, the store and the chains, the probes), `ordered` (nearest rows, and radius scans too
@@ -27,6 +28,7 @@ pub(super) mod meta;
 mod ordered;
 mod read;
 pub(super) mod scan;
+pub(crate) mod tail;
 pub(super) mod write;
 
 /// Whether `index` is of the bit-codes kind (its key is `bit`).

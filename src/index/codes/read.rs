@@ -233,7 +233,8 @@ impl Reader {
     /// (`code_index::units`) already: its radii and its units.
     pub fn probes_pay_after(&self, k: u32, spent: f64) -> Option<(Vec<Option<u32>>, f64)> {
         if self.meta.rows == 0 {
-            return None;
+            // (the tail alone: `probe` looks it up)
+            return Some((Vec::new(), 0.0));
         }
         let rows = u64::from(self.meta.rows);
         let radii = self.layout.radii(k, rows)?;
@@ -244,7 +245,7 @@ impl Reader {
     }
 
     /// The rows of the code store within `k` of `query` found through the segments with `radii`
-    /// (complete for `k`) and then the tail's, as (distance, TID order) in no particular order, or
+    /// (complete for `k`; none when the build had no rows) and then the tail's (`super::tail`), as (distance, TID order) in no particular order, or
     /// `None` when more than `limit` candidates were met (nothing read then but the segments; a
     /// candidate takes 8 bytes while they are collected).
     pub unsafe fn probe(
@@ -261,7 +262,9 @@ impl Reader {
             };
             let interrupt = simhash_core::Interrupt::new(&check);
             let layout = self.layout;
-            let ordinals = {
+            let ordinals = if self.meta.rows == 0 {
+                Some(Vec::new())
+            } else {
                 let mut segments = SegmentPages { reader: self, probes: 0 };
                 code_index::candidates(&layout, radii, k, query, &mut segments, limit, interrupt)
             };
@@ -292,11 +295,9 @@ impl Reader {
                 }
             }
             self.pages.release();
-            self.for_each_tail_row(&mut |code, tid| {
-                if let Some(d) = hamming_bytes(code, query).filter(|&d| d <= k) {
-                    if keep(code) {
-                        found.push((d, tid_order(tid)));
-                    }
+            super::tail::for_each_within(self, query, k, &mut |d, key, code| {
+                if keep(code) {
+                    found.push((d, key));
                 }
             });
             Some(found)

@@ -165,7 +165,7 @@ unsafe fn each_row_page(
         let blocks = buffers::number_of_blocks(index);
         let places = meta::Places::of(&meta);
         let store_slot = meta::store_slot(meta.code_bytes());
-        let (mut left, mut marked) = (0.0, 0.0);
+        let (mut left, marked) = (0.0, std::cell::Cell::new(0.0));
         let mut visit = |block: BlockNumber, kind: Kind, slot: usize| -> BlockNumber {
             pgrx::check_for_interrupts!();
             let buffer = pg_sys::ReadBufferExtended(
@@ -179,7 +179,7 @@ unsafe fn each_row_page(
             page::expect_kind(pg_sys::BufferGetPage(buffer), kind, index, block);
             let (l, m) = mark_page(index, buffer, block, slot, removed);
             left += l as f64;
-            marked += m as f64;
+            marked.set(marked.get() + m as f64);
             let next = (*page::special(pg_sys::BufferGetPage(buffer))).next;
             pg_sys::UnlockReleaseBuffer(buffer);
             next
@@ -187,9 +187,11 @@ unsafe fn each_row_page(
         for block in meta.store_start..meta.store_start + places.store_pages {
             visit(block, Kind::CodeStore, store_slot);
         }
+        let mut tail_marked = false;
         for (head, kind, slot) in
             [(meta.tail_head, Kind::CodeTail, store_slot), (meta.nulls_head, Kind::CodeNulls, TID)]
         {
+            let before = marked.get();
             let mut block = head;
             let mut steps = 0;
             while block != INVALID_BLOCK {
@@ -199,8 +201,18 @@ unsafe fn each_row_page(
                 }
                 block = visit(block, kind, slot);
             }
+            tail_marked |= kind == Kind::CodeTail && marked.get() > before;
         }
-        (left, marked, blocks)
+        if tail_marked {
+            // (before the VACUUM's heap pass can reuse the rows' TIDs: a copy of the tail kept by
+            // a backend is read again)
+            let meta_buffer = read_locked(index, 0, pg_sys::BUFFER_LOCK_EXCLUSIVE);
+            let mut meta = meta::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
+            meta.tail_marks = meta.tail_marks.wrapping_add(1);
+            finish(Change::start(index), meta_buffer, &meta, true);
+            pg_sys::UnlockReleaseBuffer(meta_buffer);
+        }
+        (left, marked.get(), blocks)
     }
 }
 
