@@ -13,10 +13,15 @@
 
 use crate::code_index::{self, Layout, Segments};
 use crate::interrupt::{Interrupt, STEP};
-use crate::multi_index::hamming_bytes;
+use crate::multi_index::{hamming_bytes, lookup_radii, LookupCosts};
 
 /// Rows compared whole before they are sealed into a run.
 pub const SEAL_ROWS: usize = 256;
+
+/// The costs of a lookup's work in memory, for choosing its radii: a probe (a binary search) one,
+/// a candidate met a fifth, a code compared a half (in an index's pages, a code read costs as much
+/// as a probe: [`code_index::COSTS`]).
+pub const MEMORY_COSTS: LookupCosts = LookupCosts { probe: 1.0, candidate: 0.2, check: 0.5 };
 
 /// A run of consecutive rows, `start..start + len`, and its segments (none when no layout fits
 /// its codes: then it is compared whole).
@@ -27,24 +32,40 @@ struct Run {
     /// Per indexed segment: its directory, and its entries' low bits and ordinals (relative to
     /// `start`), sorted by (value, ordinal).
     segments: Vec<(Vec<u32>, Vec<u16>, Vec<u32>)>,
+    /// The radii of the last lookup's `k` (`None`: probing does not pay), for the next lookup.
+    radii: Option<(u32, Option<Vec<Option<u32>>>)>,
 }
 
 impl Run {
     fn build(codes: &[u8], bytes: usize, bits: u32, start: usize, len: usize, interrupt: Interrupt) -> Run {
-        let mut run = Run { start, len, layout: None, segments: Vec::new() };
+        let mut run = Run { start, len, layout: None, segments: Vec::new(), radii: None };
         let Ok(layout) = Layout::for_table(bits, len as u64) else { return run };
         let rows = &codes[start * bytes..(start + len) * bytes];
         for i in 0..layout.indexed {
             interrupt.check();
             let entries = code_index::segment_entries(&layout, i, rows.chunks_exact(bytes));
-            let directory =
-                code_index::directory(entries.iter().map(|&(value, _)| layout.split(i, value).0), layout.directory_len(i));
+            let directory = code_index::directory(
+                entries.iter().map(|&(value, _)| layout.split(i, value).0),
+                layout.directory_len(i),
+            );
             let lows = entries.iter().map(|&(value, _)| layout.split(i, value).1).collect();
             let ordinals = entries.into_iter().map(|(_, ordinal)| ordinal).collect();
             run.segments.push((directory, lows, ordinals));
         }
         run.layout = Some(layout);
         run
+    }
+
+    /// The radii of a lookup within `k` when probing pays.
+    fn radii(&mut self, k: u32) -> Option<Vec<Option<u32>>> {
+        let layout = self.layout?;
+        if self.radii.as_ref().is_none_or(|(last, _)| *last != k) {
+            let rows = self.len as u64;
+            let radii = lookup_radii(&layout.indexed_plan(), k, rows, MEMORY_COSTS)
+                .filter(|radii| code_index::probing_pays(layout.work(radii, k, rows), rows));
+            self.radii = Some((k, radii));
+        }
+        self.radii.as_ref().and_then(|(_, radii)| radii.clone())
     }
 
     fn memory(&self) -> usize {
@@ -140,7 +161,13 @@ impl CodeRuns {
 
     /// Calls `found(distance, key, code)` for every row within `k` bits of `query` (of the rows'
     /// length), each once.
-    pub fn for_each_within(&mut self, query: &[u8], k: u32, interrupt: Interrupt, found: &mut dyn FnMut(u32, u64, &[u8])) {
+    pub fn for_each_within(
+        &mut self,
+        query: &[u8],
+        k: u32,
+        interrupt: Interrupt,
+        found: &mut dyn FnMut(u32, u64, &[u8]),
+    ) {
         let (codes, keys, bytes) = (&self.codes, &self.keys, self.bytes);
         let mut check = |row: usize| {
             let code = &codes[row * bytes..(row + 1) * bytes];
@@ -158,11 +185,9 @@ impl CodeRuns {
         };
         let unsealed = self.runs.last().map_or(0, |run| run.start + run.len)..keys.len();
         for run in &mut self.runs {
-            let probed = run.layout.and_then(|layout| {
-                let radii = layout.radii(k, run.len as u64)?;
-                code_index::probing_pays(layout.work(&radii, k, run.len as u64), run.len as u64)
-                    .then(|| code_index::candidates(&layout, &radii, k, query, run, usize::MAX, interrupt))
-                    .flatten()
+            let probed = run.radii(k).and_then(|radii| {
+                let layout = run.layout.expect("probed");
+                code_index::candidates(&layout, &radii, k, query, run, usize::MAX, interrupt)
             });
             match probed {
                 Some(ordinals) => ordinals.into_iter().for_each(|ordinal| check(run.start + ordinal as usize)),

@@ -167,7 +167,8 @@ fn keep(copy: Copy) {
     COPIES.with(|copies| {
         let mut copies = copies.borrow_mut();
         copies.push(copy);
-        let memory = |copies: &Vec<Copy>| copies.iter().filter_map(|c| c.runs.as_ref()).map(CodeRuns::memory).sum::<usize>();
+        let memory =
+            |copies: &Vec<Copy>| copies.iter().filter_map(|c| c.runs.as_ref()).map(CodeRuns::memory).sum::<usize>();
         while copies.len() > 1 && (memory(&copies) > limit() || copies.len() > 16) {
             copies.remove(0);
         }
