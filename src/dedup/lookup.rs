@@ -116,8 +116,9 @@ pub(super) unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Datum], nulls: &[
 /// The statement that finds the nearest row within `k` of `$1` (a simhash64, or for a column of
 /// codes a `bit`) other than the row at `$2` (a tid), returning its key as text and its distance;
 /// with `verify`, only rows whose text is at least `min_similarity` similar to `$3` (a text), the
-/// most similar first, and the similarity. On codes the test is `simhash_hamming(col, $1) <= k`,
-/// which the planner rewrite sends to the column's `simhash` index (`crate::lookup::codes`).
+/// most similar first, and the similarity. On codes the test is `simhash_hamming(col, $1) <= k`
+/// (`col::"bit"` unless `col` is of type `bit`), which the planner rewrite sends to the column's
+/// `simhash` index (`crate::lookup::codes`).
 unsafe fn lookup_statement(
     rel: pg_sys::Relation,
     column: &str,
@@ -128,9 +129,17 @@ unsafe fn lookup_statement(
 ) -> String {
     unsafe {
         let s = quote_identifier(&namespace_name(schema));
+        let name = std::ffi::CString::new(column).unwrap_or_default();
+        let attnum = pg_sys::get_attnum((*rel).rd_id, name.as_ptr());
+        let atttype = if attnum > 0 { pg_sys::get_atttype((*rel).rd_id, attnum) } else { Oid::INVALID };
         if kind == Kind::Code {
+            // A column of any type but `bit` itself (`bit varying`, a domain over either) is cast
+            // to `bit`, without a length (`::bit` is `bit(1)`): a `simhash_hamming` declared for
+            // its own type in the extension's schema would match it more exactly than ours.
+            // (A relabelling: the planner rewrite still finds the column's index under it.)
+            let cast = if atttype == pg_sys::BITOID { "" } else { "::pg_catalog.\"bit\"" };
             let key = key_columns(rel).expression();
-            let distance = format!("{s}.simhash_hamming(t.{}, $1)", quote_identifier(column));
+            let distance = format!("{s}.simhash_hamming(t.{}{cast}, $1)", quote_identifier(column));
             return format!(
                 "SELECT {key}, {distance}::pg_catalog.int4 FROM ONLY {} t \
                  WHERE {distance} OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2 ORDER BY 2, 1 LIMIT 1",
@@ -139,9 +148,7 @@ unsafe fn lookup_statement(
         }
         // A column of a domain over simhash64 is cast to simhash64 itself: it would match an
         // operator declared for that domain more exactly than the extension's own.
-        let name = std::ffi::CString::new(column).unwrap_or_default();
-        let attnum = pg_sys::get_attnum((*rel).rd_id, name.as_ptr());
-        let domain = attnum > 0 && pg_sys::get_typtype(pg_sys::get_atttype((*rel).rd_id, attnum)) as u8 == b'd';
+        let domain = atttype != Oid::INVALID && pg_sys::get_typtype(atttype) as u8 == b'd';
         let cast = if domain { format!("::{s}.simhash64") } else { String::new() };
         let column = format!("t.{}{cast}", quote_identifier(column));
         let key = key_columns(rel).expression();

@@ -57,11 +57,13 @@
 //!
 //! Columns of binary codes (`bit(n)`, `bit varying`): the same protocol, generic over the value
 //! compared (`value::Fingerprint`: `u64` for `simhash64`, `value::Code` for codes, whose distance
-//! raises 22026 for codes of unequal lengths). The row lookup is `simhash_hamming(col, $1) <= k`,
-//! which the planner sends to the column's `simhash` index of codes; the recheck reads that index
-//! directly (`crate::index::code_rows_within`), else compares the whole table with the
-//! transaction's codes in one pass (`simhash_core::code_dedup::CodeNearSet`). Not on codes (0A000):
-//! the verified and the deferred check.
+//! raises 22026 for codes of unequal lengths). The row lookup is `simhash_hamming(col, $1) <= k`
+//! (`col::"bit"` on `bit varying` or a domain, so that nothing declared for the column's own type
+//! in the extension's schema is chosen instead), which the planner sends to the column's `simhash`
+//! index of codes; the recheck reads that index directly (`crate::index::code_rows_within`), else
+//! compares the whole table with the transaction's codes in one pass
+//! (`simhash_core::code_dedup::CodeNearSet`). Not on codes (0A000): the verified and the deferred
+//! check.
 //!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.

@@ -74,10 +74,16 @@ pub(super) unsafe fn for_each_code_pair(
         let schema = quote_identifier(&CStr::from_ptr(schema_name).to_string_lossy());
         let (code, id) =
             (quote_identifier(&code_column.to_string_lossy()), quote_identifier(&id_column.to_string_lossy()));
+        // A domain's column is cast to `bit` itself (no length: `::bit` is `bit(1)`), which the
+        // extension's functions and operators take: one declared for the domain in the extension's
+        // schema would otherwise match it more exactly. (The index is still found under the cast.)
+        let attnum = pg_sys::get_attnum(tbl, code_column.as_ptr());
+        let cast = if pg_sys::get_atttype(tbl, attnum) == pg_sys::BITOID { "" } else { "::pg_catalog.\"bit\"" };
+        let (a_code, b_code) = (format!("a.{code}{cast}"), format!("b.{code}{cast}"));
         let query = format!(
-            "SELECT a.{id}::pg_catalog.int8, b.{id}::pg_catalog.int8, {schema}.simhash_hamming(a.{code}, b.{code})::pg_catalog.int4 \
+            "SELECT a.{id}::pg_catalog.int8, b.{id}::pg_catalog.int8, {schema}.simhash_hamming({a_code}, {b_code})::pg_catalog.int4 \
              FROM {table} a JOIN {table} b \
-             ON b.{code} OPERATOR({schema}.<@) {schema}.simhash_code_ball(a.{code}, {k}) \
+             ON {b_code} OPERATOR({schema}.<@) {schema}.simhash_code_ball({a_code}, {k}) \
              AND a.{id}::pg_catalog.int8 OPERATOR(pg_catalog.<) b.{id}::pg_catalog.int8",
             table = qualified_name(tbl),
         );

@@ -121,6 +121,91 @@ RESET enable_seqscan;
 RESET ROLE;
 DROP TABLE sec_rls;
 
+-- What a role with CREATE on the extension's schema (here public) plants there does not run in
+-- another role's statements on a column of bit codes: the constraint's lookup and the pairs name
+-- simhash_hamming(bit, bit), simhash_code_ball(bit, integer) and <@ with the column cast to bit
+-- (bit varying, a domain), not as its own type, which a function declared for it would match first.
+CREATE DOMAIN sec_code AS bit(8);
+CREATE TABLE sec_codes (id int PRIMARY KEY, code bit varying, dcode sec_code);
+CREATE INDEX ON sec_codes USING simhash (code);
+CREATE INDEX ON sec_codes USING simhash (dcode);
+ALTER TABLE sec_codes OWNER TO simhash_sec_owner;
+SELECT simhash_add_dedup('sec_codes', 'code', 1) IS NOT NULL AS attached;
+CREATE TABLE sec_planted_calls (planted text, called_as name);
+GRANT INSERT ON sec_planted_calls TO PUBLIC;
+SET ROLE simhash_sec_other;
+CREATE FUNCTION public.simhash_hamming(a bit varying, b bit) RETURNS simhash_distance LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'planted simhash_hamming(bit varying, bit) runs as %', current_user;
+    INSERT INTO public.sec_planted_calls VALUES ('simhash_hamming(bit varying, bit)', current_user);
+    RETURN 0;
+END $$;
+CREATE FUNCTION public.simhash_hamming(a sec_code, b bit) RETURNS simhash_distance LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'planted simhash_hamming(sec_code, bit) runs as %', current_user;
+    INSERT INTO public.sec_planted_calls VALUES ('simhash_hamming(sec_code, bit)', current_user);
+    RETURN 0;
+END $$;
+CREATE FUNCTION public.simhash_hamming(a sec_code, b sec_code) RETURNS simhash_distance LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'planted simhash_hamming(sec_code, sec_code) runs as %', current_user;
+    INSERT INTO public.sec_planted_calls VALUES ('simhash_hamming(sec_code, sec_code)', current_user);
+    RETURN 0;
+END $$;
+CREATE FUNCTION public.simhash_code_ball(center sec_code, radius integer) RETURNS simhash_code_ball LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'planted simhash_code_ball(sec_code, integer) runs as %', current_user;
+    INSERT INTO public.sec_planted_calls VALUES ('simhash_code_ball(sec_code, integer)', current_user);
+    RETURN ROW(center, 8)::simhash_code_ball;
+END $$;
+CREATE FUNCTION public.sec_planted_within(code sec_code, ball simhash_code_ball) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'planted <@ (sec_code, simhash_code_ball) runs as %', current_user;
+    INSERT INTO public.sec_planted_calls VALUES ('<@ (sec_code, simhash_code_ball)', current_user);
+    RETURN true;
+END $$;
+CREATE OPERATOR public.<@ (LEFTARG = sec_code, RIGHTARG = simhash_code_ball, FUNCTION = public.sec_planted_within);
+RESET ROLE;
+-- The lookups still use the columns' indexes.
+SET enable_seqscan = off;
+SET plan_cache_mode = force_generic_plan;
+SELECT simhash_dedup_lookup('sec_codes', 'code', 1) AS lookup \gset
+PREPARE sec_lookup(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE sec_lookup(B'1010', '(0,0)');
+SELECT simhash_dedup_lookup('sec_codes', 'dcode', 1) AS lookup \gset
+PREPARE sec_lookup_d(bit, tid) AS :lookup;
+EXPLAIN (COSTS OFF) EXECUTE sec_lookup_d(B'10101010', '(0,0)');
+DEALLOCATE sec_lookup;
+DEALLOCATE sec_lookup_d;
+RESET plan_cache_mode;
+RESET enable_seqscan;
+-- The table's owner inserts (bit varying); a duplicate is refused as before (23505).
+SET ROLE simhash_sec_owner;
+INSERT INTO sec_codes VALUES (1, B'10101010', B'10101010'), (2, B'01010101', B'01010101');
+\set VERBOSITY sqlstate
+INSERT INTO sec_codes VALUES (3, B'10101011', B'11110000');
+\set VERBOSITY default
+RESET ROLE;
+-- The constraint on the domain's column, and its pairs.
+SELECT simhash_add_dedup('sec_codes', 'dcode', 1) IS NOT NULL AS attached;
+SET ROLE simhash_sec_owner;
+INSERT INTO sec_codes VALUES (4, B'11110000', B'11110000');
+\set VERBOSITY sqlstate
+INSERT INTO sec_codes VALUES (5, B'00001111', B'11110001');
+\set VERBOSITY default
+SELECT * FROM simhash_pairs('sec_codes', 'dcode', 8) ORDER BY 1, 2;
+SELECT * FROM simhash_clusters('sec_codes', 'dcode', 4) ORDER BY 1;
+RESET ROLE;
+SELECT count(*) AS planted_calls FROM sec_planted_calls;
+DROP TABLE sec_codes, sec_planted_calls;
+DROP OPERATOR public.<@ (sec_code, simhash_code_ball);
+DROP FUNCTION public.sec_planted_within(sec_code, simhash_code_ball);
+DROP FUNCTION public.simhash_code_ball(sec_code, integer);
+DROP FUNCTION public.simhash_hamming(bit varying, bit);
+DROP FUNCTION public.simhash_hamming(sec_code, bit);
+DROP FUNCTION public.simhash_hamming(sec_code, sec_code);
+DROP DOMAIN sec_code;
+
 -- A key whose cast to text gives NULL (a type's own cast may): the stored row goes unnamed.
 CREATE TYPE sec_mood AS ENUM ('calm', 'tense');
 CREATE FUNCTION sec_mood_text(sec_mood) RETURNS text LANGUAGE sql AS 'SELECT NULL::text';
