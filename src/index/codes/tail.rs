@@ -109,8 +109,11 @@ pub(super) unsafe fn for_each_within(
         };
         let per_page = meta::store_per_page(m.code_bytes()) as u64;
         let rows = u64::from(m.tail_pages) * per_page;
-        let fits = |rows: u64| rows as usize * CodeRuns::row_memory(owner.bits, rows) <= limit();
-        if copy.runs.is_none() && copy.read_whole >= WORTH * rows && fits(rows) {
+        let fits = rows as usize * CodeRuns::row_memory(owner.bits, rows) <= limit();
+        if !fits {
+            // (a tail too large for the setting, or a setting lowered: read whole)
+            copy.runs = None;
+        } else if copy.runs.is_none() && copy.read_whole >= WORTH * rows {
             copy.runs = Some(CodeRuns::new(owner.bits));
             (copy.block, copy.taken) = (m.tail_head, 0);
         }
