@@ -117,9 +117,14 @@ pub(super) unsafe fn for_each_within(
             copy.runs = Some(CodeRuns::new(owner.bits));
             (copy.block, copy.taken) = (m.tail_head, 0);
         }
-        if copy.runs.is_some() {
-            read_new_rows(reader, &mut copy);
-            let runs = copy.runs.as_mut().expect("kept");
+        // (rows appended since the last lookup are read into the copy only while they fit: a tail
+        // grown by millions of rows meanwhile is not copied whole before the copy is dropped)
+        let most = limit() / CodeRuns::row_memory(owner.bits, rows);
+        if copy.runs.is_some() && (!fits(rows) || !read_new_rows(reader, &mut copy, most)) {
+            copy.runs = None;
+            copy.read_whole = 0;
+        }
+        if let Some(runs) = copy.runs.as_mut() {
             let check = || {
                 pgrx::check_for_interrupts!();
             };
@@ -144,8 +149,9 @@ pub(super) unsafe fn for_each_within(
     }
 }
 
-/// Adds to `copy` the live rows of the tail after where its reading stopped.
-unsafe fn read_new_rows(reader: &mut Reader, copy: &mut Copy) {
+/// Adds to `copy` the live rows of the tail after where its reading stopped, unless that would
+/// make it hold more than `most` rows (`false`: the copy is then to be dropped).
+unsafe fn read_new_rows(reader: &mut Reader, copy: &mut Copy, most: usize) -> bool {
     unsafe {
         let (index, code_bytes) = (reader.index, reader.meta.code_bytes());
         let (mut block, mut taken) = (copy.block, copy.taken);
@@ -154,13 +160,14 @@ unsafe fn read_new_rows(reader: &mut Reader, copy: &mut Copy) {
             let mut n = 0;
             for (tid, code) in slots(index, tail_page, at, code_bytes) {
                 n += 1;
-                if (at != copy.block || n > copy.taken) && !is_removed(&tid) {
+                if (at != copy.block || n > copy.taken) && !is_removed(&tid) && runs.len() <= most {
                     runs.push(code, tid_order(&tid));
                 }
             }
             (block, taken) = (at, n);
         });
         (copy.block, copy.taken) = (block, taken);
+        runs.len() <= most
     }
 }
 

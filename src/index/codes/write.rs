@@ -154,10 +154,12 @@ unsafe fn mark_page(
 }
 
 /// Every page of the code store and of both chains, exclusively locked in turn (or share-locked
-/// when nothing is removed), its removed rows marked: (rows left, rows marked, blocks).
+/// when nothing is removed), its removed rows marked: (rows left, rows marked, blocks). With
+/// `bump`, then, when the index has a tail, `tail_marks` is bumped.
 unsafe fn each_row_page(
     info: *mut pg_sys::IndexVacuumInfo,
     removed: &mut dyn FnMut(&mut pg_sys::ItemPointerData) -> bool,
+    bump: bool,
 ) -> (f64, f64, u32) {
     unsafe {
         let index = (*info).index;
@@ -165,7 +167,7 @@ unsafe fn each_row_page(
         let blocks = buffers::number_of_blocks(index);
         let places = meta::Places::of(&meta);
         let store_slot = meta::store_slot(meta.code_bytes());
-        let (mut left, marked) = (0.0, std::cell::Cell::new(0.0));
+        let (mut left, mut marked) = (0.0, 0.0);
         let mut visit = |block: BlockNumber, kind: Kind, slot: usize| -> BlockNumber {
             pgrx::check_for_interrupts!();
             let buffer = pg_sys::ReadBufferExtended(
@@ -179,7 +181,7 @@ unsafe fn each_row_page(
             page::expect_kind(pg_sys::BufferGetPage(buffer), kind, index, block);
             let (l, m) = mark_page(index, buffer, block, slot, removed);
             left += l as f64;
-            marked.set(marked.get() + m as f64);
+            marked += m as f64;
             let next = (*page::special(pg_sys::BufferGetPage(buffer))).next;
             pg_sys::UnlockReleaseBuffer(buffer);
             next
@@ -187,32 +189,35 @@ unsafe fn each_row_page(
         for block in meta.store_start..meta.store_start + places.store_pages {
             visit(block, Kind::CodeStore, store_slot);
         }
-        let mut tail_marked = false;
         for (head, kind, slot) in
             [(meta.tail_head, Kind::CodeTail, store_slot), (meta.nulls_head, Kind::CodeNulls, TID)]
         {
-            let before = marked.get();
             let mut block = head;
             let mut steps = 0;
             while block != INVALID_BLOCK {
                 steps += 1;
-                if block >= blocks || steps > blocks {
+                // (inserts meanwhile append pages to the chains: the index's blocks now)
+                if (block >= blocks || steps > blocks) && {
+                    let now = buffers::number_of_blocks(index);
+                    block >= now || steps > now
+                } {
                     corrupt(index, format!("a chain of {kind:?} pages leads to block {block}"));
                 }
                 block = visit(block, kind, slot);
             }
-            tail_marked |= kind == Kind::CodeTail && marked.get() > before;
         }
-        if tail_marked {
+        if bump && meta.tail_head != INVALID_BLOCK {
             // (before the VACUUM's heap pass can reuse the rows' TIDs: a copy of the tail kept by
-            // a backend is read again)
+            // a backend is read again). Whether or not this pass marked rows of the tail: a VACUUM
+            // cancelled after marking some, before this bump, leaves them marked, and the next
+            // one, which frees their TIDs, marks none of them again.
             let meta_buffer = read_locked(index, 0, pg_sys::BUFFER_LOCK_EXCLUSIVE);
             let mut meta = meta::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
             meta.tail_marks = meta.tail_marks.wrapping_add(1);
             finish(Change::start(index), meta_buffer, &meta, true);
             pg_sys::UnlockReleaseBuffer(meta_buffer);
         }
-        (left, marked.get(), blocks)
+        (left, marked, blocks)
     }
 }
 
@@ -238,7 +243,7 @@ pub(in crate::index) unsafe fn bulk_delete(
     unsafe {
         let stats = stats_or_new(stats);
         let Some(callback) = callback else { return stats };
-        let (left, marked, blocks) = each_row_page(info, &mut |tid| callback(tid, callback_state));
+        let (left, marked, blocks) = each_row_page(info, &mut |tid| callback(tid, callback_state), true);
         (*stats).num_pages = blocks;
         (*stats).num_index_tuples = left;
         (*stats).tuples_removed += marked;
@@ -260,7 +265,7 @@ pub(in crate::index) unsafe fn vacuum_cleanup(
             return stats;
         }
         let stats = stats_or_new(stats);
-        let (left, _, blocks) = each_row_page(info, &mut |_| false);
+        let (left, _, blocks) = each_row_page(info, &mut |_| false, false);
         (*stats).num_pages = blocks;
         (*stats).num_index_tuples = left;
         stats
