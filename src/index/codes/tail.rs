@@ -120,7 +120,7 @@ pub(super) unsafe fn for_each_within(
         // (rows appended since the last lookup are read into the copy only while they fit: a tail
         // grown by millions of rows meanwhile is not copied whole before the copy is dropped)
         let most = limit() / CodeRuns::row_memory(owner.bits, rows);
-        if copy.runs.is_some() && (!fits(rows) || !read_new_rows(reader, &mut copy, most)) {
+        if copy.runs.is_some() && !read_new_rows(reader, &mut copy, most) {
             copy.runs = None;
             copy.read_whole = 0;
         }
