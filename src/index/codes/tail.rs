@@ -7,8 +7,9 @@
 //! the tail) takes time about linear in its rows instead of quadratic.
 //!
 //! A copy belongs to an index's file and build (its metapage's `stamp`) and to a count of the
-//! VACUUMs that marked rows of its tail removed (`tail_marks`, bumped before the VACUUM returns, so
-//! before the removed rows' TIDs can be reused): when any of them changes the copy is dropped. All
+//! VACUUMs that removed rows while it had a tail (`tail_marks`, bumped at the end of every
+//! `ambulkdelete` of an index with a tail, so before the removed rows' TIDs can be reused, even
+//! when an earlier VACUUM cancelled midway marked them): when any of them changes the copy is dropped. All
 //! copies together take at most `simhash.index_tail_memory`; the least recently used go first. A
 //! copy is taken out of the list while it is read, so that an ERROR there drops it.
 
