@@ -243,7 +243,7 @@ mod tests {
             for batch in [1usize, 1, 300, 1, 255, 1000, 7, 2000, 1, 1, 513] {
                 for _ in 0..batch {
                     let mut code = centres[(lcg.next() % 8) as usize].clone();
-                    let flips = if lcg.next() % 4 == 0 { bits } else { (lcg.next() % 24) as u32 };
+                    let flips = if lcg.next().is_multiple_of(4) { bits } else { (lcg.next() % 24) as u32 };
                     for _ in 0..flips {
                         let bit = (lcg.next() % u64::from(bits)) as usize;
                         code[bit / 8] ^= 0x80 >> (bit % 8);
