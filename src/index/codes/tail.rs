@@ -63,6 +63,9 @@ struct Copy {
     owner: Owner,
     /// Rows read whole by lookups since the copy was dropped (to decide when to keep one).
     read_whole: u64,
+    /// The setting when a copy was last dropped for want of memory (none is kept again until the
+    /// setting is raised).
+    refused_at: Option<usize>,
     /// The copy (`None`: not kept), and where its reading stopped: the last page read and the
     /// slots taken from it.
     runs: Option<CodeRuns>,
@@ -106,7 +109,7 @@ pub(super) unsafe fn for_each_within(
         });
         let mut copy = match taken {
             Some(copy) if copy.owner == owner => copy,
-            _ => Copy { owner, read_whole: 0, runs: None, block: m.tail_head, taken: 0 },
+            _ => Copy { owner, read_whole: 0, refused_at: None, runs: None, block: m.tail_head, taken: 0 },
         };
         let per_page = meta::store_per_page(m.code_bytes()) as u64;
         let rows = u64::from(m.tail_pages) * per_page;
@@ -114,7 +117,10 @@ pub(super) unsafe fn for_each_within(
         if !fits {
             // (a tail too large for the setting, or a setting lowered: read whole)
             copy.runs = None;
-        } else if copy.runs.is_none() && copy.read_whole >= WORTH * rows {
+        } else if copy.runs.is_none()
+            && copy.read_whole >= WORTH * rows
+            && copy.refused_at.is_none_or(|refused| limit() > refused)
+        {
             copy.runs = Some(CodeRuns::new(owner.bits));
             (copy.block, copy.taken) = (m.tail_head, 0);
         }
@@ -122,8 +128,7 @@ pub(super) unsafe fn for_each_within(
         // grown by millions of rows meanwhile is not copied whole before the copy is dropped)
         let most = limit() / CodeRuns::row_memory(owner.bits, rows);
         if copy.runs.is_some() && !read_new_rows(reader, &mut copy, most) {
-            copy.runs = None;
-            copy.read_whole = 0;
+            (copy.runs, copy.refused_at) = (None, Some(limit()));
         }
         if let Some(runs) = copy.runs.as_mut() {
             let check = || {
@@ -136,9 +141,8 @@ pub(super) unsafe fn for_each_within(
                 keep(copy);
                 return;
             }
-            // (too large now: read whole, and not copied again until it is read whole enough)
-            copy.runs = None;
-            copy.read_whole = 0;
+            // (too large now: read whole)
+            (copy.runs, copy.refused_at) = (None, Some(limit()));
         }
         reader.for_each_tail_row(&mut |code, tid| {
             copy.read_whole += 1;

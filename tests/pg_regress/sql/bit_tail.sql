@@ -41,7 +41,9 @@ INSERT INTO tail_t SELECT i, pg_temp.row_code(i, 'other') FROM generate_series(5
 SELECT count(*) > 100 AS tids_reused FROM tail_t WHERE ctid IN (SELECT tid FROM removed);
 SELECT k, c.* FROM unnest(ARRAY[0, 3, 8]) k, pg_temp.compare(k) c;
 SELECT simhash_index_check('tail_t_code') AS checked;
--- simhash.index_tail_memory = 0 keeps no copy: the same answers.
+-- A setting too small for the tail (the copy dropped), then none (0): the same answers.
+SET simhash.index_tail_memory = '200kB';
+SELECT k, c.* FROM unnest(ARRAY[3]) k, pg_temp.compare(k) c;
 SET simhash.index_tail_memory = 0;
 SELECT k, c.* FROM unnest(ARRAY[3]) k, pg_temp.compare(k) c;
 SET simhash.index_tail_memory = -1;
