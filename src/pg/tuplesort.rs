@@ -4,9 +4,9 @@
 //! transaction, even after an error). For the index build and check, whose rows need not fit in
 //! `maintenance_work_mem`.
 //!
-//! Two kinds of items: 64-bit keys (sorted as `int8` with the sign bit flipped, so unsigned), and
-//! a 64-bit key with a TID (as a `uuid`, whose 16 bytes compare as bytes: the key big-endian, then
-//! the TID's block and offset).
+//! Three kinds of items: 64-bit keys (sorted as `int8` with the sign bit flipped, so unsigned), a
+//! 64-bit key with a TID (as a `uuid`, whose 16 bytes compare as bytes: the key big-endian, then
+//! the TID's block and offset), and byte strings of one length (as `bytea`, compared as bytes).
 
 use pgrx::pg_sys::{self, Datum};
 
@@ -60,6 +60,47 @@ impl Item for (u64, pg_sys::ItemPointerData) {
         let key = u64::from_be_bytes(bytes[..8].try_into().unwrap());
         let tid = u64::from_be_bytes(bytes[8..].try_into().unwrap());
         (key, super::tid::tid_of_order(tid))
+    }
+}
+
+/// A byte string, sorted in byte order (as a `bytea`: `memcmp`, then the shorter first). It holds
+/// the value with its 4-byte varlena header.
+pub(crate) struct Bytes(Vec<u8>);
+
+impl Bytes {
+    /// The byte string of `parts` one after the other.
+    pub fn new(parts: &[&[u8]]) -> Bytes {
+        let len = pg_sys::VARHDRSZ + parts.iter().map(|part| part.len()).sum::<usize>();
+        // (SET_VARSIZE_4B)
+        let header = if cfg!(target_endian = "big") { len as u32 & 0x3FFF_FFFF } else { (len as u32) << 2 };
+        let mut value = Vec::with_capacity(len);
+        value.extend_from_slice(&header.to_ne_bytes());
+        for part in parts {
+            value.extend_from_slice(part);
+        }
+        Bytes(value)
+    }
+
+    /// The bytes (without the header).
+    pub fn bytes(&self) -> &[u8] {
+        &self.0[pg_sys::VARHDRSZ..]
+    }
+}
+
+impl Item for Bytes {
+    const TYPE: (pg_sys::Oid, u32) = (pg_sys::BYTEAOID, pg_sys::ByteaLessOperator);
+    fn with_datum(&self, put: &mut dyn FnMut(Datum)) {
+        put(Datum::from(self.0.as_ptr()))
+    }
+    unsafe fn of_datum(datum: Datum) -> Self {
+        unsafe {
+            let value = datum.cast_mut_ptr::<pg_sys::varlena>();
+            let bytes = std::slice::from_raw_parts(
+                pgrx::varlena::vardata_any(value).cast::<u8>(),
+                pgrx::varlena::varsize_any_exhdr(value),
+            );
+            Bytes::new(&[bytes])
+        }
     }
 }
 

@@ -153,6 +153,20 @@ pub fn directory(prefixes: impl Iterator<Item = u32>, len: usize) -> Vec<u32> {
     starts
 }
 
+/// The directory of a segment from how many entries have each prefix (`counts[p]`, for each of
+/// the `counts.len()` prefixes): where each prefix starts, then the count (what [`directory`] gives
+/// for those prefixes).
+pub fn directory_of_counts(counts: &[u32]) -> Vec<u32> {
+    let mut starts = Vec::with_capacity(counts.len() + 1);
+    let mut at = 0u32;
+    starts.push(at);
+    for &count in counts {
+        at += count;
+        starts.push(at);
+    }
+    starts
+}
+
 /// The entries of segment `i` of `codes` (in ordinal order) sorted by (value, ordinal), as
 /// (value, ordinal).
 pub fn segment_entries<'a>(layout: &Layout, i: u32, codes: impl Iterator<Item = &'a [u8]>) -> Vec<(u32, u32)> {

@@ -1,26 +1,126 @@
 //! CREATE INDEX of codes: every row's code and TID read from the table into memory (the codes in
-//! one flat array), sorted by code, then the pages written in block order (metapage, code store,
-//! each indexed segment's directory and entries, the NULL rows) and WAL-logged whole at the end,
-//! as the `simhash64` kind's build does. All codes have one length: the column's (`bit(n)`), else
-//! the first row's; another is an ERROR 22026.
+//! one flat array) while they fit in `maintenance_work_mem`, beyond it into PostgreSQL's sorts,
+//! which spill to temporary files (`super::spill`); then the pages written in block order
+//! (metapage, code store sorted by code then TID, each indexed segment's directory and entries,
+//! the NULL rows in TID order: the same pages either way, `super::build_pages`) and WAL-logged
+//! whole at the end, as the `simhash64` kind's build does. All codes have one length: the
+//! column's (`bit(n)`), else the first row's; another is an ERROR 22026.
 
-use pgrx::pg_sys::{self, BlockNumber, Page};
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use simhash_core::code_index::{self, Layout};
 use simhash_core::multi_index::MAX_CODE_BITS;
 
-use super::super::page::{self, Kind, INVALID_BLOCK, TID};
+use super::super::page::TID;
 use super::super::{buffers, memory};
+use super::build_pages::{write_slot, Writer};
 use super::meta::{self, CodesMeta, Places};
+use super::spill::Spilled;
 use crate::pg::errors::raise;
 
+/// The rows of a build until they are written: in memory while they fit in
+/// `maintenance_work_mem` (every code in one flat array), beyond it in sorts that spill to disk
+/// ([`Spilled`]).
 struct BuildState {
     /// The length of every code (0 until the first).
     bits: u32,
     codes: Vec<u8>,
     tids: Vec<pg_sys::ItemPointerData>,
     nulls: Vec<pg_sys::ItemPointerData>,
+    /// The bytes the rows may take in memory: `maintenance_work_mem`.
+    budget: usize,
+    spilled: Option<Box<Spilled>>,
+}
+
+impl BuildState {
+    fn new(bits: u32) -> BuildState {
+        let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
+        BuildState { bits, codes: Vec::new(), tids: Vec::new(), nulls: Vec::new(), budget, spilled: None }
+    }
+
+    fn code_bytes(&self) -> usize {
+        self.bits.div_ceil(8) as usize
+    }
+
+    /// Adds a row: `code` (`None`: NULL) at `tid`.
+    fn add(&mut self, code: Option<&[u8]>, tid: pg_sys::ItemPointerData) {
+        if let Some(spilled) = &mut self.spilled {
+            return spilled.put(code, tid);
+        }
+        let code_bytes = self.code_bytes();
+        let per_row = code_bytes + BUILD_BYTES_PER_ROW;
+        let (len, capacity, row_bytes) = match code {
+            Some(_) => (self.tids.len(), self.tids.capacity(), per_row),
+            None => (self.nulls.len(), self.nulls.capacity(), TID),
+        };
+        if len == capacity {
+            // Room for as many again, or for what fits; the sorts when that is too little.
+            let held = self.tids.capacity() * per_row + self.nulls.capacity() * TID;
+            let more = len.max(1024).min(self.budget.saturating_sub(held) / row_bytes);
+            if more < 1024 {
+                self.spill();
+                return self.add(code, tid);
+            }
+            match code {
+                Some(_) => {
+                    reserve_exact(&mut self.tids, more);
+                    reserve_exact(&mut self.codes, more * code_bytes);
+                }
+                None => reserve_exact(&mut self.nulls, more),
+            }
+        }
+        match code {
+            Some(code) => {
+                self.codes.extend_from_slice(code);
+                self.tids.push(tid);
+            }
+            None => self.nulls.push(tid),
+        }
+    }
+
+    /// Moves the rows held in memory to sorts that spill to disk, giving their memory back as it
+    /// goes, for the rows to come too.
+    fn spill(&mut self) {
+        let per_row = self.code_bytes() + BUILD_BYTES_PER_ROW;
+        crate::pg::errors::notice(
+            format!(
+                "simhash index rows no longer fit in maintenance_work_mem after {} rows: sorting on disk",
+                self.tids.len() + self.nulls.len()
+            ),
+            Some("The build takes about twice as long.".into()),
+            Some(format!("Raise maintenance_work_mem ({per_row} bytes a row) for a faster build.")),
+        );
+        let code_bytes = self.code_bytes();
+        let mut spilled = Box::new(Spilled::new(self.budget / 1024));
+        while !self.tids.is_empty() {
+            let from = self.tids.len().saturating_sub(SPILLED_AT_ONCE);
+            for (n, tid) in (from..).zip(&self.tids[from..]) {
+                spilled.put(Some(&self.codes[n * code_bytes..(n + 1) * code_bytes]), *tid);
+            }
+            self.tids.truncate(from);
+            self.codes.truncate(from * code_bytes);
+            self.tids.shrink_to_fit();
+            self.codes.shrink_to_fit();
+            pgrx::check_for_interrupts!();
+        }
+        for tid in std::mem::take(&mut self.nulls) {
+            spilled.put(None, tid);
+        }
+        (self.codes, self.tids) = (Vec::new(), Vec::new());
+        self.spilled = Some(spilled);
+    }
+}
+
+/// Rows moved to the sorts at a time when the build spills, after which their memory is given
+/// back.
+const SPILLED_AT_ONCE: usize = 1 << 18;
+
+/// `vec.reserve_exact(more)`, or an ERROR (53200) when memory runs out.
+fn reserve_exact<T>(vec: &mut Vec<T>, more: usize) {
+    if vec.try_reserve_exact(more).is_err() {
+        memory::reserve(vec, more); // (the ERROR of a failed allocation)
+    }
 }
 
 /// The code length a column's type fixes (`bit(n)`; not `bit varying(n)`, whose `n` is a
@@ -63,7 +163,7 @@ unsafe extern "C-unwind" fn build_callback(
     unsafe {
         let state = &mut *(state as *mut BuildState);
         if *isnull {
-            memory::push(&mut state.nulls, *tid);
+            state.add(None, *tid);
         } else {
             let (bits, bytes) = super::code_bytes(*values);
             if state.bits == 0 {
@@ -73,48 +173,15 @@ unsafe extern "C-unwind" fn build_callback(
             if bits != state.bits || bits == 0 {
                 super::wrong_length(bits, state.bits);
             }
-            memory::reserve(&mut state.codes, bytes.len());
-            state.codes.extend_from_slice(bytes);
-            memory::push(&mut state.tids, *tid);
+            state.add(Some(bytes), *tid);
         }
-        if (state.tids.len() + state.nulls.len()).is_multiple_of(4096) {
-            pgrx::check_for_interrupts!();
-            within_maintenance_work_mem(state);
-        }
+        pgrx::check_for_interrupts!();
     }
 }
 
 /// Bytes a built row takes in memory at the build's peak besides its code: its TID, its place in
 /// the order by code (`u32`) and its entry of the segment being written (`u64`).
 const BUILD_BYTES_PER_ROW: usize = 6 + 4 + 8;
-
-/// An ERROR (54000) when the rows read so far will need more than `maintenance_work_mem` at the
-/// build's peak: the build holds every code in memory (it does not spill to disk yet).
-fn within_maintenance_work_mem(state: &BuildState) {
-    let rows = state.tids.len();
-    let code_bytes = state.codes.len().checked_div(rows).unwrap_or(0);
-    let needed = rows * (code_bytes + BUILD_BYTES_PER_ROW) + state.nulls.len() * 6;
-    let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
-    if needed > budget {
-        let per_row = code_bytes + BUILD_BYTES_PER_ROW;
-        raise(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!(
-                "building a simhash index of {}-bit codes needs more than maintenance_work_mem ({} kB)",
-                state.bits,
-                budget / 1024
-            ),
-            Some(format!(
-                "The build holds every code in memory: about {per_row} bytes a row, {rows} rows read so far."
-            )),
-            Some(format!(
-                "Raise maintenance_work_mem for the build to about {per_row} bytes per row of the table: \
-                 SET maintenance_work_mem = '1GB' holds {} million rows.",
-                (1usize << 30) / per_row / 1_000_000
-            )),
-        );
-    }
-}
 
 /// `ambuild` of an index of codes.
 ///
@@ -130,8 +197,7 @@ pub(in crate::index) unsafe fn build(
         if buffers::number_of_blocks(index) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
-        let mut state =
-            BuildState { bits: declared_bits(index), codes: Vec::new(), tids: Vec::new(), nulls: Vec::new() };
+        let mut state = BuildState::new(declared_bits(index));
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -142,19 +208,20 @@ pub(in crate::index) unsafe fn build(
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
         );
-        if u32::try_from(state.tids.len()).is_err() {
+        let rows = state.spilled.as_ref().map_or(state.tids.len() as u64, |spilled| spilled.rows);
+        if u32::try_from(rows).is_err() {
             raise(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("a simhash index of codes takes up to {} rows, not {}", u32::MAX, state.tids.len()),
+                format!("a simhash index of codes takes up to {} rows, not {rows}", u32::MAX),
                 None,
                 None,
             );
         }
-        let index_tuples = (state.tids.len() + state.nulls.len()) as f64;
-        write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, &state);
+        let nulls = state.spilled.as_ref().map_or(state.nulls.len() as u64, |spilled| spilled.nulls());
+        write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, state);
         let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
         (*result).heap_tuples = heap_tuples;
-        (*result).index_tuples = index_tuples;
+        (*result).index_tuples = (rows + nulls) as f64;
         result
     }
 }
@@ -165,16 +232,16 @@ pub(in crate::index) unsafe fn build(
 ///
 /// As `ambuildempty`.
 pub(in crate::index) unsafe fn build_empty(index: pg_sys::Relation) {
-    unsafe {
-        let state = BuildState { bits: declared_bits(index), codes: Vec::new(), tids: Vec::new(), nulls: Vec::new() };
-        write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, &state);
-    }
+    unsafe { write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, BuildState::new(declared_bits(index))) }
 }
 
-unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, state: &BuildState) {
+/// Writes the index of the rows of `state` to `fork`, page after page, then WAL-logs it whole.
+unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, mut state: BuildState) {
     unsafe {
-        let rows = state.tids.len();
-        let code_bytes = state.bits.div_ceil(8) as usize;
+        let spilled = state.spilled.take();
+        let rows = spilled.as_ref().map_or(state.tids.len(), |spilled| spilled.rows as usize);
+        let nulls = spilled.as_ref().map_or(state.nulls.len(), |spilled| spilled.nulls() as usize);
+        let code_bytes = state.code_bytes();
         let mut meta = CodesMeta::new(state.bits);
         meta.stamp = pg_sys::GetCurrentTimestamp() as u64;
         let layout = (rows > 0).then(|| Layout::for_table(state.bits, rows as u64).expect("checked lengths"));
@@ -184,112 +251,79 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, s
         }
         let places = Places::of(&meta);
         meta.built_end = places.end;
-        let null_pages = state.nulls.len().div_ceil(meta::nulls_per_page()) as u32;
+        let null_pages = nulls.div_ceil(meta::nulls_per_page()) as u32;
         if null_pages > 0 {
             (meta.nulls_head, meta.nulls_tail) = (places.end, places.end + null_pages - 1);
         }
-        let block = std::cell::Cell::new(0 as BlockNumber);
-        let write = |fill: &mut dyn FnMut(Page)| {
-            write_page(index, fork, block.get(), fill);
-            block.set(block.get() + 1);
-            if block.get().is_multiple_of(64) {
-                pgrx::check_for_interrupts!();
+        let mut out = Writer { index, fork, block: 0 };
+        out.page(&mut |meta_page| meta::write_meta(meta_page, &meta, true));
+        match spilled {
+            Some(mut spilled) => {
+                if let Some(layout) = &layout {
+                    spilled.write_built(&mut out, layout, code_bytes, rows);
+                }
+                debug_assert_eq!(out.block, places.end);
+                let mut tids = spilled.sorted_nulls();
+                out.null_pages(nulls, &mut || tids.next().expect("counted NULL rows"));
             }
-        };
-        write(&mut |meta_page| meta::write_meta(meta_page, &meta, true));
+            None => {
+                if let Some(layout) = &layout {
+                    write_built(&mut out, &state, layout);
+                }
+                debug_assert_eq!(out.block, places.end);
+                memory::sort_interruptibly(&mut state.nulls, crate::pg::tid::tid_order);
+                let mut tids = state.nulls.iter();
+                out.null_pages(nulls, &mut || *tids.next().expect("counted NULL rows"));
+            }
+        }
+        if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
+            pg_sys::log_newpage_range(index, fork, 0, out.block, true);
+        }
+    }
+}
 
+/// Writes the built part of the rows held in memory (code store, segments).
+unsafe fn write_built(out: &mut Writer, state: &BuildState, layout: &Layout) {
+    unsafe {
+        let rows = state.tids.len();
+        let code_bytes = state.code_bytes();
         // The code store: the rows sorted by code (then TID).
         let code = |row: u32| &state.codes[row as usize * code_bytes..(row as usize + 1) * code_bytes];
         let mut order: Vec<u32> = Vec::new();
         memory::reserve(&mut order, rows);
         order.extend(0..rows as u32);
         sort_by_code(&mut order, code_bytes, &state.codes, &state.tids);
-        let per_page = meta::store_per_page(code_bytes);
-        for chunk in order.chunks(per_page) {
-            write(&mut |store_page| {
-                page::init_page(store_page, Kind::CodeStore, 0);
-                let mut at = page::contents(store_page);
-                for &row in chunk {
-                    at.cast::<pg_sys::ItemPointerData>().write_unaligned(state.tids[row as usize]);
-                    std::ptr::copy_nonoverlapping(code(row).as_ptr(), at.add(TID), code_bytes);
-                    at = at.add(meta::store_slot(code_bytes));
-                }
-                page::set_used(store_page, chunk.len() * meta::store_slot(code_bytes));
+        for chunk in order.chunks(meta::store_per_page(code_bytes)) {
+            let mut rows = chunk.iter();
+            out.store_page(code_bytes, chunk.len(), &mut |slot| {
+                let row = *rows.next().expect("a row per slot");
+                write_slot(slot, state.tids[row as usize], code(row));
             });
         }
 
         // Each indexed segment: its entries sorted by (value, ordinal), its directory.
-        if let Some(layout) = layout {
-            let mut entries: Vec<u64> = Vec::new();
-            memory::reserve(&mut entries, rows);
-            for i in 0..layout.indexed {
-                entries.clear();
-                for (ordinal, &row) in order.iter().enumerate() {
-                    entries.push(u64::from(layout.plan.segment(code(row), i)) << 32 | ordinal as u64);
-                    if ordinal.is_multiple_of(1 << 16) {
-                        pgrx::check_for_interrupts!();
-                    }
-                }
-                memory::sort_interruptibly(&mut entries, |&e| e);
-                let directory = code_index::directory(
-                    entries.iter().enumerate().map(|(n, &e)| {
-                        if n.is_multiple_of(1 << 16) {
-                            pgrx::check_for_interrupts!();
-                        }
-                        layout.split(i, (e >> 32) as u32).0
-                    }),
-                    layout.directory_len(i),
-                );
-                for chunk in directory.chunks(meta::directory_per_page()) {
-                    write(&mut |directory_page| {
-                        page::init_page(directory_page, Kind::CodeDirectory, 0);
-                        std::ptr::copy_nonoverlapping(
-                            chunk.as_ptr(),
-                            page::contents(directory_page).cast::<u32>(),
-                            chunk.len(),
-                        );
-                        page::set_used(directory_page, chunk.len() * 4);
-                    });
-                }
-                let low_bytes = layout.low_bytes_of(i);
-                let per_page = meta::entries_per_page(low_bytes);
-                for chunk in entries.chunks(per_page) {
-                    write(&mut |entries_page| {
-                        page::init_page(entries_page, Kind::CodeEntries, 0);
-                        let ordinals = page::contents(entries_page).cast::<u32>();
-                        let lows = page::contents(entries_page).add(per_page * 4);
-                        for (n, &entry) in chunk.iter().enumerate() {
-                            ordinals.add(n).write_unaligned(entry as u32);
-                            let low = layout.split(i, (entry >> 32) as u32).1;
-                            if low_bytes == 1 {
-                                *lows.add(n) = low as u8;
-                            } else {
-                                lows.cast::<u16>().add(n).write_unaligned(low);
-                            }
-                        }
-                        page::set_used(entries_page, meta::entries_used(chunk.len(), low_bytes));
-                    });
+        let mut entries: Vec<u64> = Vec::new();
+        memory::reserve(&mut entries, rows);
+        for i in 0..layout.indexed {
+            entries.clear();
+            for (ordinal, &row) in order.iter().enumerate() {
+                entries.push(u64::from(layout.plan.segment(code(row), i)) << 32 | ordinal as u64);
+                if ordinal.is_multiple_of(1 << 16) {
+                    pgrx::check_for_interrupts!();
                 }
             }
-        }
-        debug_assert_eq!(block.get(), places.end);
-
-        // The NULL rows.
-        let chunks: Vec<&[pg_sys::ItemPointerData]> = state.nulls.chunks(meta::nulls_per_page()).collect();
-        for (n, chunk) in chunks.iter().enumerate() {
-            let next = if n + 1 == chunks.len() { INVALID_BLOCK } else { places.end + n as u32 + 1 };
-            write(&mut |nulls_page| {
-                page::init_page(nulls_page, Kind::CodeNulls, 0);
-                let tids = page::contents(nulls_page).cast::<pg_sys::ItemPointerData>();
-                for (i, tid) in chunk.iter().enumerate() {
-                    tids.add(i).write_unaligned(*tid);
-                }
-                page::set_used(nulls_page, chunk.len() * TID);
-                (*page::special(nulls_page)).next = next;
-            });
-        }
-        if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
-            pg_sys::log_newpage_range(index, fork, 0, block.get(), true);
+            memory::sort_interruptibly(&mut entries, |&e| e);
+            let directory = code_index::directory(
+                entries.iter().enumerate().map(|(n, &e)| {
+                    if n.is_multiple_of(1 << 16) {
+                        pgrx::check_for_interrupts!();
+                    }
+                    layout.split(i, (e >> 32) as u32).0
+                }),
+                layout.directory_len(i),
+            );
+            let mut next = entries.iter();
+            out.segment(layout, i, &directory, rows, &mut || *next.next().expect("an entry per row"));
         }
     }
 }
@@ -318,17 +352,4 @@ fn sort_by_code(order: &mut [u32], code_bytes: usize, codes: &[u8], tids: &[pg_s
         sort_by_code(high, code_bytes, codes, tids);
     }
     pgrx::check_for_interrupts!();
-}
-
-/// Appends block `block` (the next one) to `fork`, filled by `fill`.
-unsafe fn write_page(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, block: u32, fill: &mut dyn FnMut(Page)) {
-    unsafe {
-        let buffer = buffers::new_buffer(index, fork);
-        if pg_sys::BufferGetBlockNumber(buffer) != block {
-            error!("simhash index build expected block {block}, got {}", pg_sys::BufferGetBlockNumber(buffer));
-        }
-        fill(pg_sys::BufferGetPage(buffer));
-        pg_sys::MarkBufferDirty(buffer);
-        pg_sys::UnlockReleaseBuffer(buffer);
-    }
 }

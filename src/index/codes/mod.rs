@@ -22,12 +22,14 @@ use pgrx::PgSqlErrorCode;
 use crate::pg::errors::raise;
 
 pub(super) mod build;
+mod build_pages;
 pub(super) mod check;
 pub(super) mod cost;
 pub(super) mod meta;
 mod ordered;
 mod read;
 pub(super) mod scan;
+mod spill;
 pub(crate) mod tail;
 pub(super) mod write;
 

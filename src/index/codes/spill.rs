@@ -1,0 +1,121 @@
+//! The rows of a build of codes beyond `maintenance_work_mem` ([`Spilled`]): in PostgreSQL's
+//! sorts, which spill to temporary files, and written from them as the rows held in memory are
+//! (`super::build`): the same pages in the same order.
+//!
+//! Two sorts take the rows: one of the codes, each with its TID (as `bytea`: the code's bytes,
+//! then the TID's order key big-endian, so sorted by code, then TID), one of the NULL rows' TIDs.
+//! The sorted codes are the code store, a row's ordinal its place there. Then, one indexed segment
+//! at a time, the code store is read back from the index's own pages (written first, in order),
+//! each row's (segment value, ordinal) put into a sort of its own and the prefixes counted for
+//! the segment's directory: one sort open at a time besides that of the NULL rows.
+
+use pgrx::pg_sys;
+use pgrx::PgSqlErrorCode;
+use simhash_core::code_index::{self, Layout};
+
+use super::super::buffers::read_locked;
+use super::super::page::{self, TID};
+use super::build_pages::{write_slot, Writer};
+use super::meta;
+use crate::pg::errors::raise;
+use crate::pg::tid::{tid_of_order, tid_order};
+use crate::pg::tuplesort::{Bytes, Sort};
+
+/// A build's rows in sorts that keep to `maintenance_work_mem` together.
+pub(super) struct Spilled {
+    /// (taken when the code store is written)
+    codes: Option<Sort<Bytes>>,
+    nulls: Sort<u64>,
+    /// The rows with a code.
+    pub rows: u64,
+    /// The budget of a segment's sort (`maintenance_work_mem` but the NULL rows' share), in kB.
+    segment_kb: usize,
+}
+
+impl Spilled {
+    /// Empty sorts within `budget_kb` kilobytes: a sixteenth for the NULL rows, the rest for the
+    /// codes (and later each segment's entries).
+    pub fn new(budget_kb: usize) -> Spilled {
+        let nulls_kb = (budget_kb / 16).max(64);
+        let segment_kb = budget_kb.saturating_sub(nulls_kb);
+        Spilled { codes: Some(Sort::new(segment_kb)), nulls: Sort::new(nulls_kb), rows: 0, segment_kb }
+    }
+
+    /// Adds a row: `code` (`None`: NULL) at `tid`.
+    pub fn put(&mut self, code: Option<&[u8]>, tid: pg_sys::ItemPointerData) {
+        match code {
+            Some(code) => {
+                let sort = self.codes.as_mut().expect("codes not written yet");
+                sort.put(Bytes::new(&[code, &tid_order(&tid).to_be_bytes()]));
+                self.rows += 1;
+                if self.rows > u64::from(u32::MAX) {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                        format!("a simhash index of codes takes up to {} rows", u32::MAX),
+                        None,
+                        None,
+                    );
+                }
+            }
+            None => self.nulls.put(tid_order(&tid)),
+        }
+    }
+
+    /// The NULL rows added.
+    pub fn nulls(&self) -> u64 {
+        self.nulls.len()
+    }
+
+    /// Writes the code store of the `rows` rows of `code_bytes`-byte codes, then each indexed
+    /// segment of `layout` (its directory and its entries), from the sorts.
+    ///
+    /// # Safety
+    ///
+    /// `out` writes the main fork of the index being built, the metapage written.
+    pub unsafe fn write_built(&mut self, out: &mut Writer, layout: &Layout, code_bytes: usize, rows: usize) {
+        unsafe {
+            let store_start = out.block;
+            let per_page = meta::store_per_page(code_bytes);
+            {
+                let mut codes = self.codes.take().expect("codes not written yet");
+                codes.sort();
+                for first in (0..rows).step_by(per_page) {
+                    out.store_page(code_bytes, per_page.min(rows - first), &mut |slot| {
+                        let row = codes.next().expect("a row per slot");
+                        let (code, tid) = row.bytes().split_at(code_bytes);
+                        write_slot(slot, tid_of_order(u64::from_be_bytes(tid.try_into().expect("8 bytes"))), code);
+                    });
+                }
+            }
+            let store_pages = rows.div_ceil(per_page) as u32;
+            let slot_bytes = meta::store_slot(code_bytes);
+            for i in 0..layout.indexed {
+                let mut entries = Sort::<u64>::new(self.segment_kb);
+                let mut counts = vec![0u32; layout.directory_len(i) - 1];
+                let mut ordinal = 0usize;
+                for block in store_start..store_start + store_pages {
+                    let buffer = read_locked(out.index, block, pg_sys::BUFFER_LOCK_SHARE);
+                    let slots = page::contents(pg_sys::BufferGetPage(buffer));
+                    for n in 0..per_page.min(rows - ordinal) {
+                        let code = std::slice::from_raw_parts(slots.add(n * slot_bytes + TID), code_bytes);
+                        let value = layout.plan.segment(code, i);
+                        counts[layout.split(i, value).0 as usize] += 1;
+                        entries.put(u64::from(value) << 32 | ordinal as u64);
+                        ordinal += 1;
+                    }
+                    pg_sys::UnlockReleaseBuffer(buffer);
+                    pgrx::check_for_interrupts!();
+                }
+                entries.sort();
+                let directory = code_index::directory_of_counts(&counts);
+                out.segment(layout, i, &directory, rows, &mut || entries.next().expect("an entry per row"));
+            }
+        }
+    }
+
+    /// The NULL rows' TIDs in order.
+    pub fn sorted_nulls(&mut self) -> impl Iterator<Item = pg_sys::ItemPointerData> + '_ {
+        self.nulls.sort();
+        std::iter::from_fn(move || self.nulls.next().map(tid_of_order))
+    }
+}

@@ -1,0 +1,85 @@
+-- A simhash index of bit codes built beyond maintenance_work_mem: the rows go to sorts that spill
+-- to disk (a NOTICE), and the index written is the one a build in memory writes, page for page;
+-- its radius lookups and nearest rows equal a sequential scan of bit_count(code # q).
+SET jit = off;
+CREATE FUNCTION pg_temp.code256(seed text) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT ('x' || md5(seed || 'a') || md5(seed || 'b'))::bit(256) $$;
+-- n bits set (or fewer, where two meet) at places from a seed.
+CREATE FUNCTION pg_temp.flips(seed int, n int) RETURNS bit(256) LANGUAGE sql IMMUTABLE
+    AS $$ SELECT coalesce(bit_or(set_bit(repeat('0', 256)::bit(256), hashint4(seed * 64 + j) & 255, 1)),
+                          repeat('0', 256)::bit(256)) FROM generate_series(1, n) j $$;
+-- 30,000 rows: groups of 10, two exact copies of the group's code and near copies 4 to 32 bits
+-- from it, and 30 NULL codes.
+CREATE TABLE cbig (i int, code bit(256));
+INSERT INTO cbig SELECT i, CASE WHEN i % 1000 <> 999 THEN pg_temp.code256((i / 10)::text) # pg_temp.flips(i, greatest(i % 10 - 1, 0) * 4) END
+FROM generate_series(0, 29999) i;
+CREATE TABLE q (n int, q bit(256));
+INSERT INTO q SELECT 1, code FROM cbig WHERE i = 10;
+INSERT INTO q SELECT 2, code FROM cbig WHERE i = 12341;
+INSERT INTO q SELECT 3, code # pg_temp.flips(-1, 3) FROM cbig WHERE i = 29990;
+INSERT INTO q VALUES (4, pg_temp.code256('no row'));
+
+-- 30,000 codes of 256 bits take 1.5 MB in memory: within 1 MB the build sorts on disk.
+SET maintenance_work_mem = '1MB';
+CREATE INDEX cbig_spilled ON cbig USING simhash (code);
+RESET maintenance_work_mem;
+CREATE INDEX cbig_in_memory ON cbig USING simhash (code);
+SELECT simhash_index_check('cbig_spilled') AS spilled, simhash_index_check('cbig_in_memory') AS in_memory;
+-- The same pages: every byte after the page header's LSN and checksum, but the metapage's (its
+-- build stamp).
+CHECKPOINT;
+SELECT pg_relation_size('cbig_spilled') / 8192 AS pages,
+       pg_relation_size('cbig_spilled') = pg_relation_size('cbig_in_memory') AS same_size,
+       count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath('cbig_spilled'), b * 8192, 8192), 11)
+                           <> substr(pg_read_binary_file(pg_relation_filepath('cbig_in_memory'), b * 8192, 8192), 11))
+           AS pages_differ
+FROM generate_series(1, pg_relation_size('cbig_spilled') / 8192 - 1) b;
+
+-- Radius lookups (k 0, 8, 16, 40) and the 10 nearest rows (k empty) through the index, against
+-- brute force.
+-- (through_index: the plan reads the index)
+CREATE FUNCTION pg_temp.through_index(query text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE line text;
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+        IF line LIKE '%Index%cbig_%' THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END $$;
+CREATE FUNCTION pg_temp.compare() RETURNS TABLE (n int, k int, matches int, same boolean, through_index boolean)
+LANGUAGE plpgsql AS $$
+DECLARE a int[]; b int[]; ta tid[]; tb tid[]; through text;
+BEGIN
+    FOR n IN SELECT q.n FROM q ORDER BY 1 LOOP
+        FOREACH k IN ARRAY ARRAY[0, 8, 16, 40] LOOP
+            through := format('SELECT i FROM cbig WHERE code <@ simhash_code_ball((SELECT q FROM q WHERE n = %s), %s)', n, k);
+            SET LOCAL enable_seqscan = off;
+            through_index := pg_temp.through_index(through);
+            EXECUTE format('SELECT array(%s ORDER BY i)', through) INTO a;
+            RESET enable_seqscan;
+            EXECUTE format('SELECT array(SELECT i FROM cbig WHERE bit_count(code # (SELECT q FROM q WHERE n = %s)) <= %s ORDER BY i)', n, k) INTO b;
+            matches := cardinality(a);
+            same := a = b;
+            RETURN NEXT;
+        END LOOP;
+        through := format('SELECT ctid FROM cbig ORDER BY code <-> simhash_code_ball((SELECT q FROM q WHERE n = %s), 0) LIMIT 10', n);
+        SET LOCAL enable_seqscan = off;
+        through_index := pg_temp.through_index(through);
+        EXECUTE format('SELECT array(%s)', through) INTO ta;
+        RESET enable_seqscan;
+        EXECUTE format('SELECT array(SELECT ctid FROM cbig ORDER BY bit_count(code # (SELECT q FROM q WHERE n = %s)) NULLS LAST, ctid LIMIT 10)', n) INTO tb;
+        k := NULL;
+        matches := cardinality(ta);
+        same := ta = tb;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+ANALYZE cbig;
+DROP INDEX cbig_in_memory;
+SELECT * FROM pg_temp.compare();
+-- Through the index built in memory: the same.
+CREATE INDEX cbig_in_memory ON cbig USING simhash (code);
+DROP INDEX cbig_spilled;
+SELECT * FROM pg_temp.compare();
