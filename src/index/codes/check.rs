@@ -71,42 +71,66 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
                 corrupt(index, format!("the directory of segment {i} is not monotone from 0 to {}", meta.rows));
             }
             let mut seen = vec![false; meta.rows as usize];
-            let mut prefix = 0usize;
-            let mut last: Option<(u16, u32)> = None;
-            for position in 0..meta.rows {
-                if position % entries_per_page as u32 == 0 {
+            // Each entry's value against its row's code: the values of a window of ordinals read
+            // from the code store in order (4 bytes a row, within maintenance_work_mem), then the
+            // entries read once per window (the other checks in the first pass).
+            let window = (pg_sys::maintenance_work_mem.max(1024) as usize * 256).div_ceil(per_page).max(1) * per_page;
+            for start in (0..meta.rows as usize).step_by(window) {
+                let end = (start + window).min(meta.rows as usize);
+                let mut values = Vec::with_capacity(end - start);
+                for p in start / per_page..end.div_ceil(per_page) {
                     reader.pages.release();
                     pgrx::check_for_interrupts!();
-                }
-                while directory[prefix + 1] <= position {
-                    prefix += 1;
-                    last = None;
-                }
-                let block = entries_start + position / entries_per_page as u32;
-                let entries_page = reader.pages.page(1, block, Kind::CodeEntries);
-                let at = position as usize % entries_per_page;
-                if at >= meta::entries_on(entries_page, low_bytes) {
-                    corrupt(index, format!("entries block {block} has no entry {at}"));
-                }
-                let ordinal = (page::contents(entries_page) as *const u32).add(at).read_unaligned();
-                let low = meta::low_at(entries_page, low_bytes, at);
-                if ordinal >= meta.rows || std::mem::replace(&mut seen[ordinal as usize], true) {
-                    corrupt(
-                        index,
-                        format!("segment {i} names row {ordinal} twice or out of range at entry {position}"),
+                    let block = meta.store_start + p as BlockNumber;
+                    let store_page = reader.pages.page(0, block, Kind::CodeStore);
+                    values.extend(
+                        slots(index, store_page, block, code_bytes).map(|(_, code)| layout.plan.segment(code, i)),
                     );
                 }
-                if last.is_some_and(|last| last >= (low, ordinal)) {
-                    corrupt(index, format!("segment {i} is not in order at entry {position}"));
+                reader.pages.release();
+                if values.len() != end - start {
+                    corrupt(
+                        index,
+                        format!("its code store holds {} rows from row {start}, not {}", values.len(), end - start),
+                    );
                 }
-                last = Some((low, ordinal));
-                // The row's own value.
-                let store_block = meta.store_start + ordinal / per_page as u32;
-                let store_page = reader.pages.page(0, store_block, Kind::CodeStore);
-                let code = slots(index, store_page, store_block, code_bytes).nth(ordinal as usize % per_page);
-                let Some((_, code)) = code else { corrupt(index, format!("code store block {store_block} is short")) };
-                if layout.split(i, layout.plan.segment(code, i)) != (prefix as u32, low) {
-                    corrupt(index, format!("segment {i} files row {ordinal} under another value"));
+                let first = start == 0;
+                let mut prefix = 0usize;
+                let mut last: Option<(u16, u32)> = None;
+                for position in 0..meta.rows {
+                    if position % entries_per_page as u32 == 0 {
+                        reader.pages.release();
+                        pgrx::check_for_interrupts!();
+                    }
+                    while directory[prefix + 1] <= position {
+                        prefix += 1;
+                        last = None;
+                    }
+                    let block = entries_start + position / entries_per_page as u32;
+                    let entries_page = reader.pages.page(1, block, Kind::CodeEntries);
+                    let at = position as usize % entries_per_page;
+                    if at >= meta::entries_on(entries_page, low_bytes) {
+                        corrupt(index, format!("entries block {block} has no entry {at}"));
+                    }
+                    let ordinal = (page::contents(entries_page) as *const u32).add(at).read_unaligned();
+                    let low = meta::low_at(entries_page, low_bytes, at);
+                    if ordinal >= meta.rows || (first && std::mem::replace(&mut seen[ordinal as usize], true)) {
+                        corrupt(
+                            index,
+                            format!("segment {i} names row {ordinal} twice or out of range at entry {position}"),
+                        );
+                    }
+                    if first && last.is_some_and(|last| last >= (low, ordinal)) {
+                        corrupt(index, format!("segment {i} is not in order at entry {position}"));
+                    }
+                    last = Some((low, ordinal));
+                    // The row's own value.
+                    let ordinal = ordinal as usize;
+                    if (start..end).contains(&ordinal)
+                        && layout.split(i, values[ordinal - start]) != (prefix as u32, low)
+                    {
+                        corrupt(index, format!("segment {i} files row {ordinal} under another value"));
+                    }
                 }
             }
             reader.pages.release();
