@@ -165,15 +165,27 @@ unsafe extern "C-unwind" fn build_callback(
         if *isnull {
             state.add(None, *tid);
         } else {
-            let (bits, bytes) = super::code_bytes(*values);
+            // Detoasted in place where it can be (a short header, as the table stores small
+            // codes), else into a copy freed after the row: the memory context lives as long as
+            // the build, and a copy a row would grow it by the table's size whatever
+            // maintenance_work_mem says.
+            let raw = (*values).cast_mut_ptr::<pg_sys::varlena>();
+            let value = pg_sys::pg_detoast_datum_packed(raw);
+            let code = crate::codes::code_of_payload(std::slice::from_raw_parts(
+                pgrx::vardata_any(value).cast::<u8>(),
+                pgrx::varsize_any_exhdr(value),
+            ));
             if state.bits == 0 {
-                check_bits(bits);
-                state.bits = bits;
+                check_bits(code.bits);
+                state.bits = code.bits;
             }
-            if bits != state.bits || bits == 0 {
-                super::wrong_length(bits, state.bits);
+            if code.bits != state.bits || code.bits == 0 {
+                super::wrong_length(code.bits, state.bits);
             }
-            state.add(Some(bytes), *tid);
+            state.add(Some(code.bytes), *tid);
+            if value != raw {
+                pg_sys::pfree(value.cast());
+            }
         }
         pgrx::check_for_interrupts!();
     }

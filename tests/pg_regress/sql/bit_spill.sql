@@ -83,3 +83,29 @@ SELECT * FROM pg_temp.compare();
 CREATE INDEX cbig_in_memory ON cbig USING simhash (code);
 DROP INDEX cbig_spilled;
 SELECT * FROM pg_temp.compare();
+
+-- Codes stored out of line (TOAST), in memory and on disk: the build detoasts each one (and frees
+-- the copy), the index the same either way and its lookups those of a sequential scan.
+CREATE TABLE ctoast (i int, code bit(4096), c2 bit(4096), c3 bit(4096), c4 bit(4096));
+-- (a row too long for a page's quarter: its one code that may go out of line does, uncompressed)
+ALTER TABLE ctoast ALTER code SET STORAGE EXTERNAL, ALTER c2 SET STORAGE PLAIN,
+    ALTER c3 SET STORAGE PLAIN, ALTER c4 SET STORAGE PLAIN;
+INSERT INTO ctoast SELECT i, code, code, code, code
+FROM (SELECT i, ('x' || repeat(md5((i / 2)::text), 32))::bit(4096) AS code FROM generate_series(1, 1500) i) s;
+SELECT pg_relation_size(reltoastrelid) >= 1500 * 516 AS out_of_line FROM pg_class WHERE oid = 'ctoast'::regclass;
+SET maintenance_work_mem = '1MB';
+CREATE INDEX ctoast_spilled ON ctoast USING simhash (code);
+RESET maintenance_work_mem;
+CREATE INDEX ctoast_in_memory ON ctoast USING simhash (code);
+SELECT simhash_index_check('ctoast_spilled') AS spilled, simhash_index_check('ctoast_in_memory') AS in_memory;
+CHECKPOINT;
+SELECT count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath('ctoast_spilled'), b * 8192, 8192), 11)
+                           <> substr(pg_read_binary_file(pg_relation_filepath('ctoast_in_memory'), b * 8192, 8192), 11))
+           AS pages_differ
+FROM generate_series(1, pg_relation_size('ctoast_spilled') / 8192 - 1) b;
+DROP INDEX ctoast_in_memory;
+SET enable_seqscan = off;
+SELECT array(SELECT i FROM ctoast WHERE code <@ simhash_code_ball((SELECT code FROM ctoast WHERE i = 700), 0) ORDER BY i)
+    AS through_index;
+RESET enable_seqscan;
+SELECT array(SELECT i FROM ctoast WHERE code = (SELECT code FROM ctoast WHERE i = 700) ORDER BY i) AS sequential;
