@@ -24,6 +24,16 @@ const NULL_ROW_BYTES: usize = 16;
 /// back (16 MB).
 const SPILLED_AT_ONCE: usize = 1 << 20;
 
+/// The NOTICE of a build whose `rows` rows read so far, of `per_row` bytes each in memory, no
+/// longer fit in `maintenance_work_mem`.
+pub(super) fn notice_sorting_on_disk(rows: usize, per_row: usize) {
+    crate::pg::errors::notice(
+        format!("simhash index rows no longer fit in maintenance_work_mem after {rows} rows: sorting on disk"),
+        Some("The build takes about twice as long.".into()),
+        Some(format!("Raise maintenance_work_mem ({per_row} bytes a row) for a faster build.")),
+    );
+}
+
 pub(super) struct BuildState {
     pub entries: Vec<Entry>,
     /// The rows whose fingerprint is NULL.
@@ -65,14 +75,7 @@ impl BuildState {
     /// Moves the rows held in memory to sorts that spill to disk, giving their memory back as it
     /// goes, for the rows to come too.
     fn spill(&mut self) {
-        crate::pg::errors::notice(
-            format!(
-                "simhash index rows no longer fit in maintenance_work_mem after {} rows: sorting on disk",
-                self.entries.len() + self.nulls.len()
-            ),
-            Some("The build takes about twice as long.".into()),
-            Some(format!("Raise maintenance_work_mem ({ROW_BYTES} bytes a row) for a faster build.")),
-        );
+        notice_sorting_on_disk(self.entries.len() + self.nulls.len(), ROW_BYTES);
         let mut spilled = Box::new(Spilled::new(self.budget / 1024));
         for (rows, null) in [(&mut self.entries, false), (&mut self.nulls, true)] {
             while !rows.is_empty() {

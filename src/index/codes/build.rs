@@ -82,14 +82,9 @@ impl BuildState {
     /// Moves the rows held in memory to sorts that spill to disk, giving their memory back as it
     /// goes, for the rows to come too.
     fn spill(&mut self) {
-        let per_row = self.code_bytes() + BUILD_BYTES_PER_ROW;
-        crate::pg::errors::notice(
-            format!(
-                "simhash index rows no longer fit in maintenance_work_mem after {} rows: sorting on disk",
-                self.tids.len() + self.nulls.len()
-            ),
-            Some("The build takes about twice as long.".into()),
-            Some(format!("Raise maintenance_work_mem ({per_row} bytes a row) for a faster build.")),
+        super::super::spill::notice_sorting_on_disk(
+            self.tids.len() + self.nulls.len(),
+            self.code_bytes() + BUILD_BYTES_PER_ROW,
         );
         let code_bytes = self.code_bytes();
         let mut spilled = Box::new(Spilled::new(self.budget / 1024));
