@@ -14,9 +14,9 @@ use pgrx::PgSqlErrorCode;
 use simhash_core::code_index::{self, Layout};
 
 use super::super::buffers::read_locked;
-use super::super::page::{self, TID};
 use super::build_pages::{write_slot, Writer};
 use super::meta;
+use super::read::slots;
 use crate::pg::errors::raise;
 use crate::pg::tid::{tid_of_order, tid_order};
 use crate::pg::tuplesort::{Bytes, Sort};
@@ -88,16 +88,13 @@ impl Spilled {
                 }
             }
             let store_pages = rows.div_ceil(per_page) as u32;
-            let slot_bytes = meta::store_slot(code_bytes);
             for i in 0..layout.indexed {
                 let mut entries = Sort::<u64>::new(self.segment_kb);
                 let mut counts = vec![0u32; layout.directory_len(i) - 1];
                 let mut ordinal = 0usize;
                 for block in store_start..store_start + store_pages {
                     let buffer = read_locked(out.index, block, pg_sys::BUFFER_LOCK_SHARE);
-                    let slots = page::contents(pg_sys::BufferGetPage(buffer));
-                    for n in 0..per_page.min(rows - ordinal) {
-                        let code = std::slice::from_raw_parts(slots.add(n * slot_bytes + TID), code_bytes);
+                    for (_, code) in slots(out.index, pg_sys::BufferGetPage(buffer), block, code_bytes) {
                         let value = layout.plan.segment(code, i);
                         counts[layout.split(i, value).0 as usize] += 1;
                         entries.put(u64::from(value) << 32 | ordinal as u64);
