@@ -301,14 +301,9 @@ BEGIN
     ELSE
         -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
         -- trigger takes those two): the radius, checked against the codes' range by
-        -- simhash_dedup_lookup (22023; verify was refused there, 0A000), and not deferred (0A000).
+        -- simhash_dedup_lookup (22023; verify was refused there, 0A000).
         PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', CASE WHEN k IS NOT NULL THEN 0 END, NULL, NULL, NULL);
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
-        IF deferred THEN
-            RAISE EXCEPTION 'the deferred near-duplicate check is not supported on a column of bit codes'
-                USING ERRCODE = 'feature_not_supported',
-                      HINT = 'It needs a simhash64 column; on bit codes use the check at each row (deferred => false).';
-        END IF;
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
             simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'), tbl, col);
     END IF;
@@ -424,7 +419,7 @@ BEGIN
     END IF;
     RETURN row_trigger;
 END $$;
-COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred), or to a column of bit codes (checked at each row, not verified)';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred), or to a column of bit codes (not verified)';
 
 -- The radius test of the simhash index is leakproof (it raises no error and tells nothing but its
 -- result): under row-level security it can still be an index condition.

@@ -18,12 +18,13 @@ use pgrx::prelude::*;
 
 use super::config::{Action, Config};
 use super::dirty::{own_row, stored_row, RecheckIndex};
-use super::messages::{column_datum, column_value, key_if_visible, raise_near_duplicate};
-use super::pending::{identity, remember_row, updates_older_row, Ours, Pending, WrittenRow};
+use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
+use super::pending::{identity, remember_row, updates_older_row, Ours, Pendable, Pending, WrittenRow};
 use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
 use super::texts::same_text;
 use super::texts::OwnTexts;
 use super::trigger::warn_once_without_indexes;
+use super::value::Fingerprint;
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, trigger_name};
 
@@ -34,7 +35,7 @@ use crate::pg::names::{relation_name, trigger_name};
 /// # Safety
 ///
 /// In a trigger call: `rel`, `trigger`, `row` and `old_row` are the call's.
-pub(super) unsafe fn remember_written_row(
+pub(super) unsafe fn remember_written_row<F: Pendable>(
     rel: pg_sys::Relation,
     trigger: *const pg_sys::Trigger,
     schema: Oid,
@@ -72,7 +73,8 @@ pub(super) unsafe fn remember_written_row(
         let tupdesc = (*rel).rd_att;
         // (Stored generated columns are computed by now.) A NULL fingerprint, or with verification
         // a NULL text, is never a near-duplicate: such a row counts only as a stored row.
-        let Some(fp) = column_value(row, tupdesc, config.attnum) else { return };
+        let value = |row: pg_sys::HeapTuple| column_datum(row, tupdesc, config.attnum).map(|d| F::of_datum(d));
+        let Some(fp) = value(row) else { return };
         let text = match &config.verify {
             None => None,
             Some(verify) => match column_datum(row, tupdesc, verify.attnum) {
@@ -101,7 +103,7 @@ pub(super) unsafe fn remember_written_row(
                 // text) did not change: nothing to check. A new version of a row this transaction
                 // wrote replaces that one (which is then gone at commit), so it is taken even then,
                 // in that one's place.
-                let unchanged = column_value(old_row, tupdesc, config.attnum) == Some(fp)
+                let unchanged = value(old_row).as_ref() == Some(&fp)
                     && match (&config.verify, text) {
                         (Some(verify), Some(new)) => same_text(old_row, tupdesc, verify.attnum, new),
                         _ => true,
@@ -155,8 +157,12 @@ pub(super) unsafe fn remember_written_row(
 ///
 /// At pre-commit (from `recheck::recheck_all`); `rel` is open with at least RowExclusiveLock and `index`
 /// is an index of its column.
-pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<RecheckIndex>, pending: &mut Pending) {
-    use simhash_core::dedup::{first_come, NearSetError, Verdict};
+pub(super) unsafe fn check_written_rows<F: Pendable>(
+    rel: pg_sys::Relation,
+    index: Option<RecheckIndex>,
+    pending: &mut Pending<F>,
+) {
+    use simhash_core::dedup::{NearSetError, Verdict};
     unsafe {
         let written = std::mem::take(&mut pending.rows);
         let mut rows = written.list;
@@ -215,20 +221,21 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
             order.extend(0..n);
             order.sort_by_key(|&i| rows[i].seq);
             let mut sorted = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-            sorted.extend(order.iter().map(|&i| rows[i]));
+            let mut taken: Vec<Option<WrittenRow<F>>> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            taken.extend(rows.into_iter().map(Some));
+            sorted.extend(order.iter().map(|&i| taken[i].take().expect("a permutation")));
             let mut sorted_reused = fallible_vec(n).unwrap_or_else(|| out_of_memory());
             sorted_reused.extend(order.iter().map(|&i| reused[i]));
             (rows, reused) = (sorted, sorted_reused);
         }
-        let mut fps = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        fps.extend(rows.iter().map(|r| r.fp));
         let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        fingerprints.extend_from_slice(&fps);
+        fingerprints.extend(rows.iter().map(|r| r.fp.clone()));
         fingerprints.sort_unstable();
         fingerprints.dedup();
-        // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
+        // Texts, and codes, may be TOASTed: reading them needs a snapshot (any will do for TOAST).
         let verify = pending.verify.as_ref();
-        if verify.is_some() {
+        let snapshot = verify.is_some() || F::VARLENA;
+        if snapshot {
             pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         }
         // The rows with a near-duplicate committed by another transaction (after waiting for the
@@ -237,21 +244,21 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
         // that the trigger did not remember (an UPDATE of an older row that kept its fingerprint
         // and text, rows written while the trigger was disabled) count as such rows too.
         let ours = Ours::remembered(&rows).unwrap_or_else(|| out_of_memory());
-        let key = |fp: u64, tid: pg_sys::ItemPointerData| match verify {
-            None => fp,
-            Some(_) => crate::pg::tid::tid_order(&tid),
-        };
         // (The other row's TID, distance and similarity only, not a copy of it: a big load may
         // meet many.)
-        let mut near_others: HashMap<u64, NearOther> = HashMap::new();
+        let mut near_others = NearOthers::new(verify.is_some());
         for fp in suspects(rel, index, pending, fingerprints, &ours) {
             pg_sys::check_for_interrupts!();
             for conflict in recheck(rel, index, pending, &fp, &ours) {
-                near_others.entry(key(fp, conflict.own_row)).or_insert(NearOther {
-                    tid: (*conflict.existing).t_self,
-                    distance: conflict.distance,
-                    similarity: conflict.similarity,
-                });
+                near_others.insert(
+                    &fp,
+                    conflict.own_row,
+                    NearOther {
+                        tid: (*conflict.existing).t_self,
+                        distance: conflict.distance,
+                        similarity: conflict.similarity,
+                    },
+                );
                 pg_sys::heap_freetuple(conflict.existing);
             }
         }
@@ -265,18 +272,20 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
             if i % 4096 == 4095 {
                 pg_sys::check_for_interrupts!();
             }
-            near_others.contains_key(&key(fps[i], rows[i].tid))
+            near_others.get(&rows[i].fp, rows[i].tid).is_some()
         };
         let similar = &mut |i: usize, j: usize| match &mut texts {
             None => true,
             Some(texts) => texts.similarity((i, &rows[i]), (j, &rows[j])).is_some(),
         };
-        let verdicts = match first_come(&fps, pending.k, near_other, alive, similar) {
+        let mut values = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        values.extend(rows.iter().map(|r| &r.fp));
+        let verdicts = match F::first_come(&values, pending.k, near_other, alive, similar) {
             Ok(verdicts) => verdicts,
             Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        drop(fps);
+        drop(values);
         let mut skipped = 0u64;
         for (row, verdict) in rows.iter().zip(verdicts) {
             let earlier = match verdict {
@@ -311,15 +320,15 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
             }
             let (existing, distance, similarity, note) = match earlier {
                 None => {
-                    let other = &near_others[&key(row.fp, row.tid)];
+                    let other = near_others.get(&row.fp, row.tid).expect("a row near another's");
                     // (The committed row may have been deleted since: then it goes unnamed.)
-                    let existing = stored_row(rel, pending.attnum, other.tid, (row.fp, other.distance), blocks);
+                    let existing = stored_row(rel, pending.attnum, other.tid, (&row.fp, other.distance), blocks);
                     (existing, other.distance, other.similarity, "The check ran at commit (deferred).")
                 }
                 Some(earlier) => (
                     // (`first_come` found the earlier row alive just now.)
                     own_row(rel, pending.attnum, earlier, blocks),
-                    simhash_core::hamming(row.fp, earlier.fp),
+                    row.fp.distance(&earlier.fp),
                     texts.as_mut().and_then(|texts| texts.similarity((usize::MAX, row), (usize::MAX, earlier))),
                     "Both rows were written by this transaction; the check ran at commit (deferred).",
                 ),
@@ -330,14 +339,14 @@ pub(super) unsafe fn check_written_rows(rel: pg_sys::Relation, index: Option<Rec
                 &pending.trigger_name,
                 &pending.column,
                 pending.k,
-                &simhash_core::format_hex(row.fp),
+                &row.fp.text(),
                 distance,
                 existing_key.as_deref(),
                 verify.zip(similarity),
                 note,
             );
         }
-        if verify.is_some() {
+        if snapshot {
             pg_sys::PopActiveSnapshot();
         }
         if skipped > 0 {
@@ -356,6 +365,45 @@ fn fallible_vec<T>(n: usize) -> Option<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).ok()?;
     Some(v)
+}
+
+/// The rows of this transaction with a near-duplicate of another transaction (see
+/// [`check_written_rows`]): by value, or with verification by row (rows with one value may have
+/// texts that differ).
+enum NearOthers<F> {
+    ByValue(HashMap<F, NearOther>),
+    ByRow(HashMap<u64, NearOther>),
+}
+
+impl<F: Fingerprint> NearOthers<F> {
+    fn new(by_row: bool) -> Self {
+        if by_row {
+            NearOthers::ByRow(HashMap::new())
+        } else {
+            NearOthers::ByValue(HashMap::new())
+        }
+    }
+
+    /// Notes the first row of another transaction met for the own row `tid` of value `fp`.
+    fn insert(&mut self, fp: &F, tid: pg_sys::ItemPointerData, other: NearOther) {
+        match self {
+            NearOthers::ByValue(map) => {
+                if !map.contains_key(fp) {
+                    map.insert(fp.clone(), other);
+                }
+            }
+            NearOthers::ByRow(map) => {
+                map.entry(crate::pg::tid::tid_order(&tid)).or_insert(other);
+            }
+        }
+    }
+
+    fn get(&self, fp: &F, tid: pg_sys::ItemPointerData) -> Option<&NearOther> {
+        match self {
+            NearOthers::ByValue(map) => map.get(fp),
+            NearOthers::ByRow(map) => map.get(&crate::pg::tid::tid_order(&tid)),
+        }
+    }
 }
 
 /// A row of this transaction with a near-duplicate of another transaction (see [`check_written_rows`]).

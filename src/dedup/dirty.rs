@@ -193,16 +193,16 @@ unsafe fn for_each_fetched<F: Fingerprint>(
 /// # Safety
 ///
 /// Inside a transaction; `rel` is open (with at least RowExclusiveLock).
-pub(super) unsafe fn own_row(
+pub(super) unsafe fn own_row<F: Fingerprint>(
     rel: pg_sys::Relation,
     attnum: i32,
-    row: &super::pending::WrittenRow,
+    row: &super::pending::WrittenRow<F>,
     blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
-        fetch_row(rel, attnum, row.tid, blocks, &mut |tuple, value: Option<u64>| {
+        fetch_row(rel, attnum, row.tid, blocks, &mut |tuple, value: Option<F>| {
             let xmin = (*(*tuple).t_data).t_choice.t_heap.t_xmin;
-            value == Some(row.fp) && xmin == row.xmin && super::pending::written_by_this_transaction(tuple)
+            value.as_ref() == Some(&row.fp) && xmin == row.xmin && super::pending::written_by_this_transaction(tuple)
         })
     }
 }
@@ -214,16 +214,16 @@ pub(super) unsafe fn own_row(
 /// # Safety
 ///
 /// As [`own_row`].
-pub(super) unsafe fn stored_row(
+pub(super) unsafe fn stored_row<F: Fingerprint>(
     rel: pg_sys::Relation,
     attnum: i32,
     tid: pg_sys::ItemPointerData,
-    (fp, distance): (u64, u32),
+    (fp, distance): (&F, u32),
     blocks: pg_sys::BlockNumber,
 ) -> Option<pg_sys::HeapTuple> {
     unsafe {
-        fetch_row(rel, attnum, tid, blocks, &mut |_, value: Option<u64>| {
-            value.is_some_and(|v| simhash_core::hamming(v, fp) == distance)
+        fetch_row(rel, attnum, tid, blocks, &mut |_, value: Option<F>| {
+            value.is_some_and(|v| v.distance(fp) == distance)
         })
     }
 }

@@ -204,13 +204,6 @@ fn record_field(value: &str) -> String {
     quoted
 }
 
-/// # Safety
-///
-/// `tuple` is a valid tuple described by `tupdesc`, and `attnum` one of its attributes.
-pub(super) unsafe fn column_value(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32) -> Option<u64> {
-    unsafe { column_datum(tuple, tupdesc, attnum).map(|d| d.value() as u64) }
-}
-
 /// The datum of column `attnum` of a stored row; `None` if NULL.
 pub(super) unsafe fn column_datum(tuple: pg_sys::HeapTuple, tupdesc: pg_sys::TupleDesc, attnum: i32) -> Option<Datum> {
     unsafe {

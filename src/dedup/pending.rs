@@ -25,16 +25,15 @@ pub(super) struct Pending<F = u64> {
     /// `skip` must not delete such a row at commit (deleting its new version deletes the row), so
     /// a conflict there fails as with `error`.
     pub updated_older_rows: HashSet<F>,
-    /// The deferred check (`simhash_add_dedup(..., deferred => true)`, `simhash64` only): every row
+    /// The deferred check (`simhash_add_dedup(..., deferred => true)`): every row
     /// version written, all checked at commit (`fingerprints` is then empty).
     pub deferred: bool,
-    pub rows: WrittenRows,
+    pub rows: WrittenRows<F>,
 }
 
 /// The row versions the deferred check remembered, in the order written.
-#[derive(Default)]
-pub(super) struct WrittenRows {
-    pub list: Vec<WrittenRow>,
+pub(super) struct WrittenRows<F = u64> {
+    pub list: Vec<WrittenRow<F>>,
     /// Where each remembered version is in `list`: made at the first UPDATE of a remembered row
     /// (a load that only inserts never needs it), then kept up to date.
     positions: Option<HashMap<Identity, usize>>,
@@ -43,11 +42,17 @@ pub(super) struct WrittenRows {
     pub reordered: bool,
 }
 
+impl<F> Default for WrittenRows<F> {
+    fn default() -> Self {
+        WrittenRows { list: Vec::new(), positions: None, reordered: false }
+    }
+}
+
 /// A row version written by this transaction under the deferred check.
-#[derive(Clone, Copy)]
-pub(super) struct WrittenRow {
+#[derive(Clone)]
+pub(super) struct WrittenRow<F = u64> {
     pub tid: pg_sys::ItemPointerData,
-    pub fp: u64,
+    pub fp: F,
     /// Written by an UPDATE of a row that may be older than this transaction (see
     /// `Pending::updated_older_rows`).
     pub updates_older_row: bool,
@@ -78,7 +83,7 @@ pub(super) enum Ours {
 
 impl Ours {
     /// The row versions of `rows`; `None` when memory runs out.
-    pub(super) fn remembered(rows: &[WrittenRow]) -> Option<Ours> {
+    pub(super) fn remembered<F>(rows: &[WrittenRow<F>]) -> Option<Ours> {
         let mut identities = Vec::new();
         identities.try_reserve_exact(rows.len()).ok()?;
         identities.extend(rows.iter().map(|r| identity(r.tid, r.xmin)));
@@ -115,7 +120,10 @@ pub(super) enum AnyPending {
 
 impl AnyPending {
     fn deferred(&self) -> bool {
-        matches!(self, AnyPending::Simhash(p) if p.deferred)
+        match self {
+            AnyPending::Simhash(p) => p.deferred,
+            AnyPending::Code(p) => p.deferred,
+        }
     }
 
     fn skip(&self) -> bool {
@@ -133,7 +141,10 @@ impl AnyPending {
     }
 
     fn any_current(&self) -> bool {
-        matches!(self, AnyPending::Simhash(p) if p.rows.any_current())
+        match self {
+            AnyPending::Simhash(p) => p.rows.any_current(),
+            AnyPending::Code(p) => p.rows.any_current(),
+        }
     }
 }
 
@@ -202,21 +213,21 @@ pub(super) fn remember<F: Pendable>(
 /// what the check compares (the fingerprint, and with verification the text); if that version was
 /// remembered, `row` is judged in its place when the UPDATE kept it, and updates a row older than
 /// the transaction if that one did.
-pub(super) fn remember_row(
+pub(super) fn remember_row<F: Pendable>(
     relid: Oid,
     trigger_oid: Oid,
     config: String,
     skip: bool,
-    mut row: WrittenRow,
+    row: WrittenRow<F>,
     replaces: Option<(Identity, bool)>,
-    make: impl FnOnce() -> Pending,
+    make: impl FnOnce() -> Pending<F>,
 ) {
     refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
     let grown = PENDING.with(|p| {
         let mut pending = p.borrow_mut();
-        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| AnyPending::Simhash(make()));
-        let rows = &mut u64::unwrap_mut(entry).rows;
-        rows.push(&mut row, replaces).is_some()
+        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make()));
+        let rows = &mut F::unwrap_mut(entry).rows;
+        rows.push(row, replaces).is_some()
     });
     if !grown {
         crate::pg::errors::raise(
@@ -228,9 +239,9 @@ pub(super) fn remember_row(
     }
 }
 
-impl WrittenRows {
+impl<F> WrittenRows<F> {
     /// Appends `row`, placed as [`remember_row`] says; `None` when memory runs out.
-    fn push(&mut self, row: &mut WrittenRow, replaces: Option<(Identity, bool)>) -> Option<()> {
+    fn push(&mut self, mut row: WrittenRow<F>, replaces: Option<(Identity, bool)>) -> Option<()> {
         // (Past u32::MAX rows, ties: the stable sort then keeps them in the order written.)
         row.seq = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
         if let Some((old, unchanged)) = replaces {
@@ -241,7 +252,7 @@ impl WrittenRows {
                 self.positions = Some(positions);
             }
             if let Some(&i) = self.positions.as_ref().and_then(|p| p.get(&old)) {
-                let previous = self.list[i];
+                let previous = &self.list[i];
                 row.updates_older_row = previous.updates_older_row;
                 if unchanged {
                     row.seq = previous.seq;
@@ -254,7 +265,7 @@ impl WrittenRows {
             positions.try_reserve(1).ok()?;
             positions.insert(identity(row.tid, row.xmin), self.list.len());
         }
-        self.list.push(*row);
+        self.list.push(row);
         Some(())
     }
 

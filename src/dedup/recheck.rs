@@ -56,8 +56,13 @@ pub(super) unsafe fn recheck_all() {
                         recheck_pending(rel, index, pending);
                     }
                 }
-                AnyPending::Code(pending) => {
-                    recheck_pending(rel, RecheckIndex::of(pending.schema, relid, pending.attnum), pending)
+                AnyPending::Code(mut pending) => {
+                    let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
+                    if pending.deferred {
+                        super::deferred::check_written_rows(rel, index, &mut pending);
+                    } else {
+                        recheck_pending(rel, index, pending);
+                    }
                 }
             }
             pg_sys::relation_close(rel, pg_sys::NoLock as i32);
@@ -93,12 +98,14 @@ unsafe fn recheck_pending<F: Fingerprint>(rel: pg_sys::Relation, index: Option<R
         pending.fingerprints.dedup();
         // (taken: not needed after the suspects are chosen, and a big COPY's are large)
         let fingerprints = std::mem::take(&mut pending.fingerprints);
-        let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
-        let mut skipped = 0u64;
-        // Texts may be TOASTed: reading them needs a snapshot (any will do for TOAST).
-        if pending.verify.is_some() {
+        // Texts, and codes, may be TOASTed: reading them needs a snapshot (any will do for TOAST;
+        // without one, a code stored out of line failed the commit with XX000).
+        let snapshot = pending.verify.is_some() || F::VARLENA;
+        if snapshot {
             pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         }
+        let suspects = suspects(rel, index, &pending, fingerprints, &Ours::Written);
+        let mut skipped = 0u64;
         for fp in &suspects {
             pg_sys::check_for_interrupts!();
             for conflict in recheck(rel, index, &pending, fp, &Ours::Written) {
@@ -139,7 +146,7 @@ unsafe fn recheck_pending<F: Fingerprint>(rel: pg_sys::Relation, index: Option<R
                 }
             }
         }
-        if pending.verify.is_some() {
+        if snapshot {
             pg_sys::PopActiveSnapshot();
         }
         if skipped > 0 {

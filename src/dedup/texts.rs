@@ -13,6 +13,7 @@ use super::config::Verify;
 use super::dirty::own_row;
 use super::messages::column_datum;
 use super::pending::WrittenRow;
+use super::value::Fingerprint;
 
 /// The texts of the transaction's own rows, for `first_come`'s question whether two of them within
 /// k are similar enough. The later row's shingle set is kept while it is compared with the earlier
@@ -40,10 +41,10 @@ impl<'a> OwnTexts<'a> {
     ///
     /// At pre-commit, with an active snapshot; both rows are alive (else a row counts as having no
     /// text: never similar).
-    pub(super) unsafe fn similarity(
+    pub(super) unsafe fn similarity<F: Fingerprint>(
         &mut self,
-        (i, row): (usize, &WrittenRow),
-        (j, earlier): (usize, &WrittenRow),
+        (i, row): (usize, &WrittenRow<F>),
+        (j, earlier): (usize, &WrittenRow<F>),
     ) -> Option<f64> {
         unsafe {
             if i == usize::MAX || self.current.as_ref().is_none_or(|(c, _)| *c != i) {
@@ -72,7 +73,7 @@ impl<'a> OwnTexts<'a> {
     }
 
     /// The shingle set of an own row's text (empty if the row is gone or its text is NULL).
-    unsafe fn read(&self, row: &WrittenRow) -> ShingleSet {
+    unsafe fn read<F: Fingerprint>(&self, row: &WrittenRow<F>) -> ShingleSet {
         unsafe {
             match own_row(self.rel, self.attnum, row, self.blocks) {
                 None => ShingleSet::default(),

@@ -110,10 +110,14 @@ pub unsafe extern "C-unwind" fn simhash_dedup_trigger(fcinfo: pg_sys::FunctionCa
                     Some("Create it AFTER INSERT OR UPDATE, or use simhash_add_dedup(..., deferred => true).".into()),
                 );
             }
-            if config.kind == Kind::Code {
-                super::config::codes_not_supported("the deferred near-duplicate check");
+            match config.kind {
+                Kind::Simhash64 => {
+                    super::deferred::remember_written_row::<u64>(rel, trigger, schema, &config, row, old_row)
+                }
+                Kind::Code => {
+                    super::deferred::remember_written_row::<Code>(rel, trigger, schema, &config, row, old_row)
+                }
             }
-            super::deferred::remember_written_row(rel, trigger, schema, &config, row, old_row);
             return Datum::from(0usize); // (an AFTER trigger's result is ignored)
         }
         match config.kind {

@@ -9,7 +9,7 @@
 use pgrx::pg_sys::{self, Datum, Oid};
 use simhash_core::code_dedup::CodeNearSet;
 use simhash_core::cost::RecheckRoute;
-use simhash_core::dedup::{NearSet, NearSetError};
+use simhash_core::dedup::{NearSet, NearSetError, Verdict};
 
 /// The kind of column the constraint guards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +80,19 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// Whether one pass over a table of `rows` rows costs less than looking up `pending` values
     /// by `route`.
     fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> bool;
+
+    /// Whether a stored value may be out of line (TOAST), so that reading it needs a snapshot.
+    const VARLENA: bool;
+
+    /// The deferred check's judgement of a transaction's rows, whose values are `values` in the
+    /// order written (`simhash_core::dedup::first_come`, whose arguments the others are).
+    fn first_come(
+        values: &[&Self],
+        k: u32,
+        near_other: &mut dyn FnMut(usize) -> bool,
+        alive: &mut dyn FnMut(usize) -> bool,
+        similar: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Result<Vec<Verdict>, NearSetError>;
 }
 
 /// [`NearSet`] and its counterpart for codes.
@@ -134,6 +147,21 @@ impl Fingerprint for u64 {
 
     fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> bool {
         simhash_core::cost::one_pass_is_cheaper(rows, route, pending, k).expect("k was checked")
+    }
+
+    const VARLENA: bool = false;
+
+    fn first_come(
+        values: &[&u64],
+        k: u32,
+        near_other: &mut dyn FnMut(usize) -> bool,
+        alive: &mut dyn FnMut(usize) -> bool,
+        similar: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Result<Vec<Verdict>, NearSetError> {
+        let mut fps = Vec::new();
+        fps.try_reserve_exact(values.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        fps.extend(values.iter().map(|&&fp| fp));
+        simhash_core::dedup::first_come(&fps, k, near_other, alive, similar)
     }
 }
 
@@ -239,6 +267,29 @@ impl Fingerprint for Code {
 
     fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, _k: u32) -> bool {
         simhash_core::code_dedup::one_pass_is_cheaper(rows, route != RecheckRoute::NoIndex, pending)
+    }
+
+    const VARLENA: bool = true;
+
+    /// Codes of unequal lengths are never near (see [`Code::distance`]).
+    fn first_come(
+        values: &[&Code],
+        k: u32,
+        near_other: &mut dyn FnMut(usize) -> bool,
+        alive: &mut dyn FnMut(usize) -> bool,
+        similar: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Result<Vec<Verdict>, NearSetError> {
+        let mut codes = Vec::new();
+        codes.try_reserve_exact(values.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        codes.extend(values.iter().map(|code| (code.bits, &code.bytes[..])));
+        simhash_core::code_dedup::first_come_codes(
+            &codes,
+            k,
+            near_other,
+            alive,
+            similar,
+            crate::fingerprint::text::INTERRUPTS,
+        )
     }
 }
 

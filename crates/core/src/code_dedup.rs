@@ -11,7 +11,10 @@
 //! half of every segment's width or more) or probing would meet about as many candidates as there
 //! are members, every member is compared instead.
 
-use crate::dedup::NearSetError;
+use std::collections::HashMap;
+
+use crate::code_runs::CodeRuns;
+use crate::dedup::{first_come_filed, KeptFiling, NearSetError, Verdict};
 use crate::interrupt::{Interrupt, STEP};
 use crate::multi_index::{expected_work, hamming_bytes, probes, segment_radii, Costs, SegmentPlan};
 
@@ -106,6 +109,59 @@ impl CodeNearSet {
     }
 }
 
+/// [`crate::dedup::first_come`] for rows of binary codes: `codes[i]` is row `i`'s code, its length
+/// in bits and its bytes. Codes of unequal lengths are never near (the constraint's distance at
+/// commit). The kept rows of each length are filed in a [`CodeRuns`] (the structure of an index's
+/// tail copy), so a row meets only the kept rows its probes find; `interrupt` is called between
+/// pieces of that work.
+pub fn first_come_codes(
+    codes: &[(u32, &[u8])],
+    k: u32,
+    near_other: &mut dyn FnMut(usize) -> bool,
+    alive: &mut dyn FnMut(usize) -> bool,
+    similar: &mut dyn FnMut(usize, usize) -> bool,
+    interrupt: Interrupt,
+) -> Result<Vec<Verdict>, NearSetError> {
+    let mut kept = KeptCodes { codes, k, runs: HashMap::new(), interrupt };
+    // Room for every row's code: a row kept is then filed without running out of memory.
+    let mut lengths: HashMap<u32, usize> = HashMap::new();
+    for &(bits, _) in codes {
+        *lengths.entry(bits).or_default() += 1;
+    }
+    for (bits, rows) in lengths {
+        let mut runs = CodeRuns::new(bits);
+        runs.try_reserve(rows).map_err(|_| NearSetError::OutOfMemory)?;
+        kept.runs.insert(bits, runs);
+    }
+    first_come_filed(codes.len(), &mut kept, near_other, alive, similar)
+}
+
+/// The kept rows of [`first_come_codes`], per code length.
+struct KeptCodes<'a, 'i> {
+    codes: &'a [(u32, &'a [u8])],
+    k: u32,
+    runs: HashMap<u32, CodeRuns>,
+    interrupt: Interrupt<'i>,
+}
+
+impl KeptFiling for KeptCodes<'_, '_> {
+    fn file(&mut self, i: usize) {
+        let (bits, code) = self.codes[i];
+        let runs = self.runs.get_mut(&bits).expect("a length of the rows");
+        runs.push(code, i as u64);
+        runs.seal(self.interrupt);
+    }
+
+    fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
+        let (bits, code) = self.codes[i];
+        if i % STEP == STEP - 1 {
+            self.interrupt.check();
+        }
+        let runs = self.runs.get_mut(&bits).expect("a length of the rows");
+        runs.for_each_within(code, self.k, self.interrupt, &mut |_, key, _| found(key as usize));
+    }
+}
+
 /// Table rows read in the one pass for the cost of one code looked up through an index of codes
 /// (a few probes and candidates, each about a buffer read, against a row read with its visibility
 /// check; not measured: the same order as the `simhash64` index's, `crate::cost`).
@@ -185,6 +241,59 @@ mod tests {
                 let members = |v: &[bool]| v.iter().enumerate().filter(|x| *x.1).map(|x| x.0).collect::<Vec<_>>();
                 assert_eq!(members(&found), members(&expected), "bits {bits}, k {k}");
             }
+        }
+    }
+
+    /// Equal to judging each row in order against every kept earlier row (and the row's own
+    /// verdict of `near_other` and `alive`), for codes of two lengths, at radii probed and not, with
+    /// more rows than a run seals (`code_runs::SEAL_ROWS`).
+    #[test]
+    fn first_come_codes_judges_rows_in_order() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for (bits, k, rows) in [(256u32, 8u32, 3000usize), (64, 3, 1200), (1024, 40, 600), (13, 2, 400)] {
+            let bytes = (bits as usize).div_ceil(8);
+            let bases: Vec<Vec<u8>> = (0..rows / 6 + 1).map(|_| random_code(&mut state, bytes)).collect();
+            let mut owned: Vec<(u32, Vec<u8>)> = Vec::new();
+            for n in 0..rows {
+                // Mostly near copies of a few bases (within k, or just beyond), some of another length.
+                let base = &bases[next(&mut state) as usize % bases.len()];
+                let flips = (next(&mut state) % u64::from(k + 3)) as u32;
+                let mut code = flipped(&mut state, base, bits, flips.min(bits));
+                if let Some(last) = code.last_mut() {
+                    // (the bits past the length are zero, as bit(n) stores them)
+                    *last &= 0xFFu8 << ((8 - bits % 8) % 8);
+                }
+                owned.push(if n % 17 == 0 { (bits + 8, [code, vec![0]].concat()) } else { (bits, code) });
+            }
+            let codes: Vec<(u32, &[u8])> = owned.iter().map(|(b, c)| (*b, c.as_slice())).collect();
+            let near_other: Vec<bool> = (0..rows).map(|_| next(&mut state).is_multiple_of(11)).collect();
+            let alive: Vec<bool> = (0..rows).map(|_| !next(&mut state).is_multiple_of(9)).collect();
+            let got = first_come_codes(
+                &codes,
+                k,
+                &mut |i| near_other[i],
+                &mut |i| alive[i],
+                &mut |_, _| true,
+                Interrupt::NEVER,
+            )
+            .unwrap();
+            let near =
+                |i: usize, j: usize| codes[i].0 == codes[j].0 && hamming_bytes(codes[i].1, codes[j].1).unwrap() <= k;
+            let mut want: Vec<Verdict> = Vec::new();
+            for i in 0..rows {
+                let earlier = (0..i).find(|&j| want[j] == Verdict::Kept && near(i, j));
+                want.push(match (alive[i], near_other[i], earlier) {
+                    (false, _, _) => Verdict::Gone,
+                    (true, true, _) => Verdict::NearOther,
+                    (true, false, Some(j)) => Verdict::NearEarlier(j),
+                    (true, false, None) => Verdict::Kept,
+                });
+            }
+            for i in (0..rows).filter(|&i| alive[i]) {
+                assert_eq!(got[i], want[i], "row {i} of {rows}, {bits} bits, k = {k}");
+            }
+            let refused = got.iter().filter(|v| matches!(v, Verdict::NearEarlier(_))).count();
+            assert!(refused > rows / 10, "{bits} bits: {refused} refused");
         }
     }
 

@@ -127,6 +127,13 @@ impl CodeRuns {
         bits.div_ceil(8) as usize + 8 + 6 * segments
     }
 
+    /// Makes room for `rows` more rows' codes and keys (not their runs' tables); `Err` when memory
+    /// runs out.
+    pub fn try_reserve(&mut self, rows: usize) -> Result<(), std::collections::TryReserveError> {
+        self.codes.try_reserve(rows.saturating_mul(self.bytes))?;
+        self.keys.try_reserve(rows)
+    }
+
     /// Appends a row (`code` of the rows' length). [`CodeRuns::seal`] files it.
     pub fn push(&mut self, code: &[u8], key: u64) {
         assert_eq!(code.len(), self.bytes, "a code of the rows' length");

@@ -172,26 +172,41 @@ pub fn first_come(
     similar: &mut dyn FnMut(usize, usize) -> bool,
 ) -> Result<Vec<Verdict>, NearSetError> {
     let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
-    let mut filed = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(KeptRows::new(fps.len(), radii)?) } else { None };
+    let filed = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(KeptRows::new(fps.len(), radii)?) } else { None };
+    let mut kept = KeptFingerprints { fps, k, filed, listed: Vec::new() };
+    first_come_filed(fps.len(), &mut kept, near_other, alive, similar)
+}
+
+/// Where [`first_come_filed`] files the rows it keeps, and finds them again.
+pub trait KeptFiling {
+    /// Files row `i`, just kept.
+    fn file(&mut self, i: usize);
+    /// Calls `found(j)` for each filed row `j` within `k` of row `i` (perhaps more than once).
+    fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize));
+}
+
+/// [`first_come`] for `n` rows of any kind of value, whose kept rows `kept` files and finds.
+pub fn first_come_filed(
+    n: usize,
+    kept: &mut dyn KeptFiling,
+    near_other: &mut dyn FnMut(usize) -> bool,
+    alive: &mut dyn FnMut(usize) -> bool,
+    similar: &mut dyn FnMut(usize, usize) -> bool,
+) -> Result<Vec<Verdict>, NearSetError> {
     let mut verdicts: Vec<Verdict> = Vec::new();
-    verdicts.try_reserve_exact(fps.len()).map_err(|_| NearSetError::OutOfMemory)?;
-    let mut kept: Vec<usize> = Vec::new();
+    verdicts.try_reserve_exact(n).map_err(|_| NearSetError::OutOfMemory)?;
     let mut candidates: Vec<usize> = Vec::new();
-    for (i, &fp) in fps.iter().enumerate() {
+    for i in 0..n {
         if near_other(i) {
             verdicts.push(if alive(i) { Verdict::NearOther } else { Verdict::Gone });
             continue;
         }
         candidates.clear();
-        let within = |j: usize| verdicts[j] == Verdict::Kept && hamming(fps[j], fp) <= k;
-        match &filed {
-            Some(filed) => filed.for_each_candidate(fp, &mut |j| {
-                if within(j) {
-                    candidates.push(j)
-                }
-            }),
-            None => candidates.extend(kept.iter().copied().filter(|&j| within(j))),
-        }
+        kept.for_each_within(i, &mut |j| {
+            if verdicts[j] == Verdict::Kept {
+                candidates.push(j)
+            }
+        });
         let mut verdict = Verdict::Kept;
         if !candidates.is_empty() {
             candidates.sort_unstable();
@@ -211,14 +226,42 @@ pub fn first_come(
             }
         }
         if verdict == Verdict::Kept {
-            match &mut filed {
-                Some(filed) => filed.insert(i, fp),
-                None => kept.push(i),
-            }
+            kept.file(i);
         }
         verdicts.push(verdict);
     }
     Ok(verdicts)
+}
+
+/// The kept fingerprints of [`first_come`]: in a list, compared each, or past
+/// [`FIRST_COME_DIRECT_UP_TO`] rows filed by segment value.
+struct KeptFingerprints<'a> {
+    fps: &'a [u64],
+    k: u32,
+    filed: Option<KeptRows>,
+    listed: Vec<usize>,
+}
+
+impl KeptFiling for KeptFingerprints<'_> {
+    fn file(&mut self, i: usize) {
+        match &mut self.filed {
+            Some(filed) => filed.insert(i, self.fps[i]),
+            None => self.listed.push(i),
+        }
+    }
+
+    fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
+        let (fps, k) = (self.fps, self.k);
+        let mut within = |j: usize| {
+            if hamming(fps[j], fps[i]) <= k {
+                found(j)
+            }
+        };
+        match &self.filed {
+            Some(filed) => filed.for_each_candidate(fps[i], &mut within),
+            None => self.listed.iter().for_each(|&j| within(j)),
+        }
+    }
 }
 
 /// The kept rows of [`first_come`], each filed under its own value of each segment (a list per
