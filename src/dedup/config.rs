@@ -241,7 +241,7 @@ pub(super) fn codes_not_supported(what: &str) -> ! {
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
         format!("{what} is not supported on a column of bit codes"),
         None,
-        Some("It needs a simhash64 column; on bit codes use the check at each row without verification.".into()),
+        Some("It needs a simhash64 column; on bit codes use the check without verification.".into()),
     )
 }
 

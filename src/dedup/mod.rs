@@ -62,8 +62,8 @@
 //! in the extension's schema is chosen instead), which the planner sends to the column's `simhash`
 //! index of codes; the recheck reads that index directly (`crate::index::code_rows_within`), else
 //! compares the whole table with the transaction's codes in one pass
-//! (`simhash_core::code_dedup::CodeNearSet`). Not on codes (0A000): the verified and the deferred
-//! check.
+//! (`simhash_core::code_dedup::CodeNearSet`). The deferred check judges a transaction's codes with
+//! `simhash_core::code_dedup::first_come_codes`. Not on codes (0A000): the verified check.
 //!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.
