@@ -22,8 +22,9 @@
 # four segment B-trees (the row trigger's lookup and the commit-time recheck read it). A radius
 # written K:deferred (or K:simhash:deferred, K:verify:deferred, K:verify:simhash:deferred) runs the
 # same with the deferred check (simhash_add_dedup(..., deferred => true)): every row is checked at
-# commit.
-# Usage: tests/concurrency/dedup.sh [k[:verify][:simhash][:deferred] ...]   (against the cluster of scripts/common.sh)
+# commit. A radius written K:code (or K:code:deferred) stores the fingerprints as codes, a bit(64)
+# column with a simhash index of codes (src/dedup/value.rs, Code), and checks them alike.
+# Usage: tests/concurrency/dedup.sh [k[:verify][:simhash|:code][:deferred] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
 
@@ -44,6 +45,9 @@ for radius in "${radii[@]}"; do
     verify=false; case "$radius" in *:verify*) verify=true ;; esac
     method=btree; case "$radius" in *:simhash*) method=simhash ;; esac
     deferred=false; case "$radius" in *:deferred) deferred=true ;; esac
+    # The column's type, and the fingerprint of attempts as written into it.
+    column=simhash64 written=fp
+    case "$radius" in *:code*) method=code column='bit(64)' written='fp::bit(64)' ;; esac
     log "concurrency: 8 loaders, k = $k$($verify && echo ', verified by text similarity')$($deferred && echo ', checked at commit'), $method index (a COPY of $COPY_ROWS rows beside 7 loaders of $BATCHES x $BATCH_ROWS rows)"
     fresh_database "$db"
     rm -f "$work"/*.retries   # (counted per configuration)
@@ -74,14 +78,19 @@ FROM (SELECT n, loader, batch, s, planted, random() < 0.1 AS decoy,
              ELSE ('x' || md5('row' || n))::bit(64)::bigint::simhash64 END AS fp
       FROM (SELECT *, random() < 0.2 AS planted FROM plan) p
       JOIN seeds s ON s.s = 1 + (hashint8(n) & 2147483647) % 4000) a;
-CREATE TABLE docs (id bigint PRIMARY KEY, fp simhash64 NOT NULL, body text NOT NULL);
+CREATE TABLE docs (id bigint PRIMARY KEY, fp $column NOT NULL, body text NOT NULL);
+SELECT '$method' = 'code' AS code_index \gset
+\if :code_index
+CREATE INDEX docs_fp ON docs USING simhash (fp);
+\else
 SELECT simhash_create_indexes('docs', 'fp', '$method') \g /dev/null
+\endif
 \if :verify
 SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', verify => 'body', deferred => $deferred) \g /dev/null
 \else
 SELECT simhash_add_dedup('docs', 'fp', $k, 'skip', deferred => $deferred) \g /dev/null
 \endif
-\copy (SELECT id, fp, body FROM attempts WHERE loader = 1 ORDER BY id) TO '$work/copy.tsv'
+\copy (SELECT id, $written, body FROM attempts WHERE loader = 1 ORDER BY id) TO '$work/copy.tsv'
 SQL
     started=$(date +%s.%N)
     (load_with_retry "$db" "$work/copy" "\\copy docs (id, fp, body) FROM '$work/copy.tsv'" >"$work/skipped.1") &
@@ -90,7 +99,7 @@ SQL
         (
             total=0
             for b in $(seq 0 $((BATCHES - 1))); do
-                n=$(load_with_retry "$db" "$work/l$l" "INSERT INTO docs (id, fp, body) SELECT id, fp, body FROM attempts WHERE loader = $l AND batch = $b ORDER BY id")
+                n=$(load_with_retry "$db" "$work/l$l" "INSERT INTO docs (id, fp, body) SELECT id, $written, body FROM attempts WHERE loader = $l AND batch = $b ORDER BY id")
                 total=$((total + n))
             done
             echo "$total" >"$work/skipped.$l"
@@ -123,7 +132,7 @@ SELECT (SELECT count(*) FROM attempts) AS attempted,
         WHERE NOT EXISTS (SELECT FROM docs d WHERE d.id = a.id)
           AND NOT EXISTS (SELECT FROM cover c JOIN docs d ON d.id = c.stored
                           WHERE c.attempt = a.id AND (NOT :verify OR simhash_similarity(d.body, a.body) >= :t))) AS lost,
-       (SELECT count(*) FROM docs d JOIN attempts a USING (id) WHERE a.fp <> d.fp OR a.body <> d.body) AS altered,
+       (SELECT count(*) FROM docs d JOIN attempts a USING (id) WHERE a.$written <> d.fp OR a.body <> d.body) AS altered,
        -- With verification, decoys (within k of a seed's variants, unrelated text) are stored.
        (SELECT count(*) FROM docs WHERE body LIKE 'decoy%') AS decoys_stored,
        (SELECT count(*) FROM docs d WHERE body LIKE 'decoy%'
