@@ -301,7 +301,7 @@ BEGIN
     ELSE
         -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
         -- trigger takes those two): the radius, checked against the codes' range by
-        -- simhash_dedup_lookup (22023; verify was refused there, 0A000).
+        -- simhash_dedup_lookup (22023; with verify, above, the threshold and shingle length too).
         PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', CASE WHEN k IS NOT NULL THEN 0 END, NULL, NULL, NULL);
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
@@ -419,7 +419,7 @@ BEGIN
     END IF;
     RETURN row_trigger;
 END $$;
-COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred), or to a column of bit codes (not verified)';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column or a column of bit codes, optionally verified by the similarity of a text column, or checked at commit (deferred)';
 
 -- The radius test of the simhash index is leakproof (it raises no error and tells nothing but its
 -- result): under row-level security it can still be an index condition.

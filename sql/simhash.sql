@@ -802,7 +802,7 @@ BEGIN
     ELSE
         -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
         -- trigger takes those two): the radius, checked against the codes' range by
-        -- simhash_dedup_lookup (22023; verify was refused there, 0A000).
+        -- simhash_dedup_lookup (22023; with verify, above, the threshold and shingle length too).
         PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', CASE WHEN k IS NOT NULL THEN 0 END, NULL, NULL, NULL);
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
@@ -1033,7 +1033,7 @@ COMMENT ON FUNCTION simhash_indexed(regclass, name) IS 'whether radius lookups o
 COMMENT ON FUNCTION simhash_dedup_trigger() IS 'BEFORE ROW trigger (column, k, action [, report table]): refuses, skips or reports rows within k bits of a stored row; fired AFTER ROW, checks the rows at commit (deferred)';
 COMMENT ON FUNCTION simhash_dedup_notice() IS 'AFTER STATEMENT trigger: one NOTICE with the number of rows simhash_dedup_trigger skipped';
 COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_add_dedup: radius, threshold and shingle length (22023)';
-COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column, optionally verified by the similarity of a text column, or checked at commit (deferred), or to a column of bit codes (not verified)';
+COMMENT ON FUNCTION simhash_add_dedup(regclass, name, integer, text, text, name, double precision, integer, boolean) IS 'attaches the near-duplicate constraint (triggers, report table) to a simhash64 column or a column of bit codes, optionally verified by the similarity of a text column, or checked at commit (deferred)';
 COMMENT ON FUNCTION simhash_dedup_lookup(regclass, name, integer, name, double precision, integer) IS 'the statement simhash_dedup_trigger runs for each row ($1 the fingerprint, $2 a ctid to leave out, $3 the new text with verify), to EXPLAIN it';
 COMMENT ON OPERATOR CLASS simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';
 COMMENT ON OPERATOR FAMILY simhash64_ops USING btree IS 'B-tree order of simhash64: unsigned, as the hex text sorts';

@@ -121,9 +121,6 @@ pub(super) unsafe fn read_config(rel: pg_sys::Relation, trigger: *const pg_sys::
             (_, None) => None,
         };
         let verify = read_verify(rel, &options, usage);
-        if kind == Kind::Code && verify.is_some() {
-            codes_not_supported("the verified near-duplicate check (verify=)");
-        }
         Config { column, attnum, kind, k, action, report_table, verify }
     }
 }
@@ -233,16 +230,6 @@ pub(super) fn max_radius(kind: Kind) -> u32 {
 
 fn radius_hint(kind: Kind) -> String {
     format!("The radius is an integer from 0 to {}.", max_radius(kind))
-}
-
-/// ERROR 0A000: `what` is not supported on a column of bit codes.
-pub(super) fn codes_not_supported(what: &str) -> ! {
-    raise(
-        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("{what} is not supported on a column of bit codes"),
-        None,
-        Some("It needs a simhash64 column; on bit codes use the check without verification.".into()),
-    )
 }
 
 const MIN_SIMILARITY_HINT: &str = "The threshold is a number from 0 to 1.";

@@ -139,11 +139,20 @@ unsafe fn lookup_statement(
             // (A relabelling: the planner rewrite still finds the column's index under it.)
             let cast = if atttype == pg_sys::BITOID { "" } else { "::pg_catalog.\"bit\"" };
             let key = key_columns(rel).expression();
+            let table = qualified_name((*rel).rd_id);
             let distance = format!("{s}.simhash_hamming(t.{}{cast}, $1)", quote_identifier(column));
+            let within = format!("{distance} OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2");
+            let Some(verify) = verify else {
+                return format!(
+                    "SELECT {key}, {distance}::pg_catalog.int4 FROM ONLY {table} t WHERE {within} ORDER BY 2, 1 LIMIT 1"
+                );
+            };
+            let similarity = similarity_test(&s, verify);
             return format!(
-                "SELECT {key}, {distance}::pg_catalog.int4 FROM ONLY {} t \
-                 WHERE {distance} OPERATOR({s}.<=) {k} AND t.ctid OPERATOR(pg_catalog.<>) $2 ORDER BY 2, 1 LIMIT 1",
-                qualified_name((*rel).rd_id)
+                "SELECT {key}, {distance}::pg_catalog.int4, {similarity} FROM ONLY {table} t \
+                 WHERE {within} AND {similarity} OPERATOR(pg_catalog.>=) {:?}::pg_catalog.float8 \
+                 ORDER BY 3 DESC, 2, 1 LIMIT 1",
+                verify.min_similarity
             );
         }
         // A column of a domain over simhash64 is cast to simhash64 itself: it would match an
@@ -161,11 +170,7 @@ unsafe fn lookup_statement(
                  WHERE {within} ORDER BY 2, 1 LIMIT 1"
             );
         };
-        let similarity = format!(
-            "{s}.simhash_similarity(t.{}::pg_catalog.text, $3, {})",
-            quote_identifier(&verify.column),
-            verify.n
-        );
+        let similarity = similarity_test(&s, verify);
         format!(
             "SELECT {key}, ({column} OPERATOR({s}.<~>) $1)::pg_catalog.int4, {similarity} FROM ONLY {table} t \
              WHERE {within} AND {similarity} OPERATOR(pg_catalog.>=) {:?}::pg_catalog.float8 \
@@ -173,6 +178,12 @@ unsafe fn lookup_statement(
             verify.min_similarity
         )
     }
+}
+
+/// The similarity of a stored row's text (`t.<verify column>`) with the new row's (`$3`), in a
+/// statement where `s` is the extension's schema, quoted.
+fn similarity_test(s: &str, verify: &Verify) -> String {
+    format!("{s}.simhash_similarity(t.{}::pg_catalog.text, $3, {})", quote_identifier(&verify.column), verify.n)
 }
 
 /// `simhash_dedup_lookup(tbl, col, k [, verify, min_similarity, n])`: the statement the trigger
@@ -208,10 +219,6 @@ fn simhash_dedup_lookup(
         let kind = if attnum > 0 { column_kind(rel, attnum, schema) } else { None }.unwrap_or(Kind::Simhash64);
         let (k, min_similarity, n) =
             check_arguments("simhash_dedup_lookup", kind, Some(k), verify.is_some(), min_similarity, n);
-        if kind == Kind::Code && verify.is_some() {
-            pg_sys::RelationClose(rel);
-            super::config::codes_not_supported("the verified near-duplicate check (verify)");
-        }
         let options = verify.map(|column| {
             [
                 format!("verify={}", column.to_string_lossy()),

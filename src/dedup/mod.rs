@@ -63,7 +63,7 @@
 //! index of codes; the recheck reads that index directly (`crate::index::code_rows_within`), else
 //! compares the whole table with the transaction's codes in one pass
 //! (`simhash_core::code_dedup::CodeNearSet`). The deferred check judges a transaction's codes with
-//! `simhash_core::code_dedup::first_come_codes`. Not on codes (0A000): the verified check.
+//! `simhash_core::code_dedup::first_come_codes`; the verified check compares texts alike.
 //!
 //! The transaction callbacks below run the recheck before commit and forget this transaction's
 //! state after it ends.

@@ -44,9 +44,8 @@ COMMIT;                                                               -- 23505
 UPDATE dc SET id = 40 WHERE id = 4;
 UPDATE dc SET code = pg_temp.code256('a') # pg_temp.flip(1) WHERE id = 5;   -- 23505 at its COMMIT
 SELECT id FROM dc ORDER BY id;
--- Not deferred: the action 'report' (0A000), and verification on codes (0A000, as at each row).
+-- Not deferred: the action 'report' (0A000). (Verified and deferred: bit_dedup_verify.)
 SELECT simhash_add_dedup('dc', 'code', 8, 'report', deferred => true);
-SELECT simhash_add_dedup('dc', 'code', 8, verify => 'id', deferred => true);
 
 -- 2. Action 'skip': refused rows are deleted at COMMIT with one NOTICE; a row near a committed
 -- row goes too. A bit varying column: codes of another length are never near at COMMIT (the check
