@@ -22,7 +22,7 @@
 # four segment B-trees (the row trigger's lookup and the commit-time recheck read it). A radius
 # written K:deferred (or K:simhash:deferred, K:verify:deferred, K:verify:simhash:deferred) runs the
 # same with the deferred check (simhash_add_dedup(..., deferred => true)): every row is checked at
-# commit. A radius written K:code (or K:code:deferred) stores the fingerprints as codes, a bit(64)
+# commit. A radius written K:code (or K:code:deferred, K:verify:code...) stores the fingerprints as codes, a bit(64)
 # column with a simhash index of codes (src/dedup/value.rs, Code), and checks them alike.
 # Usage: tests/concurrency/dedup.sh [k[:verify][:simhash|:code][:deferred] ...]   (against the cluster of scripts/common.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
