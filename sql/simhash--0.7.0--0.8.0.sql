@@ -447,6 +447,13 @@ CREATE FUNCTION simhash_hamming(a bit, b bit) RETURNS simhash_distance
     AS 'MODULE_PATHNAME', 'simhash_hamming_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION simhash_code(bytes bytea) RETURNS bit
     AS 'MODULE_PATHNAME', 'simhash_code_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- The pairs of a column of codes of a Citus table, found on its workers (as simhash_pair_keys and
+-- simhash_key_pairs for simhash64).
+CREATE FUNCTION simhash_code_pair_keys(code bit, k integer) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'simhash_code_pair_keys_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION simhash_code_key_pairs(key bigint, ids bigint[], codes bit varying[], k integer, links_only boolean DEFAULT false)
+RETURNS TABLE (id_a bigint, id_b bigint, distance integer)
+    AS 'MODULE_PATHNAME', 'simhash_code_key_pairs_wrapper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- A radius around a code: code <@ simhash_code_ball(q, k) is simhash_hamming(code, q) <= k.
 CREATE TYPE simhash_code_ball AS (center bit varying, radius integer);
 CREATE FUNCTION simhash_code_ball(center bit, radius integer) RETURNS simhash_code_ball
@@ -482,6 +489,8 @@ CREATE OPERATOR CLASS simhash_bit_ops DEFAULT FOR TYPE bit USING simhash AS
 
 COMMENT ON FUNCTION simhash_hamming(bit, bit) IS 'number of differing bits of two codes of one length (22026 otherwise); simhash_hamming(code, q) <= k uses a simhash index on code';
 COMMENT ON FUNCTION simhash_code(bytea) IS 'the bytes as a code of 8 * length bits, first bit = most significant bit of the first byte';
+COMMENT ON FUNCTION simhash_code_pair_keys(bit, integer) IS 'the k + 1 keys of a code for pairs within k (0 to 64): rows sharing a key are paired by simhash_code_key_pairs, and every pair within k comes out under exactly one key';
+COMMENT ON FUNCTION simhash_code_key_pairs(bigint, bigint[], bit varying[], integer, boolean) IS 'the pairs within k among the (id, code) rows of one key of simhash_code_pair_keys that are reported under that key (with links_only, enough of them to form the same groups)';
 COMMENT ON TYPE simhash_code_ball IS 'a radius around a code: code <@ simhash_code_ball(q, k) is simhash_hamming(code, q) <= k';
 COMMENT ON FUNCTION simhash_code_ball(bit, integer) IS 'the ball of codes within radius bits of center';
 COMMENT ON FUNCTION simhash_internal.simhash_code_within(bit, simhash_code_ball) IS 'implementation of bit <@ simhash_code_ball';

@@ -47,8 +47,9 @@ pub(super) fn check_code_radius(k: i32) -> u32 {
 }
 
 /// Calls `on_pair(id_a, id_b, distance)` (id_a < id_b) for each pair of rows of `tbl` whose codes
-/// in `code_column` are within `k` bits; `function` is the calling function, whose schema is the
-/// extension's.
+/// in `code_column` are within `k` bits (of a Citus table, on its workers, `super::code_keys`; there,
+/// with `links_only`, only enough of them to join the same groups); `function` is the calling
+/// function, whose schema is the extension's.
 ///
 /// # Safety
 ///
@@ -58,10 +59,15 @@ pub(super) unsafe fn for_each_code_pair(
     code_column: &CStr,
     id_column: &CStr,
     k: u32,
+    links_only: bool,
     function: Oid,
     on_pair: &mut dyn FnMut(i64, i64, u32),
 ) {
     unsafe {
+        if crate::pg::citus::is_citus_table(tbl) {
+            // (a self-join on the codes, which Citus cannot run on a distributed table)
+            return super::code_keys::spread_code_pairs(tbl, code_column, id_column, k, links_only, function, on_pair);
+        }
         let schema_name = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
         if schema_name.is_null() {
             raise(

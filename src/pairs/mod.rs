@@ -19,6 +19,7 @@ use simhash_core::pairs::Groups;
 
 use crate::pg::errors::raise;
 
+mod code_keys;
 mod codes;
 mod input;
 mod spread;
@@ -59,7 +60,9 @@ fn simhash_pairs_of_table(
         let k = codes::check_code_radius(k);
         let mut pairs = Vec::new();
         let mut push = pair_collector(&mut pairs);
-        unsafe { codes::for_each_code_pair(tbl, fp_column, id_column, k, (*(*fcinfo).flinfo).fn_oid, &mut push) };
+        unsafe {
+            codes::for_each_code_pair(tbl, fp_column, id_column, k, false, (*(*fcinfo).flinfo).fn_oid, &mut push)
+        };
         drop(push);
         return TableIterator::new(pairs);
     }
@@ -118,7 +121,9 @@ fn simhash_clusters_of_table(
         let k = codes::check_code_radius(k);
         let mut groups = GroupsById::default();
         let function = unsafe { (*(*fcinfo).flinfo).fn_oid };
-        unsafe { codes::for_each_code_pair(tbl, fp_column, id_column, k, function, &mut |a, b, _| groups.join(a, b)) };
+        unsafe {
+            codes::for_each_code_pair(tbl, fp_column, id_column, k, true, function, &mut |a, b, _| groups.join(a, b))
+        };
         return TableIterator::new(groups.rows());
     }
     let k = check_radius(k);

@@ -163,11 +163,58 @@ pub(super) unsafe fn spread_pairs(
             );
             false
         };
-        if k > MAX_KEYED_RADIUS {
-            return on_coordinator(&format!("the workers find pairs within at most {MAX_KEYED_RADIUS}"));
+        let too_far =
+            (k > MAX_KEYED_RADIUS).then(|| format!("the workers find pairs within at most {MAX_KEYED_RADIUS}"));
+        let functions = [
+            "simhash_pair_keys({ext}.simhash64, pg_catalog.int4)",
+            "simhash_key_pairs(pg_catalog.int4, pg_catalog.int8[], {ext}.simhash64[], pg_catalog.int4, pg_catalog.bool)",
+        ];
+        let (ext, work) = match work_table(tbl, too_far, &functions, "0.6.0", (*(*fcinfo).flinfo).fn_oid) {
+            Ok(names) => names,
+            Err(why) => return on_coordinator(&why),
+        };
+        run(&format!("CREATE UNLOGGED TABLE {work} (key pg_catalog.int4 NOT NULL, id pg_catalog.int8, fp {ext}.simhash64 NOT NULL)"));
+        distribute_by_key(&work);
+        run(&format!(
+            "INSERT INTO {work} (key, id, fp) SELECT pg_catalog.unnest({ext}.simhash_pair_keys(t.{fp}::{ext}.simhash64, {k})), t.{id}, t.{fp} \
+             FROM {tbl} t WHERE t.{fp} IS NOT NULL",
+            fp = quote_identifier(&fp_column.to_string_lossy()),
+            id = quote_identifier(&id_column.to_string_lossy()),
+            tbl = qualified_name(tbl),
+        ));
+        let pairs = format!(
+            "SELECT (p.pair).id_a, (p.pair).id_b, (p.pair).distance FROM (\
+             SELECT {ext}.simhash_key_pairs(w.key, pg_catalog.array_agg(w.id), pg_catalog.array_agg(w.fp), {k}, {links_only}) AS pair \
+             FROM {work} w GROUP BY w.key) p"
+        );
+        fetch_pairs(&pairs, on_pair);
+        run(&format!("DROP TABLE {work}"));
+        true
+    }
+}
+
+/// The extension's schema (quoted) and the name of a new work table in the schema of Citus table
+/// `tbl`, where its pairs can be found on the workers; else why not: `too_far` (the radius), a
+/// read-only transaction, extension objects older than `since` (that lack one of `functions`, in
+/// which `{ext}` stands for the extension's schema), a node other than the coordinator, a
+/// distributed (tenant) schema, or no CREATE privilege on the schema.
+///
+/// # Safety
+///
+/// In a backend, inside a transaction; `function` is the calling function, of the extension.
+pub(super) unsafe fn work_table(
+    tbl: Oid,
+    too_far: Option<String>,
+    functions: &[&str],
+    since: &str,
+    function: Oid,
+) -> Result<(String, String), String> {
+    unsafe {
+        if let Some(why) = too_far {
+            return Err(why);
         }
         if pg_sys::XactReadOnly || pg_sys::RecoveryInProgress() {
-            return on_coordinator("the transaction is read-only, and the workers need a work table");
+            return Err("the transaction is read-only, and the workers need a work table".into());
         }
         let namespace = pg_sys::get_rel_namespace(tbl);
         // (Citus' functions and catalogs, named only here, where the table is in its metadata)
@@ -182,34 +229,33 @@ pub(super) unsafe fn spread_pairs(
                     namespace.to_u32()
                 )
             };
-        // The functions the workers run, from 0.6.0 on (a library newer than the extension's
-        // objects runs them until ALTER EXTENSION simhash UPDATE).
-        let ext_schema =
-            quote_identifier(&crate::pg::names::namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid)));
-        let functions = [
-            format!("{ext_schema}.simhash_pair_keys({ext_schema}.simhash64, pg_catalog.int4)"),
-            format!(
-                "{ext_schema}.simhash_key_pairs(pg_catalog.int4, pg_catalog.int8[], {ext_schema}.simhash64[], pg_catalog.int4, pg_catalog.bool)"
-            ),
-        ]
-        .map(|f| format!("pg_catalog.to_regprocedure({}) IS NOT NULL", crate::pg::names::quote_literal(&f)))
-        .join(" AND ");
+        // The functions the workers run (a library newer than the extension's objects runs them
+        // until ALTER EXTENSION simhash UPDATE).
+        let ext = quote_identifier(&crate::pg::names::namespace_name(pg_sys::get_func_namespace(function)));
+        let functions = functions
+            .iter()
+            .map(|f| {
+                let f = format!("{ext}.{}", f.replace("{ext}", &ext));
+                format!("pg_catalog.to_regprocedure({}) IS NOT NULL", crate::pg::names::quote_literal(&f))
+            })
+            .collect::<Vec<_>>()
+            .join(" AND ");
         let facts = format!("SELECT pg_catalog.citus_is_coordinator(), {tenant_schemas}, {functions}");
         // (read-only: a fallback takes no transaction id)
         let (coordinator, tenant, updated) =
             Spi::connect(|client| client.select(&facts, Some(1), &[])?.first().get_three::<bool, bool, bool>())
                 .unwrap_or_else(|e| spi_error(e));
         if updated != Some(true) {
-            return on_coordinator("the extension's objects predate 0.6.0: run ALTER EXTENSION simhash UPDATE");
+            return Err(format!("the extension's objects predate {since}: run ALTER EXTENSION simhash UPDATE"));
         }
         if coordinator != Some(true) {
-            return on_coordinator("this node is not the coordinator, where the work table is made");
+            return Err("this node is not the coordinator, where the work table is made".into());
         }
         if tenant == Some(true) {
-            return on_coordinator("its schema is a distributed schema, where a work table would be a tenant's table");
+            return Err("its schema is a distributed schema, where a work table would be a tenant's table".into());
         }
         if !crate::pg::compat::may_create_in_schema(namespace, pg_sys::GetUserId()) {
-            return on_coordinator("the workers need a work table in its schema, where the user may not create one");
+            return Err("the workers need a work table in its schema, where the user may not create one".into());
         }
         let schema = crate::pg::names::namespace_name(namespace);
         // Unique among this node's backends (the pid) and, for names made on other nodes or left
@@ -222,45 +268,39 @@ pub(super) unsafe fn spread_pairs(
             quote_identifier(&schema),
             quote_identifier(&format!("simhash_pairs_{pid}_{}_{clock:x}", WORK_TABLES.fetch_add(1, Ordering::Relaxed)))
         );
-        let ext = ext_schema;
         pgrx::debug1!("simhash: the pairs of \"{}\" are found on the workers through {work}", qualified_name(tbl));
-        run(&format!("CREATE UNLOGGED TABLE {work} (key pg_catalog.int4 NOT NULL, id pg_catalog.int8, fp {ext}.simhash64 NOT NULL)"));
-        run(&format!(
-            "SELECT pg_catalog.create_distributed_table({}, 'key', colocate_with => 'none')",
-            crate::pg::names::quote_literal(&work)
-        ));
-        run(&format!(
-            "INSERT INTO {work} (key, id, fp) SELECT pg_catalog.unnest({ext}.simhash_pair_keys(t.{fp}::{ext}.simhash64, {k})), t.{id}, t.{fp} \
-             FROM {tbl} t WHERE t.{fp} IS NOT NULL",
-            fp = quote_identifier(&fp_column.to_string_lossy()),
-            id = quote_identifier(&id_column.to_string_lossy()),
-            tbl = qualified_name(tbl),
-        ));
-        let pairs = format!(
-            "SELECT (p.pair).id_a, (p.pair).id_b, (p.pair).distance FROM (\
-             SELECT {ext}.simhash_key_pairs(w.key, pg_catalog.array_agg(w.id), pg_catalog.array_agg(w.fp), {k}, {links_only}) AS pair \
-             FROM {work} w GROUP BY w.key) p"
-        );
-        Spi::connect(|client| {
-            let mut cursor = client.open_cursor(pairs.as_str(), &[]);
-            loop {
-                let batch = cursor.fetch(10_000).unwrap_or_else(|e| spi_error(e));
-                if batch.is_empty() {
-                    break;
-                }
-                for row in batch {
-                    let id = |c: usize| row.get::<i64>(c).ok().flatten().unwrap_or_else(|| wrong_row());
-                    let distance = row.get::<i32>(3).ok().flatten().unwrap_or_else(|| wrong_row());
-                    on_pair(id(1), id(2), distance as u32);
-                }
-                // pgrx leaves fetched tables to the end of the SPI connection: free each batch now.
-                pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable);
-                pg_sys::check_for_interrupts!();
-            }
-        });
-        run(&format!("DROP TABLE {work}"));
-        true
+        Ok((ext, work))
     }
+}
+
+/// Distributes the new work table `work` by its column `key`.
+pub(super) fn distribute_by_key(work: &str) {
+    run(&format!(
+        "SELECT pg_catalog.create_distributed_table({}, 'key', colocate_with => 'none')",
+        crate::pg::names::quote_literal(work)
+    ));
+}
+
+/// Calls `on_pair(id_a, id_b, distance)` for each row of `pairs`, a query of (id_a, id_b,
+/// distance), read in batches.
+pub(super) fn fetch_pairs(pairs: &str, on_pair: &mut dyn FnMut(i64, i64, u32)) {
+    Spi::connect(|client| {
+        let mut cursor = client.open_cursor(pairs, &[]);
+        loop {
+            let batch = cursor.fetch(10_000).unwrap_or_else(|e| spi_error(e));
+            if batch.is_empty() {
+                break;
+            }
+            for row in batch {
+                let id = |c: usize| row.get::<i64>(c).ok().flatten().unwrap_or_else(|| wrong_row());
+                let distance = row.get::<i32>(3).ok().flatten().unwrap_or_else(|| wrong_row());
+                on_pair(id(1), id(2), distance as u32);
+            }
+            // pgrx leaves fetched tables to the end of the SPI connection: free each batch now.
+            unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
+            pg_sys::check_for_interrupts!();
+        }
+    });
 }
 
 /// Whether both columns exist, the id an integer and the fingerprint a simhash64 (else
@@ -290,7 +330,7 @@ fn wrong_row() -> ! {
     )
 }
 
-fn run(statement: &str) {
+pub(super) fn run(statement: &str) {
     if let Err(e) = Spi::run(statement) {
         spi_error(e);
     }

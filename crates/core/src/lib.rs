@@ -29,6 +29,7 @@ pub mod bucket_pairs;
 pub mod buckets;
 pub mod code_dedup;
 pub mod code_index;
+pub mod code_keyed_pairs;
 pub mod code_runs;
 pub mod cost;
 pub mod dedup;

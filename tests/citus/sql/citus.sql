@@ -220,6 +220,59 @@ SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3);
 SELECT count(*) AS pairs FROM simhash_pairs('up', 'fp', 3, 'body', 0.9);
 DROP TABLE up;
 
+-- Codes of any length (bit(256)) with a simhash index on every shard: radius tests and nearest
+-- rows as on one node; pairs and clusters found on the workers (each row sent to a work table under
+-- its k + 1 keys, simhash_code_pair_keys; each shard pairs its keys, simhash_code_key_pairs), the
+-- same as on one node (a self-join through the index). 1,000 groups of 4 rows, each a base code
+-- with its first i % 20 bits, shifted, flipped.
+CREATE TABLE codes (id bigint PRIMARY KEY, code bit(256));
+SELECT create_distributed_table('codes', 'id', shard_count => 4);
+CREATE TABLE codes_local (id bigint PRIMARY KEY, code bit(256));
+INSERT INTO codes_local
+SELECT i, ('x' || md5((i / 4)::text) || md5((i / 4)::text || 'b'))::bit(256)
+          # (repeat('1', i % 20)::bit(256) >> (i % 230))
+FROM generate_series(1, 4000) i;
+INSERT INTO codes SELECT * FROM codes_local;
+CREATE INDEX codes_code ON codes USING simhash (code);
+CREATE INDEX codes_local_code ON codes_local USING simhash (code);
+SET client_min_messages = error;  -- (Citus' WARNING that a function in pg_temp stays local)
+CREATE FUNCTION pg_temp.code_differences(OUT radius int, OUT nearest int) LANGUAGE plpgsql AS $$
+DECLARE q bit(256);
+BEGIN
+    radius := 0; nearest := 0;
+    FOR q IN SELECT code FROM codes_local WHERE id <= 40 ORDER BY id LOOP
+        IF (SELECT array_agg(id ORDER BY id) FROM codes WHERE simhash_hamming(code, q) <= 12)
+           IS DISTINCT FROM (SELECT array_agg(id ORDER BY id) FROM codes_local WHERE simhash_hamming(code, q) <= 12) THEN
+            radius := radius + 1;
+        END IF;
+        IF (SELECT array_agg(id) FROM (SELECT id FROM codes ORDER BY simhash_hamming(code, q), id LIMIT 5) x)
+           IS DISTINCT FROM (SELECT array_agg(id) FROM (SELECT id FROM codes_local ORDER BY simhash_hamming(code, q), id LIMIT 5) x) THEN
+            nearest := nearest + 1;
+        END IF;
+    END LOOP;
+END $$;
+RESET client_min_messages;
+SELECT * FROM pg_temp.code_differences();
+SELECT k, (SELECT count(*) FROM simhash_pairs('codes', 'code', k)) AS pairs,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_pairs('codes', 'code', k) EXCEPT ALL SELECT * FROM simhash_pairs('codes_local', 'code', k))
+                              UNION ALL
+                              (SELECT * FROM simhash_pairs('codes_local', 'code', k) EXCEPT ALL SELECT * FROM simhash_pairs('codes', 'code', k))) d) AS differences,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_clusters('codes', 'code', k) EXCEPT SELECT * FROM simhash_clusters('codes_local', 'code', k))
+                              UNION ALL
+                              (SELECT * FROM simhash_clusters('codes_local', 'code', k) EXCEPT SELECT * FROM simhash_clusters('codes', 'code', k))) d) AS cluster_differences
+FROM (VALUES (2), (8), (24)) v(k);
+SELECT count(*) AS work_tables FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%';
+SELECT result AS worker_work_tables FROM run_command_on_workers($$SELECT count(*) FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%'$$);
+-- Where the workers cannot find them (a radius above 64, a read-only transaction), 0A000: on one
+-- node the pairs of codes are a self-join, which Citus does not run on a distributed table.
+\set VERBOSITY sqlstate
+SELECT count(*) FROM simhash_pairs('codes', 'code', 65);
+BEGIN READ ONLY;
+SELECT count(*) FROM simhash_clusters('codes', 'code', 8);
+ROLLBACK;
+\set VERBOSITY default
+DROP TABLE codes, codes_local;
+
 -- A role that may create objects in public plants look-alike operators over the types the
 -- extension's Citus paths compare and concatenate (the class of CVE-2018-1058); the superuser's
 -- pairs, verified pairs and clusters of a distributed table, through the workers, run none of them.
@@ -250,7 +303,12 @@ SELECT count(*) FROM simhash_create_indexes('hostile_docs', 'fp');
 SELECT count(*) AS pairs FROM simhash_pairs('hostile_docs', 'fp', 3);
 SELECT count(*) AS verified_pairs FROM simhash_pairs('hostile_docs', 'fp', 3, 'body', 0.9);
 SELECT count(*) AS clustered FROM simhash_clusters('hostile_docs', 'fp', 3, 'body', 0.9);
-DROP TABLE hostile_docs;
+CREATE TABLE hostile_codes (id bigint PRIMARY KEY, code bit(64));
+SELECT create_distributed_table('hostile_codes', 'id');
+INSERT INTO hostile_codes SELECT i, ('x' || substr(md5((i % 500)::text), 1, 16))::bit(64) FROM generate_series(1, 2000) i;
+SELECT count(*) AS code_pairs FROM simhash_pairs('hostile_codes', 'code', 3);
+SELECT count(*) AS code_clustered FROM simhash_clusters('hostile_codes', 'code', 3);
+DROP TABLE hostile_docs, hostile_codes;
 SET client_min_messages = warning;
 DROP OWNED BY simhash_citus_hostile;
 DROP ROLE simhash_citus_hostile;

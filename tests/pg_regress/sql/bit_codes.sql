@@ -84,3 +84,28 @@ SELECT x, id, code FROM check_one, check_parent WHERE check_parent.id = 1;
 INSERT INTO check_one VALUES (7);
 SELECT x, id, code FROM check_one, check_parent WHERE check_parent.id = 1;
 DROP TABLE check_one, check_parent, check_child;
+-- The keys by which the workers of a Citus table find the pairs of a column of codes
+-- (simhash_code_pair_keys, simhash_code_key_pairs), here on one node: over all keys, the pairs of
+-- a self-join, each once; k + 1 keys a code. 200 groups of 4 codes, each a base with its first
+-- i % 20 bits, shifted, flipped.
+CREATE TABLE kc AS SELECT i AS id, ('x' || md5((i / 4)::text) || md5((i / 4)::text || 'b'))::bit(256)
+                                   # (repeat('1', i % 20)::bit(256) >> (i % 230)) AS code
+FROM generate_series(1, 800) i;
+SELECT k, (SELECT count(*) FROM kc a JOIN kc b ON a.id < b.id AND simhash_hamming(a.code, b.code) <= k) AS self_join,
+       (SELECT count(*) FROM (SELECT (simhash_code_key_pairs(key, array_agg(id), array_agg(code), k)).*
+                              FROM (SELECT unnest(simhash_code_pair_keys(code, k)) AS key, id, code FROM kc) w GROUP BY key) p) AS keyed,
+       (SELECT count(*) FROM ((SELECT (simhash_code_key_pairs(key, array_agg(id), array_agg(code), k)).*
+                               FROM (SELECT unnest(simhash_code_pair_keys(code, k)) AS key, id, code FROM kc) w GROUP BY key)
+                              EXCEPT ALL
+                              SELECT a.id, b.id, simhash_hamming(a.code, b.code) FROM kc a JOIN kc b
+                              ON a.id < b.id AND simhash_hamming(a.code, b.code) <= k) x) AS not_in_self_join,
+       (SELECT array_length(simhash_code_pair_keys(code, k), 1) FROM kc LIMIT 1) AS keys
+FROM (VALUES (2), (6), (16)) v(k);
+-- The arguments: k from 0 to 64 (22023), one id per code (22023), a NULL id (23502), codes of
+-- one length (22026), a key no code has (22023).
+SELECT simhash_code_pair_keys(B'1010', 65);
+SELECT * FROM simhash_code_key_pairs(1, ARRAY[1, 2]::bigint[], ARRAY[B'10']::varbit[], 3);
+SELECT * FROM simhash_code_key_pairs(0, ARRAY[1, NULL]::bigint[], ARRAY[B'10', B'11']::varbit[], 3);
+SELECT * FROM simhash_code_key_pairs(0, ARRAY[1, 2]::bigint[], ARRAY[B'10', B'110']::varbit[], 3);
+SELECT * FROM simhash_code_key_pairs(-1, ARRAY[1]::bigint[], ARRAY[B'10']::varbit[], 3);
+DROP TABLE kc;
