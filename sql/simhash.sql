@@ -398,6 +398,7 @@ DECLARE
     work pg_catalog.text;
     pairs pg_catalog.text;
     texts pg_catalog.text;
+    code_column pg_catalog.bool;
 BEGIN
     SELECT ns.nspname, c.relname INTO schema, rel
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
@@ -405,6 +406,13 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::pg_catalog.oid USING ERRCODE = 'undefined_table';
     END IF;
+    -- A column of bit codes: its pairs are the table form's (a self-join through its simhash index,
+    -- on the workers for a Citus table, k up to 64); the query form takes simhash64 only.
+    code_column := EXISTS (
+        SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+        WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attname OPERATOR(pg_catalog.=) fp_column
+          AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+          AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
        AND min_similarity OPERATOR(pg_catalog.>=) 0::pg_catalog.float8 AND min_similarity OPERATOR(pg_catalog.<=) 1::pg_catalog.float8
        AND n OPERATOR(pg_catalog.>=) 1 AND n OPERATOR(pg_catalog.<=) 32 THEN
@@ -415,11 +423,13 @@ BEGIN
                                 AND pg_catalog.column_to_column_name(logicalrelid, partkey) OPERATOR(pg_catalog.=) $2)'
             INTO by_id USING tbl, id_column::pg_catalog.text;
     END IF;
-    IF by_id AND (k OPERATOR(pg_catalog.>) 11 OR pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool
+    IF by_id AND (k OPERATOR(pg_catalog.>) CASE WHEN code_column THEN 64 ELSE 11 END
+                  OR pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool
                   OR NOT pg_catalog.has_schema_privilege(schema, 'CREATE')) THEN
         RAISE NOTICE 'simhash: the verified pairs of Citus table % are found on the coordinator, with all its texts in memory', tbl
-            USING DETAIL = 'The workers verify pairs within at most 11, in a transaction that may write, '
-                           'with CREATE on the table''s schema for two work tables.';
+            USING DETAIL = pg_catalog.format('The workers verify pairs within at most %s, in a transaction that may write, '
+                                             'with CREATE on the table''s schema for two work tables.',
+                                             CASE WHEN code_column THEN 64 ELSE 11 END);
         by_id := false;
     ELSIF by_id THEN
         EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO by_id;
@@ -428,7 +438,27 @@ BEGIN
                 USING DETAIL = 'The workers verify pairs where the query runs on the coordinator.';
         END IF;
     END IF;
-    IF NOT by_id THEN
+    IF NOT by_id AND code_column THEN
+        IF NOT (min_similarity OPERATOR(pg_catalog.>=) 0::pg_catalog.float8
+                AND min_similarity OPERATOR(pg_catalog.<=) 1::pg_catalog.float8) THEN
+            RAISE EXCEPTION 'min_similarity % is out of range for near-duplicate pairs', min_similarity
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
+        END IF;
+        IF n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 32 THEN
+            RAISE EXCEPTION 'shingle length % is out of range for near-duplicate pairs', n
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
+        END IF;
+        -- The pairs of the codes, then the texts of their rows, as the caller reads them.
+        RETURN QUERY EXECUTE pg_catalog.format(
+            'WITH p AS MATERIALIZED (SELECT * FROM @extschema@.simhash_pairs($1, $2, $3, $4))
+             SELECT p.id_a, p.id_b, p.distance, s.similarity FROM p
+             JOIN %1$s a ON a.%2$I::pg_catalog.int8 OPERATOR(pg_catalog.=) p.id_a
+             JOIN %1$s b ON b.%2$I::pg_catalog.int8 OPERATOR(pg_catalog.=) p.id_b
+             CROSS JOIN LATERAL (SELECT @extschema@.simhash_similarity(a.%3$I::pg_catalog.text, b.%3$I::pg_catalog.text, $5)) s(similarity)
+             WHERE s.similarity OPERATOR(pg_catalog.>=) $6', tbl, id_column, text_column)
+            USING tbl, fp_column, k, id_column, n, min_similarity;
+        RETURN;
+    ELSIF NOT by_id THEN
         RETURN QUERY SELECT * FROM @extschema@.simhash_pairs(
             pg_catalog.format('SELECT %I, %I, %I FROM %s', id_column, fp_column, text_column, tbl), k, min_similarity, n);
         RETURN;

@@ -53,9 +53,21 @@ fn simhash_verified_clusters_of_table(
     // its errors (a column missing, no privilege on one) come first, whatever the candidates.
     let rows = format!("(SELECT {id}, {fp}, {text} FROM {}) q(id, fp, body)", unsafe { qualified_name(tbl) });
     check_rows(&rows);
-    let k = check_radius(k);
     let mut candidates = Candidates::default();
     let budget = Budget::new();
+    if unsafe { super::codes::is_code_column(tbl, fp_column) } {
+        // A column of bit codes: the pairs of simhash_pairs(tbl, fp_column, k).
+        let k = super::codes::check_code_radius(k);
+        let function = unsafe { (*(*fcinfo).flinfo).fn_oid };
+        unsafe {
+            super::codes::for_each_code_pair(tbl, fp_column, id_column, k, false, function, &mut |a, b, d| {
+                candidates.push_cross(&[a], &[b], d);
+                budget.check(candidates.bytes());
+            })
+        };
+        return TableIterator::new(verified_groups(candidates, &rows, min_similarity, n, &budget));
+    }
+    let k = check_radius(k);
     match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
         Ok(source) => unsafe {
             source.for_each_pair(k, &mut |a, b, d| {

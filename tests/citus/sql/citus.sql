@@ -225,12 +225,13 @@ DROP TABLE up;
 -- its k + 1 keys, simhash_code_pair_keys; each shard pairs its keys, simhash_code_key_pairs), the
 -- same as on one node (a self-join through the index). 1,000 groups of 4 rows, each a base code
 -- with its first i % 20 bits, shifted, flipped.
-CREATE TABLE codes (id bigint PRIMARY KEY, code bit(256));
+CREATE TABLE codes (id bigint PRIMARY KEY, code bit(256), body text);
 SELECT create_distributed_table('codes', 'id', shard_count => 4);
-CREATE TABLE codes_local (id bigint PRIMARY KEY, code bit(256));
+CREATE TABLE codes_local (id bigint PRIMARY KEY, code bit(256), body text);
 INSERT INTO codes_local
 SELECT i, ('x' || md5((i / 4)::text) || md5((i / 4)::text || 'b'))::bit(256)
-          # (repeat('1', i % 20)::bit(256) >> (i % 230))
+          # (repeat('1', i % 20)::bit(256) >> (i % 230)),
+       CASE WHEN i % 3 = 0 THEN md5('other' || i) || md5('x' || i) ELSE md5((i / 4)::text) || md5('y' || (i / 4)) END
 FROM generate_series(1, 4000) i;
 INSERT INTO codes SELECT * FROM codes_local;
 CREATE INDEX codes_code ON codes USING simhash (code);
@@ -261,8 +262,17 @@ SELECT k, (SELECT count(*) FROM simhash_pairs('codes', 'code', k)) AS pairs,
                               UNION ALL
                               (SELECT * FROM simhash_clusters('codes_local', 'code', k) EXCEPT SELECT * FROM simhash_clusters('codes', 'code', k))) d) AS cluster_differences
 FROM (VALUES (2), (8), (24)) v(k);
-SELECT count(*) AS work_tables FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%';
-SELECT result AS worker_work_tables FROM run_command_on_workers($$SELECT count(*) FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%'$$);
+-- Verified pairs and clusters of codes: the pairs found on the workers, the texts compared there
+-- (the table is distributed by id), as on one node.
+SELECT (SELECT count(*) FROM simhash_pairs('codes', 'code', 16, 'body', 0.5)) AS verified,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_pairs('codes', 'code', 16, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('codes_local', 'code', 16, 'body', 0.5))
+                              UNION ALL
+                              (SELECT * FROM simhash_pairs('codes_local', 'code', 16, 'body', 0.5) EXCEPT ALL SELECT * FROM simhash_pairs('codes', 'code', 16, 'body', 0.5))) d) AS differences,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_clusters('codes', 'code', 16, 'body', 0.5) EXCEPT SELECT * FROM simhash_clusters('codes_local', 'code', 16, 'body', 0.5))
+                              UNION ALL
+                              (SELECT * FROM simhash_clusters('codes_local', 'code', 16, 'body', 0.5) EXCEPT SELECT * FROM simhash_clusters('codes', 'code', 16, 'body', 0.5))) d) AS cluster_differences;
+SELECT count(*) AS work_tables FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%' OR relname LIKE 'simhash\_verify\_%';
+SELECT result AS worker_work_tables FROM run_command_on_workers($$SELECT count(*) FROM pg_class WHERE relname LIKE 'simhash\_pairs\_%' OR relname LIKE 'simhash\_verify\_%'$$);
 -- Where the workers cannot find them (a radius above 64, a read-only transaction), 0A000: on one
 -- node the pairs of codes are a self-join, which Citus does not run on a distributed table.
 \set VERBOSITY sqlstate

@@ -101,6 +101,35 @@ SELECT k, (SELECT count(*) FROM kc a JOIN kc b ON a.id < b.id AND simhash_hammin
                               ON a.id < b.id AND simhash_hamming(a.code, b.code) <= k) x) AS not_in_self_join,
        (SELECT array_length(simhash_code_pair_keys(code, k), 1) FROM kc LIMIT 1) AS keys
 FROM (VALUES (2), (6), (16)) v(k);
+-- Verified pairs and clusters of codes (simhash_pairs / simhash_clusters(tbl, code, k, text,
+-- min_similarity)): the pairs of the codes, with texts similar enough, equal to brute force; the
+-- clusters those of the verified pairs. A third of the texts unrelated to their group's.
+ALTER TABLE kc ADD COLUMN body text;
+UPDATE kc SET body = CASE WHEN id % 3 = 0 THEN md5('other' || id) || md5('x' || id)
+                          ELSE md5((id / 4)::text) || md5('y' || (id / 4)) || substr(md5(id::text), 1, 2) END;
+SELECT (SELECT count(*) FROM simhash_pairs('kc', 'code', 10, 'body', 0.5)) AS verified,
+       (SELECT count(*) FROM kc a JOIN kc b ON a.id < b.id AND simhash_hamming(a.code, b.code) <= 10) AS within_k,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_pairs('kc', 'code', 10, 'body', 0.5)
+                               EXCEPT ALL
+                               SELECT a.id, b.id, simhash_hamming(a.code, b.code), simhash_similarity(a.body, b.body)
+                               FROM kc a JOIN kc b ON a.id < b.id AND simhash_hamming(a.code, b.code) <= 10
+                               WHERE simhash_similarity(a.body, b.body) >= 0.5)
+                              UNION ALL
+                              (SELECT a.id, b.id, simhash_hamming(a.code, b.code), simhash_similarity(a.body, b.body)
+                               FROM kc a JOIN kc b ON a.id < b.id AND simhash_hamming(a.code, b.code) <= 10
+                               WHERE simhash_similarity(a.body, b.body) >= 0.5
+                               EXCEPT ALL
+                               SELECT * FROM simhash_pairs('kc', 'code', 10, 'body', 0.5))) d) AS differences,
+       (SELECT count(*) FROM ((SELECT * FROM simhash_clusters('kc', 'code', 10, 'body', 0.5)
+                               EXCEPT SELECT * FROM simhash_clusters_from_pairs(
+                                   'SELECT id_a, id_b FROM simhash_pairs(''kc'', ''code'', 10, ''body'', 0.5)'))
+                              UNION ALL
+                              (SELECT * FROM simhash_clusters_from_pairs(
+                                   'SELECT id_a, id_b FROM simhash_pairs(''kc'', ''code'', 10, ''body'', 0.5)')
+                               EXCEPT SELECT * FROM simhash_clusters('kc', 'code', 10, 'body', 0.5))) d) AS cluster_differences;
+SELECT * FROM simhash_pairs('kc', 'code', 10, 'body', 1.5);
+SELECT * FROM simhash_pairs('kc', 'code', 10, 'body', 0.5, n => 0);
+SELECT * FROM simhash_clusters('kc', 'code', 10, 'body', 1.5);
 -- The arguments: k from 0 to 64 (22023), one id per code (22023), a NULL id (23502), codes of
 -- one length (22026), a key no code has (22023).
 SELECT simhash_code_pair_keys(B'1010', 65);
