@@ -266,7 +266,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
         if null_pages > 0 {
             (meta.nulls_head, meta.nulls_tail) = (places.end, places.end + null_pages - 1);
         }
-        let mut out = Writer { index, fork, block: 0 };
+        let mut out = Writer::new(index, fork, places.end + null_pages);
         out.page(&mut |meta_page| meta::write_meta(meta_page, &meta, true));
         match spilled {
             Some(mut spilled) => {
@@ -287,8 +287,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
                 out.null_pages(nulls, &mut || *tids.next().expect("counted NULL rows"));
             }
         }
+        let blocks = out.finish();
         if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
-            pg_sys::log_newpage_range(index, fork, 0, out.block, true);
+            pg_sys::log_newpage_range(index, fork, 0, blocks, true);
         }
     }
 }
