@@ -36,9 +36,6 @@ pub fn sort_rows<T: Copy>(
     let rows = tids.len();
     assert!(code_bytes > 0 && codes.len() == rows * code_bytes && keys.len() == rows);
     assert!(u32::try_from(rows).is_ok(), "rows are numbered by u32");
-    fn code(codes: &[u8], code_bytes: usize, row: usize) -> &[u8] {
-        &codes[row * code_bytes..(row + 1) * code_bytes]
-    }
     let row_bits = 64 - (rows.max(2) as u64 - 1).leading_zeros();
     let row_mask = (1u64 << row_bits) - 1;
     for range in crate::interrupt::ranges(rows, interrupt) {
@@ -79,7 +76,8 @@ pub fn sort_rows<T: Copy>(
         *key &= row_mask;
     }
     let mut held = vec![0u8; code_bytes];
-    for first in crate::interrupt::ranges(rows, interrupt).flatten() {
+    let mut moved = 0;
+    for first in 0..rows {
         if keys[first] == u64::MAX {
             continue;
         }
@@ -97,8 +95,17 @@ pub fn sort_rows<T: Copy>(
             codes.copy_within(from * code_bytes..(from + 1) * code_bytes, place * code_bytes);
             tids[place] = tids[from];
             place = from;
+            moved += 1;
+            if moved % STEP == 0 {
+                interrupt.check();
+            }
         }
     }
+}
+
+/// Row `row` of `codes`, `code_bytes` bytes a row.
+fn code(codes: &[u8], code_bytes: usize, row: usize) -> &[u8] {
+    &codes[row * code_bytes..(row + 1) * code_bytes]
 }
 
 /// The first 64 bits of `code` (zeros beyond its end), as an unsigned number.
