@@ -41,6 +41,48 @@ pub(super) unsafe fn new_buffer(index: pg_sys::Relation, fork: pg_sys::ForkNumbe
     }
 }
 
+/// Up to `count` (at least 1) new pages at the end of the index, pinned, not locked, appended to
+/// `buffers` in block order: on PostgreSQL 18 as many as its pin limit allows, in one extension
+/// of the file (`ExtendBufferedRelBy`, which zeroes them with one call, not a write a page); on
+/// 15 one ([`new_buffer`]). For a build, which alone writes the index.
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(super) unsafe fn new_buffers(
+    index: pg_sys::Relation,
+    fork: pg_sys::ForkNumber::Type,
+    count: u32,
+    buffers: &mut Vec<Buffer>,
+) {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            let _ = count;
+            let buffer = new_buffer(index, fork);
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            buffers.push(buffer);
+        }
+        #[cfg(feature = "pg18")]
+        {
+            let mut added = [0 as Buffer; 64];
+            let mut extended_by = 0u32;
+            let relation = pg_sys::BufferManagerRelation { rel: index, smgr: std::ptr::null_mut(), relpersistence: 0 };
+            let count = count.clamp(1, added.len() as u32);
+            pg_sys::ExtendBufferedRelBy(
+                relation,
+                fork,
+                std::ptr::null_mut(),
+                0,
+                count,
+                added.as_mut_ptr(),
+                &mut extended_by,
+            );
+            buffers.extend_from_slice(&added[..extended_by as usize]);
+        }
+    }
+}
+
 /// Reads block `block` of the main fork, locked in `mode`.
 ///
 /// # Safety

@@ -21,12 +21,14 @@
 //! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck);
 //! - embeddings: [`hyperplanes`] (random-hyperplane SimHash of a vector, the cosine -> radius map);
 //! - codes of any length: [`multi_index`] (multi-index hashing of `bit(n)` codes: segments of
-//!   about log2(rows) bits, the radii of the generalised pigeonhole, probes, distance);
+//!   about log2(rows) bits, the radii of the generalised pigeonhole, probes, distance),
+//!   [`code_index`] (the layout of an index of them), [`code_build`] (its build in memory);
 //! - [`interrupt`] (stopping a long computation on the caller's request), [`text_memory`] (the
 //!   memory a text function needs, to refuse a text before it is allocated).
 
 pub mod bucket_pairs;
 pub mod buckets;
+pub mod code_build;
 pub mod code_dedup;
 pub mod code_index;
 pub mod code_keyed_pairs;

@@ -94,10 +94,14 @@ impl SegmentPlan {
         let start = (i * self.width) as usize;
         let width = self.width_of(i);
         let first = start / 8;
-        let mut window = [0u8; 8];
-        let end = code.len().min(first + 8);
-        window[..end - first].copy_from_slice(&code[first..end]);
-        let bits = u64::from_be_bytes(window) << (start % 8);
+        // The 8 bytes from `first` (zeros beyond the code's end), in one load where the code
+        // holds them: a build reads every row's segments, and a copy of a variable length there
+        // is a call to `memcpy` each.
+        let window = match code.get(first..first + 8) {
+            Some(bytes) => u64::from_be_bytes(bytes.try_into().expect("8 bytes")),
+            None => code[first..].iter().take(8).enumerate().fold(0, |w, (n, &b)| w | u64::from(b) << (56 - 8 * n)),
+        };
+        let bits = window << (start % 8);
         (bits >> (64 - width)) as u32
     }
 }

@@ -9,8 +9,10 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::code_index::{self, Layout};
+use simhash_core::code_build;
+use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
+use simhash_core::Interrupt;
 
 use super::super::page::TID;
 use super::super::{buffers, memory};
@@ -18,6 +20,7 @@ use super::build_pages::{write_slot, Writer};
 use super::meta::{self, CodesMeta, Places};
 use super::spill::Spilled;
 use crate::pg::errors::raise;
+use crate::pg::tid::tid_order;
 
 /// The rows of a build until they are written: in memory while they fit in
 /// `maintenance_work_mem` (every code in one flat array), beyond it in sorts that spill to disk
@@ -186,9 +189,10 @@ unsafe extern "C-unwind" fn build_callback(
     }
 }
 
-/// Bytes a built row takes in memory at the build's peak besides its code: its TID, its place in
-/// the order by code (`u32`) and its entry of the segment being written (`u64`).
-const BUILD_BYTES_PER_ROW: usize = 6 + 4 + 8;
+/// Bytes a built row takes in memory at the build's peak besides its code: its TID, then its sort
+/// key (`u64`) while the rows are put in the code store's order, then its entry (`u64`) and its
+/// value (`u32`) of the segment being written (`code_build`).
+const BUILD_BYTES_PER_ROW: usize = 6 + 8 + 4;
 
 /// `ambuild` of an index of codes.
 ///
@@ -262,7 +266,7 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
         if null_pages > 0 {
             (meta.nulls_head, meta.nulls_tail) = (places.end, places.end + null_pages - 1);
         }
-        let mut out = Writer { index, fork, block: 0 };
+        let mut out = Writer::new(index, fork, places.end + null_pages);
         out.page(&mut |meta_page| meta::write_meta(meta_page, &meta, true));
         match spilled {
             Some(mut spilled) => {
@@ -275,88 +279,58 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
             }
             None => {
                 if let Some(layout) = &layout {
-                    write_built(&mut out, &state, layout);
+                    write_built(&mut out, &mut state, layout);
                 }
                 debug_assert_eq!(out.block, places.end);
-                memory::sort_interruptibly(&mut state.nulls, crate::pg::tid::tid_order);
+                memory::sort_interruptibly(&mut state.nulls, tid_order);
                 let mut tids = state.nulls.iter();
                 out.null_pages(nulls, &mut || *tids.next().expect("counted NULL rows"));
             }
         }
+        let blocks = out.finish();
         if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
-            pg_sys::log_newpage_range(index, fork, 0, out.block, true);
+            pg_sys::log_newpage_range(index, fork, 0, blocks, true);
         }
     }
 }
 
-/// Writes the built part of the rows held in memory (code store, segments).
-unsafe fn write_built(out: &mut Writer, state: &BuildState, layout: &Layout) {
+/// Writes the built part of the rows held in memory (code store, segments), putting the rows of
+/// `state` in the code store's order on the way.
+unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout) {
     unsafe {
         let rows = state.tids.len();
         let code_bytes = state.code_bytes();
+        let check = || {
+            pgrx::check_for_interrupts!();
+        };
+        let interrupt = Interrupt::new(&check);
         // The code store: the rows sorted by code (then TID).
-        let code = |row: u32| &state.codes[row as usize * code_bytes..(row as usize + 1) * code_bytes];
-        let mut order: Vec<u32> = Vec::new();
-        memory::reserve(&mut order, rows);
-        order.extend(0..rows as u32);
-        sort_by_code(&mut order, code_bytes, &state.codes, &state.tids);
-        for chunk in order.chunks(meta::store_per_page(code_bytes)) {
-            let mut rows = chunk.iter();
-            out.store_page(code_bytes, chunk.len(), &mut |slot| {
-                let row = *rows.next().expect("a row per slot");
-                write_slot(slot, state.tids[row as usize], code(row));
+        {
+            let mut keys: Vec<u64> = Vec::new();
+            memory::reserve(&mut keys, rows);
+            keys.resize(rows, 0);
+            code_build::sort_rows(&mut state.codes, code_bytes, &mut state.tids, tid_order, &mut keys, interrupt);
+        }
+        let per_page = meta::store_per_page(code_bytes);
+        for (codes, tids) in state.codes.chunks(per_page * code_bytes).zip(state.tids.chunks(per_page)) {
+            let mut rows = codes.chunks_exact(code_bytes).zip(tids);
+            out.store_page(code_bytes, tids.len(), &mut |slot| {
+                let (code, tid) = rows.next().expect("a row per slot");
+                write_slot(slot, *tid, code);
             });
         }
 
         // Each indexed segment: its entries sorted by (value, ordinal), its directory.
-        let mut entries: Vec<u64> = Vec::new();
+        let (mut values, mut entries): (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
+        memory::reserve(&mut values, rows);
         memory::reserve(&mut entries, rows);
+        values.resize(rows, 0);
+        entries.resize(rows, 0);
         for i in 0..layout.indexed {
-            entries.clear();
-            for (ordinal, &row) in order.iter().enumerate() {
-                entries.push(u64::from(layout.plan.segment(code(row), i)) << 32 | ordinal as u64);
-                if ordinal.is_multiple_of(1 << 16) {
-                    pgrx::check_for_interrupts!();
-                }
-            }
-            memory::sort_interruptibly(&mut entries, |&e| e);
-            let directory = code_index::directory(
-                entries.iter().enumerate().map(|(n, &e)| {
-                    if n.is_multiple_of(1 << 16) {
-                        pgrx::check_for_interrupts!();
-                    }
-                    layout.split(i, (e >> 32) as u32).0
-                }),
-                layout.directory_len(i),
-            );
+            let directory =
+                code_build::segment_entries(layout, i, &state.codes, code_bytes, &mut values, &mut entries, interrupt);
             let mut next = entries.iter();
             out.segment(layout, i, &directory, rows, &mut || *next.next().expect("an entry per row"));
         }
     }
-}
-
-/// Sorts the rows of `order` by code, then by TID (equal codes adjacent, in table order).
-fn sort_by_code(order: &mut [u32], code_bytes: usize, codes: &[u8], tids: &[pg_sys::ItemPointerData]) {
-    let code = |row: u32| &codes[row as usize * code_bytes..(row as usize + 1) * code_bytes];
-    // (pieces of a million with interrupt checks between: `memory::sort_interruptibly` needs a key
-    // by value, and a code is a slice)
-    if order.len() <= 1 << 20 {
-        order.sort_unstable_by(|&a, &b| {
-            code(a).cmp(code(b)).then_with(|| {
-                crate::pg::tid::tid_order(&tids[a as usize]).cmp(&crate::pg::tid::tid_order(&tids[b as usize]))
-            })
-        });
-    } else {
-        let middle = order.len() / 2;
-        order.select_nth_unstable_by(middle, |&a, &b| {
-            code(a).cmp(code(b)).then_with(|| {
-                crate::pg::tid::tid_order(&tids[a as usize]).cmp(&crate::pg::tid::tid_order(&tids[b as usize]))
-            })
-        });
-        pgrx::check_for_interrupts!();
-        let (low, high) = order.split_at_mut(middle);
-        sort_by_code(low, code_bytes, codes, tids);
-        sort_by_code(high, code_bytes, codes, tids);
-    }
-    pgrx::check_for_interrupts!();
 }

@@ -18,20 +18,58 @@ pub(super) fn write_slot(slot: &mut [u8], tid: pg_sys::ItemPointerData, code: &[
 
 /// The pages of a build, appended one after the other to a fork of the index.
 pub(super) struct Writer {
-    pub index: pg_sys::Relation,
-    pub fork: pg_sys::ForkNumber::Type,
+    index: pg_sys::Relation,
+    fork: pg_sys::ForkNumber::Type,
     /// The next block.
     pub block: BlockNumber,
+    /// The block after the last one of the build: none beyond it is added.
+    end: BlockNumber,
+    /// Pages added ahead of `block`, pinned, in block order (reversed: the next one last).
+    ahead: Vec<pg_sys::Buffer>,
 }
 
 impl Writer {
+    /// Writes blocks `0..end` of `fork` of `index`, which has none yet.
+    pub fn new(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, end: BlockNumber) -> Writer {
+        Writer { index, fork, block: 0, end, ahead: Vec::new() }
+    }
+
+    /// The index written.
+    pub fn index(&self) -> pg_sys::Relation {
+        self.index
+    }
+
+    /// The blocks written, all those counted.
+    pub fn finish(self) -> BlockNumber {
+        assert!(self.block == self.end && self.ahead.is_empty(), "simhash index build: fewer pages than counted");
+        self.block
+    }
+
     /// Appends a page filled by `fill`.
     ///
     /// # Safety
     ///
     /// `fill` writes a valid page.
     pub unsafe fn page(&mut self, fill: &mut dyn FnMut(Page)) {
-        unsafe { write_page(self.index, self.fork, self.block, fill) };
+        unsafe {
+            if self.ahead.is_empty() {
+                assert!(self.block < self.end, "simhash index build: more pages than counted");
+                buffers::new_buffers(self.index, self.fork, self.end - self.block, &mut self.ahead);
+                self.ahead.reverse();
+            }
+            let buffer = self.ahead.pop().expect("a page added");
+            if pg_sys::BufferGetBlockNumber(buffer) != self.block {
+                pgrx::error!(
+                    "simhash index build expected block {}, got {}",
+                    self.block,
+                    pg_sys::BufferGetBlockNumber(buffer)
+                );
+            }
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            fill(pg_sys::BufferGetPage(buffer));
+            pg_sys::MarkBufferDirty(buffer);
+            pg_sys::UnlockReleaseBuffer(buffer);
+        }
         self.block += 1;
         if self.block.is_multiple_of(64) {
             pgrx::check_for_interrupts!();
@@ -119,18 +157,5 @@ impl Writer {
                 });
             }
         }
-    }
-}
-
-/// Appends block `block` (the next one) to `fork`, filled by `fill`.
-unsafe fn write_page(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, block: u32, fill: &mut dyn FnMut(Page)) {
-    unsafe {
-        let buffer = buffers::new_buffer(index, fork);
-        if pg_sys::BufferGetBlockNumber(buffer) != block {
-            pgrx::error!("simhash index build expected block {block}, got {}", pg_sys::BufferGetBlockNumber(buffer));
-        }
-        fill(pg_sys::BufferGetPage(buffer));
-        pg_sys::MarkBufferDirty(buffer);
-        pg_sys::UnlockReleaseBuffer(buffer);
     }
 }

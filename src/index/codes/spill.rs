@@ -93,8 +93,8 @@ impl Spilled {
                 let mut counts = vec![0u32; layout.directory_len(i) - 1];
                 let mut ordinal = 0usize;
                 for block in store_start..store_start + store_pages {
-                    let buffer = read_locked(out.index, block, pg_sys::BUFFER_LOCK_SHARE);
-                    for (_, code) in slots(out.index, pg_sys::BufferGetPage(buffer), block, code_bytes) {
+                    let buffer = read_locked(out.index(), block, pg_sys::BUFFER_LOCK_SHARE);
+                    for (_, code) in slots(out.index(), pg_sys::BufferGetPage(buffer), block, code_bytes) {
                         let value = layout.plan.segment(code, i);
                         counts[layout.split(i, value).0 as usize] += 1;
                         entries.put(u64::from(value) << 32 | ordinal as u64);

@@ -1,0 +1,157 @@
+//! `super` against plain comparison sorts (the build's code before these routines).
+
+use super::*;
+use crate::code_index::{self, directory};
+use crate::interrupt::tests::run_stopping;
+use crate::multi_index::SegmentPlan;
+
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// `rows` codes of `code_bytes` bytes, flat: some random, some copies of earlier ones, some alike
+/// in their first bytes (a few bits flipped near the end), some all zeros or all ones.
+fn codes(rows: usize, code_bytes: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed;
+    let mut codes: Vec<u8> = Vec::with_capacity(rows * code_bytes);
+    for row in 0..rows {
+        let kind = xorshift(&mut state) % 8;
+        let start = codes.len();
+        if row > 0 && kind < 2 {
+            let other = (xorshift(&mut state) % row as u64) as usize;
+            codes.extend_from_within(other * code_bytes..(other + 1) * code_bytes);
+        } else if row > 0 && kind < 5 {
+            let other = (xorshift(&mut state) % row as u64) as usize;
+            codes.extend_from_within(other * code_bytes..(other + 1) * code_bytes);
+            let byte = code_bytes - 1 - (xorshift(&mut state) as usize % code_bytes.min(3));
+            codes[start + byte] ^= 1 << (xorshift(&mut state) % 8);
+        } else if kind == 5 {
+            codes.extend(std::iter::repeat_n(if row % 2 == 0 { 0 } else { 0xff }, code_bytes));
+        } else {
+            codes.extend((0..code_bytes).map(|_| xorshift(&mut state) as u8));
+        }
+    }
+    codes
+}
+
+/// What the build did before [`sort_rows`]: the row numbers sorted by code, then TID.
+fn reference_order(codes: &[u8], code_bytes: usize, tids: &[u64]) -> Vec<usize> {
+    let code = |row: usize| &codes[row * code_bytes..(row + 1) * code_bytes];
+    let mut order: Vec<usize> = (0..tids.len()).collect();
+    order.sort_unstable_by(|&a, &b| code(a).cmp(code(b)).then(tids[a].cmp(&tids[b])));
+    order
+}
+
+#[test]
+fn rows_sort_as_by_code_then_tid() {
+    for (rows, code_bytes) in
+        [(0, 8), (1, 32), (2, 1), (3, 3), (1000, 1), (1000, 2), (5000, 8), (5000, 32), (3000, 128)]
+    {
+        let original = codes(rows, code_bytes, 0x1234_5678 + rows as u64 + code_bytes as u64);
+        // TIDs in an order of their own (a scan that started in the middle of the table).
+        let tids: Vec<u64> = (0..rows as u64).map(|r| (r * 7919 + 13) % (rows as u64).max(1) * 3).collect();
+        let order = reference_order(&original, code_bytes, &tids);
+        let (mut sorted, mut sorted_tids) = (original.clone(), tids.clone());
+        let mut keys = vec![0u64; rows];
+        sort_rows(&mut sorted, code_bytes, &mut sorted_tids, |&t| t, &mut keys, Interrupt::NEVER);
+        let expected: Vec<u8> =
+            order.iter().flat_map(|&r| original[r * code_bytes..(r + 1) * code_bytes].iter().copied()).collect();
+        assert!(sorted == expected, "codes, {rows} rows of {code_bytes} bytes");
+        assert_eq!(sorted_tids, order.iter().map(|&r| tids[r]).collect::<Vec<_>>(), "{rows} x {code_bytes}");
+    }
+}
+
+#[test]
+fn rows_of_one_code_sort_by_tid() {
+    let rows = 4000;
+    let mut codes = vec![0xa5u8; rows * 16];
+    let mut tids: Vec<u64> = (0..rows as u64).rev().collect();
+    let mut keys = vec![0u64; rows];
+    sort_rows(&mut codes, 16, &mut tids, |&t| t, &mut keys, Interrupt::NEVER);
+    assert!(tids.iter().copied().eq(0..rows as u64));
+    assert!(codes.iter().all(|&b| b == 0xa5));
+}
+
+/// The entries and directory as the build made them before [`segment_entries`] (value and ordinal
+/// in a `u64`, sorted; the directory of the prefixes in order), from [`code_index::segment_entries`].
+fn reference_segment(layout: &Layout, i: u32, codes: &[u8], code_bytes: usize) -> (Vec<u64>, Vec<u32>) {
+    let sorted = code_index::segment_entries(layout, i, codes.chunks_exact(code_bytes));
+    let entries = sorted.iter().map(|&(value, ordinal)| u64::from(value) << 32 | u64::from(ordinal)).collect();
+    let directory = directory(sorted.iter().map(|&(value, _)| layout.split(i, value).0), layout.directory_len(i));
+    (entries, directory)
+}
+
+#[test]
+fn segments_sort_as_by_value_then_ordinal() {
+    let custom = |bits, width, prefix_bits| {
+        let plan = SegmentPlan::with_width(bits, width).unwrap();
+        let layout = Layout { plan, indexed: plan.count.min(16), prefix_bits };
+        assert!(layout.is_valid());
+        layout
+    };
+    let layouts = [
+        (Layout::for_table(256, 5000).unwrap(), 5000),
+        (Layout::for_table(64, 3000).unwrap(), 3000),
+        (Layout::for_table(1024, 2000).unwrap(), 2000),
+        (Layout::for_table(20, 100).unwrap(), 100),
+        (Layout::for_table(7, 300).unwrap(), 300),
+        // Few prefixes (long runs) and two bytes of low bits; a prefix of whole segments.
+        (custom(256, 20, 4), 4000),
+        (custom(100, 24, 8), 4000),
+        (custom(96, 12, 12), 1000),
+        (Layout::for_table(256, 1).unwrap(), 1),
+    ];
+    for (layout, rows) in layouts {
+        let code_bytes = layout.plan.code_bits.div_ceil(8) as usize;
+        let mut codes = codes(rows, code_bytes, 99 + rows as u64);
+        let mut tids: Vec<u64> = (0..rows as u64).collect();
+        sort_rows(&mut codes, code_bytes, &mut tids, |&t| t, &mut vec![0; rows], Interrupt::NEVER);
+        let (mut values, mut entries) = (vec![0u32; rows], vec![0u64; rows]);
+        for i in 0..layout.indexed {
+            let directory =
+                segment_entries(&layout, i, &codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER);
+            let (expected, expected_directory) = reference_segment(&layout, i, &codes, code_bytes);
+            assert!(entries == expected, "entries of segment {i}, {layout:?}");
+            assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
+        }
+    }
+}
+
+#[test]
+fn sorts_in_pieces_sort() {
+    let mut state = 7u64;
+    let items: Vec<u64> = (0..10_000).map(|_| xorshift(&mut state) % 5000).collect();
+    let mut expected = items.clone();
+    expected.sort_unstable();
+    for at_once in [1, 2, 100, 10_000] {
+        let mut sorted = items.clone();
+        sort_in_pieces(&mut sorted, &|a, b| a.cmp(b), at_once, Interrupt::NEVER);
+        assert_eq!(sorted, expected, "pieces of {at_once}");
+    }
+}
+
+#[test]
+fn long_builds_check_for_interrupts() {
+    let (rows, code_bytes) = (100_000, 32);
+    let original = codes(rows, code_bytes, 5);
+    let tids: Vec<u64> = (0..rows as u64).collect();
+    let sort = |interrupt: Interrupt<'_>| {
+        let (mut codes, mut tids) = (original.clone(), tids.clone());
+        sort_rows(&mut codes, code_bytes, &mut tids, |&t| t, &mut vec![0; rows], interrupt);
+        codes
+    };
+    let (stopped, calls) = run_stopping(usize::MAX, sort);
+    assert!(!stopped && calls >= 3 * rows / STEP, "{calls} checks");
+    assert!(run_stopping(2, sort).0);
+    let layout = Layout::for_table(256, rows as u64).unwrap();
+    let sorted = sort(Interrupt::NEVER);
+    let segment = |interrupt: Interrupt<'_>| {
+        segment_entries(&layout, 0, &sorted, code_bytes, &mut vec![0; rows], &mut vec![0; rows], interrupt)
+    };
+    let (stopped, calls) = run_stopping(usize::MAX, segment);
+    assert!(!stopped && calls >= 3 * rows / STEP, "{calls} checks");
+    assert!(run_stopping(2, segment).0);
+}
