@@ -166,6 +166,12 @@ impl CodeRuns {
         self.runs.push(run);
     }
 
+    /// Whether a lookup within `k` probes the largest run's segments (rather than comparing its
+    /// rows): what makes a lookup at `k` cheaper than comparing every row.
+    pub fn probes_at(&mut self, k: u32) -> bool {
+        self.runs.first_mut().is_some_and(|run| run.radii(k).is_some())
+    }
+
     /// Calls `found(distance, key, code)` for every row within `k` bits of `query` (of the rows'
     /// length), each once.
     pub fn for_each_within(

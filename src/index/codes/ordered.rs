@@ -6,7 +6,9 @@
 //! (a radius lookup, `super::read::Reader::probe`), those beyond the previous round's radius
 //! handed out sorted, with `r` growing (0, 1, 2, 3, 4, 6, 9, ...) while the rounds together cost
 //! less than reading the code store and its candidates fit in `work_mem`. Then passes over the code store
-//! and the tail, each keeping the next rows in (distance, TID) order after the last one handed out
+//! and the tail (this backend's copy of it where it keeps one, `super::tail`; an index built empty
+//! then goes through rounds of lookups in that copy while they probe its segments), each keeping
+//! the next rows in (distance, TID) order after the last one handed out
 //! (`simhash_core::code_index::Smallest`): for `ORDER BY`, 64 rows in the first pass (a scan
 //! under `LIMIT 10` reads the codes once, keeping few), eight times more in each next one, up to
 //! what `work_mem` holds; for a radius scan, as many as `work_mem` holds from the first. The rows
@@ -137,8 +139,11 @@ impl Nearest {
             if let (Some(r), Some(query)) = (self.round, self.query.as_ref()) {
                 let r = r.min(self.bound);
                 let found = if reader.meta.rows == 0 {
-                    // (the tail alone: one pass)
-                    None
+                    // (the tail alone: rounds through this backend's copy of it while its lookup at
+                    // `r` probes segments, else passes)
+                    super::tail::copy_probes(&reader, r)
+                        .then(|| reader.probe(query, r, &[], usize::MAX, &mut |code| Self::keeps_all(filter, code)))
+                        .flatten()
                 } else {
                     let spent = &mut self.spent;
                     reader.probes_pay_after(r, *spent).and_then(|(radii, units)| {
@@ -164,12 +169,23 @@ impl Nearest {
             let mut pass = Smallest::new(self.pass_rows.min(capacity), self.done);
             self.pass_rows = self.pass_rows.saturating_mul(8);
             let (query, bound) = (self.query.as_deref(), self.bound);
-            reader.for_each_row(&mut |code, tid| {
-                let d = query.map_or(Some(0), |query| hamming_bytes(code, query)).unwrap_or(u32::MAX);
+            let mut offer = |d: u32, key: u64, code: &[u8]| {
                 if d <= bound && pass.bound().is_none_or(|top| (d, 0) <= top) && Self::keeps_all(filter, code) {
-                    pass.offer((d, tid_order(tid)));
+                    pass.offer((d, key));
                 }
-            });
+            };
+            match query {
+                // The tail through this backend's copy of it where it keeps one (compared in
+                // memory), else read whole (which counts towards keeping one).
+                Some(query) => {
+                    reader.for_each_store_row(&mut |code, tid| {
+                        offer(hamming_bytes(code, query).unwrap_or(u32::MAX), tid_order(tid), code)
+                    });
+                    let k = bound.min(reader.meta.code_bits);
+                    super::tail::for_each_within(&mut reader, query, k, &mut |d, key, code| offer(d, key, code));
+                }
+                None => reader.for_each_row(&mut |code, tid| offer(0, tid_order(tid), code)),
+            }
             let (batch, all) = pass.finish();
             self.done = batch.last().copied().or(self.done);
             self.batch = batch;

@@ -172,6 +172,14 @@ impl Reader {
     /// Every live row with a code, with `visit(code, TID)`: the code store in order, then the tail.
     pub unsafe fn for_each_row(&mut self, visit: &mut dyn FnMut(&[u8], &pg_sys::ItemPointerData)) {
         unsafe {
+            self.for_each_store_row(visit);
+            self.for_each_tail_row(visit);
+        }
+    }
+
+    /// Every live row of the code store (the rows of the build), in order, with `visit(code, TID)`.
+    pub unsafe fn for_each_store_row(&mut self, visit: &mut dyn FnMut(&[u8], &pg_sys::ItemPointerData)) {
+        unsafe {
             let code_bytes = self.meta.code_bytes();
             let per_page = meta::store_per_page(code_bytes);
             for p in 0..self.places.store_pages {
@@ -193,7 +201,6 @@ impl Reader {
                 }
             }
             self.pages.release();
-            self.for_each_tail_row(visit);
         }
     }
 

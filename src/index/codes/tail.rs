@@ -77,6 +77,31 @@ thread_local! {
     static COPIES: RefCell<Vec<Copy>> = const { RefCell::new(Vec::new()) };
 }
 
+/// What makes a copy the tail of `reader`'s index (`None`: the index has no tail).
+fn owner_of(reader: &Reader) -> Option<Owner> {
+    let m = &reader.meta;
+    (m.tail_head != INVALID_BLOCK).then(|| Owner {
+        index: unsafe { (*reader.index).rd_id },
+        file: unsafe { crate::pg::compat::relation_file(reader.index) },
+        stamp: m.stamp,
+        head: m.tail_head,
+        marks: m.tail_marks,
+        bits: m.code_bits,
+    })
+}
+
+/// Whether this backend keeps a copy of the tail of `reader`'s index whose lookup within `k`
+/// probes segments: then a lookup at `k` ([`for_each_within`]) costs much less than reading every
+/// row (the rounds of an ordered scan of an index built empty).
+pub(super) fn copy_probes(reader: &Reader, k: u32) -> bool {
+    let Some(owner) = owner_of(reader) else { return false };
+    COPIES.with(|copies| {
+        let mut copies = copies.borrow_mut();
+        let copy = copies.iter_mut().find(|c| c.owner == owner);
+        copy.and_then(|c| c.runs.as_mut()).is_some_and(|runs| runs.probes_at(k))
+    })
+}
+
 /// Calls `found(distance, TID order, code)` for each live row of the tail of `reader`'s index
 /// within `k` of `query` (from this backend's copy when it keeps one, else reading the tail).
 ///
@@ -90,18 +115,8 @@ pub(super) unsafe fn for_each_within(
     found: &mut dyn FnMut(u32, u64, &[u8]),
 ) {
     unsafe {
+        let Some(owner) = owner_of(reader) else { return };
         let m = &reader.meta;
-        if m.tail_head == INVALID_BLOCK {
-            return;
-        }
-        let owner = Owner {
-            index: (*reader.index).rd_id,
-            file: crate::pg::compat::relation_file(reader.index),
-            stamp: m.stamp,
-            head: m.tail_head,
-            marks: m.tail_marks,
-            bits: m.code_bits,
-        };
         let taken = COPIES.with(|copies| {
             let mut copies = copies.borrow_mut();
             let at = copies.iter().position(|c| c.owner.index == owner.index)?;
