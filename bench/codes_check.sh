@@ -19,7 +19,8 @@
 #   exactly the first-come rows. The index is made on the empty tables: every row loaded goes to
 #   its tail, which the loading backend keeps a copy of (simhash.index_tail_memory); a third load by
 #   INSERT ... SELECT with that setting 0 reads the tail whole at each lookup (time in proportion
-#   to N^2), for the ratio.
+#   to N^2), for the ratio; a fourth, by INSERT ... SELECT under the deferred check
+#   (simhash_add_dedup(..., deferred => true)), judges every row at COMMIT.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 N=${1:-100000}
 K=${K:-16}
@@ -104,8 +105,11 @@ CREATE TABLE by_copy (id integer PRIMARY KEY, code bit(256));
 CREATE INDEX by_copy_code ON by_copy USING simhash (code);
 CREATE TABLE by_whole (id integer PRIMARY KEY, code bit(256));
 CREATE INDEX by_whole_code ON by_whole USING simhash (code);
+CREATE TABLE by_deferred (id integer PRIMARY KEY, code bit(256));
+CREATE INDEX by_deferred_code ON by_deferred USING simhash (code);
 SELECT simhash_add_dedup('by_insert', 'code', $K, 'skip'), simhash_add_dedup('by_copy', 'code', $K, 'skip'),
-       simhash_add_dedup('by_whole', 'code', $K, 'skip');" >/dev/null
+       simhash_add_dedup('by_whole', 'code', $K, 'skip'),
+       simhash_add_dedup('by_deferred', 'code', $K, 'skip', deferred => true);" >/dev/null
 # (the NOTICE of the rows skipped left out; grep finds nothing else after the COPY)
 timed "INSERT ... SELECT" "INSERT INTO by_insert SELECT id, code FROM src ORDER BY id;" 2>&1 | { grep -v NOTICE || true; }
 t0=$(now)
@@ -114,7 +118,8 @@ psql -At -v ON_ERROR_STOP=1 -c "COPY (SELECT id, code FROM src ORDER BY id) TO S
 echo "  COPY: $(elapsed "$t0") s"
 timed "INSERT ... SELECT, tail read whole" "SET simhash.index_tail_memory = 0;
 INSERT INTO by_whole SELECT id, code FROM src ORDER BY id;" 2>&1 | { grep -v NOTICE || true; }
-for t in by_insert by_copy by_whole; do
+timed "INSERT ... SELECT, deferred check" "INSERT INTO by_deferred SELECT id, code FROM src ORDER BY id;" 2>&1 | { grep -v NOTICE || true; }
+for t in by_insert by_copy by_whole by_deferred; do
     check "$t keeps the first-come rows ($(psql -At -c "SELECT count(*) FROM $t") kept)" "
 SELECT count(*) FROM ((SELECT id FROM $t EXCEPT SELECT id FROM ref_kept)
                       UNION ALL (SELECT id FROM ref_kept EXCEPT SELECT id FROM $t)) d"
