@@ -208,7 +208,8 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
         {
             let mut order: Vec<usize> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
             order.extend(0..n);
-            order.sort_unstable_by_key(|&i| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i));
+            let place = |&i: &usize| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i);
+            crate::index::sort_interruptibly_by(&mut order, 1 << 20, &|a, b| place(a).cmp(&place(b)));
             for pair in order.windows(2) {
                 let tid = |i: usize| pgrx::itemptr::item_pointer_get_both(rows[i].tid);
                 reused[pair[0]] = tid(pair[0]) == tid(pair[1]);
@@ -229,9 +230,13 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             (rows, reused) = (sorted, sorted_reused);
         }
         let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        fingerprints.extend(rows.iter().map(|r| r.fp.clone()));
-        fingerprints.sort_unstable();
-        fingerprints.dedup();
+        for (i, row) in rows.iter().enumerate() {
+            if i % 4096 == 4095 {
+                pg_sys::check_for_interrupts!();
+            }
+            fingerprints.push(row.fp.clone());
+        }
+        super::value::sort_distinct(&mut fingerprints);
         // Texts, and codes, may be TOASTed: reading them needs a snapshot (any will do for TOAST).
         let verify = pending.verify.as_ref();
         let snapshot = verify.is_some() || F::VARLENA;

@@ -10,6 +10,7 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use simhash_core::code_dedup::CodeNearSet;
 use simhash_core::cost::RecheckRoute;
 use simhash_core::dedup::{NearSet, NearSetError, Verdict};
+use simhash_core::interrupt::STEP;
 
 /// The kind of column the constraint guards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,9 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// Whether a stored value may be out of line (TOAST), so that reading it needs a snapshot.
     const VARLENA: bool;
 
+    /// `values` sorted, without repeats, checking for interrupts between pieces of the work.
+    fn sorted_distinct(values: Vec<Self>) -> Vec<Self>;
+
     /// The deferred check's judgement of a transaction's rows, whose values are `values` in the
     /// order written (`simhash_core::dedup::first_come`, whose arguments the others are).
     fn first_come(
@@ -95,10 +99,15 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     ) -> Result<Vec<Verdict>, NearSetError>;
 }
 
+/// Sorts `values` and drops repeats, checking for interrupts (a big COPY's millions of values).
+pub(super) fn sort_distinct<F: Fingerprint>(values: &mut Vec<F>) {
+    *values = F::sorted_distinct(std::mem::take(values));
+}
+
 /// [`NearSet`] and its counterpart for codes.
 pub(super) trait NearLookup<F> {
-    /// The members, in the order `for_each_near` numbers them.
-    fn members(&self) -> Vec<F>;
+    /// The members `i` (in the order `for_each_near` numbers them) with `chosen[i]`.
+    fn members_chosen(&self, chosen: &[bool]) -> Vec<F>;
     /// Calls `found(i)` for each member `i` within `k` of `value` (perhaps more than once).
     fn for_each_near(&self, value: &F, found: &mut dyn FnMut(usize));
 }
@@ -151,6 +160,12 @@ impl Fingerprint for u64 {
 
     const VARLENA: bool = false;
 
+    fn sorted_distinct(mut values: Vec<u64>) -> Vec<u64> {
+        crate::index::sort_interruptibly_by(&mut values, 1 << 20, &u64::cmp);
+        values.dedup();
+        values
+    }
+
     fn first_come(
         values: &[&u64],
         k: u32,
@@ -166,8 +181,8 @@ impl Fingerprint for u64 {
 }
 
 impl NearLookup<u64> for NearSet {
-    fn members(&self) -> Vec<u64> {
-        self.fingerprints().to_vec()
+    fn members_chosen(&self, chosen: &[bool]) -> Vec<u64> {
+        self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)).collect()
     }
 
     fn for_each_near(&self, value: &u64, found: &mut dyn FnMut(usize)) {
@@ -233,15 +248,27 @@ impl Fingerprint for Code {
 
     /// One set per length among `values` (codes of several lengths: see [`Code::distance`]).
     fn near_set(mut values: Vec<Code>, k: u32) -> Result<CodeSet, NearSetError> {
-        values.sort_by_key(|c| c.bits);
+        if !values.is_sorted_by_key(|c| c.bits) {
+            // (Callers pass them sorted: a stable sort's scratch space for millions is not free.)
+            values.sort_by_key(|c| c.bits);
+        }
+        let lengths: Vec<(u32, usize)> =
+            values.chunk_by(|a, b| a.bits == b.bits).map(|c| (c[0].bits, c.len())).collect();
         let mut sets = Vec::new();
-        for codes in values.chunk_by(|a, b| a.bits == b.bits) {
+        let interrupts = crate::fingerprint::text::INTERRUPTS;
+        let mut values = values.into_iter();
+        for (bits, count) in lengths {
+            // (Each code is freed once copied, with a check for interrupts every STEP codes: a big
+            // COPY's millions of them take seconds to copy and free.)
             let mut flat = Vec::new();
-            flat.try_reserve_exact(codes.iter().map(|c| c.bytes.len()).sum()).map_err(|_| NearSetError::OutOfMemory)?;
-            for code in codes {
+            flat.try_reserve_exact(count * (bits as usize).div_ceil(8)).map_err(|_| NearSetError::OutOfMemory)?;
+            for (m, code) in values.by_ref().take(count).enumerate() {
+                if m % STEP == STEP - 1 {
+                    interrupts.check();
+                }
                 flat.extend_from_slice(&code.bytes);
             }
-            sets.push((codes[0].bits, CodeNearSet::new(flat, codes.len(), codes[0].bits, k)?));
+            sets.push((bits, CodeNearSet::new(flat, count, bits, k, interrupts)?));
         }
         Ok(CodeSet { sets })
     }
@@ -271,6 +298,50 @@ impl Fingerprint for Code {
 
     const VARLENA: bool = true;
 
+    /// Sorting the codes themselves compares them through their pointers, a cache miss each: for a
+    /// big COPY's millions of codes, seconds in one call that cannot stop (even the first split of
+    /// an interruptible sort). They are sorted instead by (length, first 8 bytes) with their
+    /// places, in pieces, then whole only among equal keys: the same order.
+    fn sorted_distinct(values: Vec<Code>) -> Vec<Code> {
+        let interrupts = crate::fingerprint::text::INTERRUPTS;
+        let prefix = |code: &Code| {
+            let mut first = [0u8; 8];
+            let n = code.bytes.len().min(8);
+            first[..n].copy_from_slice(&code.bytes[..n]);
+            u64::from_be_bytes(first)
+        };
+        let mut keys: Vec<(u32, u64, usize)> = Vec::new();
+        if keys.try_reserve_exact(values.len()).is_err() {
+            out_of_memory(values.len());
+        }
+        for (i, code) in values.iter().enumerate() {
+            if i % STEP == STEP - 1 {
+                interrupts.check();
+            }
+            keys.push((code.bits, prefix(code), i));
+        }
+        crate::index::sort_interruptibly_by(&mut keys, 1 << 20, &<(u32, u64, usize)>::cmp);
+        let mut slots: Vec<Option<Code>> = values.into_iter().map(Some).collect();
+        let mut sorted = Vec::new();
+        if sorted.try_reserve_exact(slots.len()).is_err() {
+            out_of_memory(slots.len());
+        }
+        for (n, same) in keys.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)).enumerate() {
+            if n % STEP == STEP - 1 {
+                interrupts.check();
+            }
+            let start = sorted.len();
+            sorted.extend(same.iter().map(|&(_, _, i)| slots[i].take().expect("each place once")));
+            if same.len() > 1 {
+                sorted[start..].sort_unstable();
+                let mut tail = sorted.split_off(start);
+                tail.dedup();
+                sorted.append(&mut tail);
+            }
+        }
+        sorted
+    }
+
     /// Codes of unequal lengths are never near (see [`Code::distance`]).
     fn first_come(
         values: &[&Code],
@@ -293,16 +364,36 @@ impl Fingerprint for Code {
     }
 }
 
+/// ERROR 53200 for `n` values of the commit-time check.
+fn out_of_memory(n: usize) -> ! {
+    crate::pg::errors::raise(
+        pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        format!("out of memory for the {n} codes of the near-duplicate check at commit"),
+        None,
+        None,
+    )
+}
+
 /// A [`CodeNearSet`] for each length of the codes, numbered one after the other.
 pub(super) struct CodeSet {
     sets: Vec<(u32, CodeNearSet)>,
 }
 
 impl NearLookup<Code> for CodeSet {
-    fn members(&self) -> Vec<Code> {
+    /// (Only those chosen are copied out: a big COPY's codes are millions, its suspects few.)
+    fn members_chosen(&self, chosen: &[bool]) -> Vec<Code> {
         let mut members = Vec::new();
+        let mut first = 0;
         for (bits, set) in &self.sets {
-            members.extend((0..set.len()).map(|m| Code { bits: *bits, bytes: set.code(m).into() }));
+            for m in 0..set.len() {
+                if m % STEP == STEP - 1 {
+                    crate::fingerprint::text::INTERRUPTS.check();
+                }
+                if chosen[first + m] {
+                    members.push(Code { bits: *bits, bytes: set.code(m).into() });
+                }
+            }
+            first += set.len();
         }
         members
     }
