@@ -19,7 +19,9 @@ use pgrx::prelude::*;
 use super::config::{Action, Config};
 use super::dirty::{own_row, stored_row, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
-use super::pending::{identity, remember_row, updates_older_row, Ours, Pendable, Pending, WrittenRow};
+use super::pending::{
+    identity, remember_row, remember_unchecked_version, updates_older_row, Ours, Pendable, Pending, WrittenRow,
+};
 use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
 use super::texts::same_text;
 use super::texts::OwnTexts;
@@ -74,14 +76,41 @@ pub(super) unsafe fn remember_written_row<F: Pendable>(
         // (Stored generated columns are computed by now.) A NULL fingerprint, or with verification
         // a NULL text, is never a near-duplicate: such a row counts only as a stored row.
         let value = |row: pg_sys::HeapTuple| column_datum(row, tupdesc, config.attnum).map(|d| F::of_datum(d));
-        let Some(fp) = value(row) else { return };
-        let text = match &config.verify {
-            None => None,
-            Some(verify) => match column_datum(row, tupdesc, verify.attnum) {
-                None => return,
-                text => text,
-            },
+        let key = format!("{}/{}/{:?}/{:?}/deferred", config.attnum, config.k, config.action, config.verify);
+        let skip = config.action == Action::Skip;
+        let make = || Pending {
+            schema,
+            attnum: config.attnum,
+            column: config.column.clone(),
+            k: config.k,
+            skip,
+            trigger_name: trigger_name(trigger),
+            verify: config.verify.clone(),
+            fingerprints: Vec::new(),
+            updated_older_rows: Default::default(),
+            deferred: true,
+            rows: Default::default(),
         };
+        let text = config.verify.as_ref().map(|verify| column_datum(row, tupdesc, verify.attnum));
+        let (Some(fp), None | Some(Some(_))) = (value(row), text) else {
+            // Not checked; but a version that an UPDATE of a row this transaction wrote makes
+            // unchecked carries on that row's line: a later UPDATE that moves it next to a
+            // near-duplicate must still know whether the line began before the transaction.
+            if let Some(old_row) = old_row.filter(|&old| super::pending::written_by_this_transaction(old)) {
+                let old_header = (*old_row).t_data;
+                remember_unchecked_version(
+                    (*rel).rd_id,
+                    (*trigger).tgoid,
+                    key,
+                    skip,
+                    identity((*row).t_self, (*(*row).t_data).t_choice.t_heap.t_xmin),
+                    (identity((*old_row).t_self, (*old_header).t_choice.t_heap.t_xmin), updates_older_row(old_row)),
+                    make,
+                );
+            }
+            return;
+        };
+        let text = text.flatten();
         let header = (*row).t_data;
         let frozen = pg_sys::HEAP_XMIN_FROZEN as u16;
         if (*header).t_infomask & frozen == frozen {
@@ -121,7 +150,6 @@ pub(super) unsafe fn remember_written_row<F: Pendable>(
         let relid = (*rel).rd_id;
         let trigger_oid = (*trigger).tgoid;
         warn_once_without_indexes(trigger_oid, rel, config, schema);
-        let key = format!("{}/{}/{:?}/{:?}/deferred", config.attnum, config.k, config.action, config.verify);
         let written = WrittenRow {
             tid: (*row).t_self,
             fp,
@@ -130,20 +158,7 @@ pub(super) unsafe fn remember_written_row<F: Pendable>(
             relfilenode: (*(*rel).rd_rel).relfilenode,
             seq: 0,
         };
-        let skip = config.action == Action::Skip;
-        remember_row(relid, trigger_oid, key, skip, written, replaces, || Pending {
-            schema,
-            attnum: config.attnum,
-            column: config.column.clone(),
-            k: config.k,
-            skip,
-            trigger_name: trigger_name(trigger),
-            verify: config.verify.clone(),
-            fingerprints: Vec::new(),
-            updated_older_rows: Default::default(),
-            deferred: true,
-            rows: Default::default(),
-        });
+        remember_row(relid, trigger_oid, key, skip, written, replaces, make);
     }
 }
 

@@ -40,11 +40,15 @@ pub(super) struct WrittenRows<F = u64> {
     /// Whether some version took the place of the one it updated ([`WrittenRow::seq`]), so that
     /// `list` is no longer in order of `seq`.
     pub reordered: bool,
+    /// The versions not remembered (a NULL value, or with verification a NULL text) that an UPDATE
+    /// of a row this transaction wrote made, and whether that row's line may begin before the
+    /// transaction ([`WrittenRow::updates_older_row`]), for the next version of the line.
+    unchecked: HashMap<Identity, bool>,
 }
 
 impl<F> Default for WrittenRows<F> {
     fn default() -> Self {
-        WrittenRows { list: Vec::new(), positions: None, reordered: false }
+        WrittenRows { list: Vec::new(), positions: None, reordered: false, unchecked: HashMap::new() }
     }
 }
 
@@ -239,23 +243,64 @@ pub(super) fn remember_row<F: Pendable>(
     }
 }
 
+/// Notes, for the deferred check, the version `version` that the check does not remember (see
+/// `WrittenRows::unchecked`), written into `relid` under `trigger_oid` (see [`remember_row`]) by
+/// an UPDATE of the version `replaces.0` this transaction wrote, whose line may begin before the
+/// transaction (`replaces.1`) unless the versions before it say otherwise.
+pub(super) fn remember_unchecked_version<F: Pendable>(
+    relid: Oid,
+    trigger_oid: Oid,
+    config: String,
+    skip: bool,
+    version: Identity,
+    replaces: (Identity, bool),
+    make: impl FnOnce() -> Pending<F>,
+) {
+    refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
+    let noted = PENDING.with(|p| {
+        let mut pending = p.borrow_mut();
+        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make()));
+        let rows = &mut F::unwrap_mut(entry).rows;
+        let older = rows.line_begins_before(replaces.0)?.unwrap_or(replaces.1);
+        rows.unchecked.try_reserve(1).ok()?;
+        rows.unchecked.insert(version, older);
+        Some(())
+    });
+    if noted.is_none() {
+        crate::pg::errors::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            "out of memory for the rows the deferred near-duplicate check remembers".into(),
+            None,
+            None,
+        );
+    }
+}
+
 impl<F> WrittenRows<F> {
+    /// Whether the line of the version `old` (remembered, or noted unchecked) may begin before the
+    /// transaction: `Some(None)` when neither; `None` when memory runs out.
+    fn line_begins_before(&mut self, old: Identity) -> Option<Option<bool>> {
+        if self.positions.is_none() {
+            let mut positions = HashMap::new();
+            positions.try_reserve(self.list.len() + 1).ok()?;
+            positions.extend(self.list.iter().enumerate().map(|(i, r)| (identity(r.tid, r.xmin), i)));
+            self.positions = Some(positions);
+        }
+        let remembered = self.positions.as_ref().and_then(|p| p.get(&old)).map(|&i| self.list[i].updates_older_row);
+        Some(remembered.or_else(|| self.unchecked.get(&old).copied()))
+    }
+
     /// Appends `row`, placed as [`remember_row`] says; `None` when memory runs out.
     fn push(&mut self, mut row: WrittenRow<F>, replaces: Option<(Identity, bool)>) -> Option<()> {
         // (Past u32::MAX rows, ties: the stable sort then keeps them in the order written.)
         row.seq = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
         if let Some((old, unchanged)) = replaces {
-            if self.positions.is_none() {
-                let mut positions = HashMap::new();
-                positions.try_reserve(self.list.len() + 1).ok()?;
-                positions.extend(self.list.iter().enumerate().map(|(i, r)| (identity(r.tid, r.xmin), i)));
-                self.positions = Some(positions);
+            if let Some(older) = self.line_begins_before(old)? {
+                row.updates_older_row = older;
             }
             if let Some(&i) = self.positions.as_ref().and_then(|p| p.get(&old)) {
-                let previous = &self.list[i];
-                row.updates_older_row = previous.updates_older_row;
                 if unchanged {
-                    row.seq = previous.seq;
+                    row.seq = self.list[i].seq;
                     self.reordered = true;
                 }
             }
