@@ -11,14 +11,13 @@
 //! some of the transaction's rows with one fingerprint and not of others), and `first_come` asks
 //! [`OwnTexts`] about each pair of the transaction's own rows within k.
 
-use std::collections::HashMap;
-
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use super::config::{Action, Config};
 use super::dirty::{own_row, stored_row, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
+use super::near_others::{NearOther, NearOthers};
 use super::pending::{
     identity, remember_row, remember_unchecked_version, updates_older_row, Ours, Pendable, Pending, WrittenRow,
 };
@@ -26,7 +25,6 @@ use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
 use super::texts::same_text;
 use super::texts::OwnTexts;
 use super::trigger::warn_once_without_indexes;
-use super::value::Fingerprint;
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, trigger_name};
 
@@ -385,51 +383,4 @@ fn fallible_vec<T>(n: usize) -> Option<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).ok()?;
     Some(v)
-}
-
-/// The rows of this transaction with a near-duplicate of another transaction (see
-/// [`check_written_rows`]): by value, or with verification by row (rows with one value may have
-/// texts that differ).
-enum NearOthers<F> {
-    ByValue(HashMap<F, NearOther>),
-    ByRow(HashMap<u64, NearOther>),
-}
-
-impl<F: Fingerprint> NearOthers<F> {
-    fn new(by_row: bool) -> Self {
-        if by_row {
-            NearOthers::ByRow(HashMap::new())
-        } else {
-            NearOthers::ByValue(HashMap::new())
-        }
-    }
-
-    /// Notes the first row of another transaction met for the own row `tid` of value `fp`.
-    fn insert(&mut self, fp: &F, tid: pg_sys::ItemPointerData, other: NearOther) {
-        match self {
-            NearOthers::ByValue(map) => {
-                if !map.contains_key(fp) {
-                    map.insert(fp.clone(), other);
-                }
-            }
-            NearOthers::ByRow(map) => {
-                map.entry(crate::pg::tid::tid_order(&tid)).or_insert(other);
-            }
-        }
-    }
-
-    fn get(&self, fp: &F, tid: pg_sys::ItemPointerData) -> Option<&NearOther> {
-        match self {
-            NearOthers::ByValue(map) => map.get(fp),
-            NearOthers::ByRow(map) => map.get(&crate::pg::tid::tid_order(&tid)),
-        }
-    }
-}
-
-/// A row of this transaction with a near-duplicate of another transaction (see [`check_written_rows`]).
-struct NearOther {
-    tid: pg_sys::ItemPointerData,
-    distance: u32,
-    /// With verification.
-    similarity: Option<f64>,
 }
