@@ -153,7 +153,8 @@ impl Fingerprint for Code {
             let start = sorted.len();
             sorted.extend(same.iter().map(|&(_, _, i)| slots[i].take().expect("each place once")));
             if same.len() > 1 {
-                sorted[start..].sort_unstable();
+                // (Codes alike in their first 8 bytes, perhaps many: in pieces too.)
+                crate::index::sort_interruptibly_by(&mut sorted[start..], 1 << 16, &Code::cmp);
                 let mut tail = sorted.split_off(start);
                 tail.dedup();
                 sorted.append(&mut tail);
