@@ -11,20 +11,20 @@
 //! some of the transaction's rows with one fingerprint and not of others), and `first_come` asks
 //! [`OwnTexts`] about each pair of the transaction's own rows within k.
 
-use std::collections::HashMap;
-
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use super::config::{Action, Config};
 use super::dirty::{own_row, stored_row, RecheckIndex};
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
-use super::pending::{identity, remember_row, updates_older_row, Ours, Pendable, Pending, WrittenRow};
+use super::near_others::{NearOther, NearOthers};
+use super::pending::{
+    identity, remember_row, remember_unchecked_version, updates_older_row, Ours, Pendable, Pending, WrittenRow,
+};
 use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
 use super::texts::same_text;
 use super::texts::OwnTexts;
 use super::trigger::warn_once_without_indexes;
-use super::value::Fingerprint;
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, trigger_name};
 
@@ -74,14 +74,41 @@ pub(super) unsafe fn remember_written_row<F: Pendable>(
         // (Stored generated columns are computed by now.) A NULL fingerprint, or with verification
         // a NULL text, is never a near-duplicate: such a row counts only as a stored row.
         let value = |row: pg_sys::HeapTuple| column_datum(row, tupdesc, config.attnum).map(|d| F::of_datum(d));
-        let Some(fp) = value(row) else { return };
-        let text = match &config.verify {
-            None => None,
-            Some(verify) => match column_datum(row, tupdesc, verify.attnum) {
-                None => return,
-                text => text,
-            },
+        let key = format!("{}/{}/{:?}/{:?}/deferred", config.attnum, config.k, config.action, config.verify);
+        let skip = config.action == Action::Skip;
+        let make = || Pending {
+            schema,
+            attnum: config.attnum,
+            column: config.column.clone(),
+            k: config.k,
+            skip,
+            trigger_name: trigger_name(trigger),
+            verify: config.verify.clone(),
+            fingerprints: Vec::new(),
+            updated_older_rows: Default::default(),
+            deferred: true,
+            rows: Default::default(),
         };
+        let text = config.verify.as_ref().map(|verify| column_datum(row, tupdesc, verify.attnum));
+        let (Some(fp), None | Some(Some(_))) = (value(row), text) else {
+            // Not checked; but a version that an UPDATE of a row this transaction wrote makes
+            // unchecked carries on that row's line: a later UPDATE that moves it next to a
+            // near-duplicate must still know whether the line began before the transaction.
+            if let Some(old_row) = old_row.filter(|&old| super::pending::written_by_this_transaction(old)) {
+                let old_header = (*old_row).t_data;
+                remember_unchecked_version(
+                    (*rel).rd_id,
+                    (*trigger).tgoid,
+                    key,
+                    skip,
+                    identity((*row).t_self, (*(*row).t_data).t_choice.t_heap.t_xmin),
+                    (identity((*old_row).t_self, (*old_header).t_choice.t_heap.t_xmin), updates_older_row(old_row)),
+                    make,
+                );
+            }
+            return;
+        };
+        let text = text.flatten();
         let header = (*row).t_data;
         let frozen = pg_sys::HEAP_XMIN_FROZEN as u16;
         if (*header).t_infomask & frozen == frozen {
@@ -121,7 +148,6 @@ pub(super) unsafe fn remember_written_row<F: Pendable>(
         let relid = (*rel).rd_id;
         let trigger_oid = (*trigger).tgoid;
         warn_once_without_indexes(trigger_oid, rel, config, schema);
-        let key = format!("{}/{}/{:?}/{:?}/deferred", config.attnum, config.k, config.action, config.verify);
         let written = WrittenRow {
             tid: (*row).t_self,
             fp,
@@ -130,20 +156,7 @@ pub(super) unsafe fn remember_written_row<F: Pendable>(
             relfilenode: (*(*rel).rd_rel).relfilenode,
             seq: 0,
         };
-        let skip = config.action == Action::Skip;
-        remember_row(relid, trigger_oid, key, skip, written, replaces, || Pending {
-            schema,
-            attnum: config.attnum,
-            column: config.column.clone(),
-            k: config.k,
-            skip,
-            trigger_name: trigger_name(trigger),
-            verify: config.verify.clone(),
-            fingerprints: Vec::new(),
-            updated_older_rows: Default::default(),
-            deferred: true,
-            rows: Default::default(),
-        });
+        remember_row(relid, trigger_oid, key, skip, written, replaces, make);
     }
 }
 
@@ -208,7 +221,8 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
         {
             let mut order: Vec<usize> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
             order.extend(0..n);
-            order.sort_unstable_by_key(|&i| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i));
+            let place = |&i: &usize| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i);
+            crate::index::sort_interruptibly_by(&mut order, 1 << 20, &|a, b| place(a).cmp(&place(b)));
             for pair in order.windows(2) {
                 let tid = |i: usize| pgrx::itemptr::item_pointer_get_both(rows[i].tid);
                 reused[pair[0]] = tid(pair[0]) == tid(pair[1]);
@@ -229,9 +243,13 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             (rows, reused) = (sorted, sorted_reused);
         }
         let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        fingerprints.extend(rows.iter().map(|r| r.fp.clone()));
-        fingerprints.sort_unstable();
-        fingerprints.dedup();
+        for (i, row) in rows.iter().enumerate() {
+            if i % 4096 == 4095 {
+                pg_sys::check_for_interrupts!();
+            }
+            fingerprints.push(row.fp.clone());
+        }
+        super::value::sort_distinct(&mut fingerprints);
         // Texts, and codes, may be TOASTed: reading them needs a snapshot (any will do for TOAST).
         let verify = pending.verify.as_ref();
         let snapshot = verify.is_some() || F::VARLENA;
@@ -365,51 +383,4 @@ fn fallible_vec<T>(n: usize) -> Option<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).ok()?;
     Some(v)
-}
-
-/// The rows of this transaction with a near-duplicate of another transaction (see
-/// [`check_written_rows`]): by value, or with verification by row (rows with one value may have
-/// texts that differ).
-enum NearOthers<F> {
-    ByValue(HashMap<F, NearOther>),
-    ByRow(HashMap<u64, NearOther>),
-}
-
-impl<F: Fingerprint> NearOthers<F> {
-    fn new(by_row: bool) -> Self {
-        if by_row {
-            NearOthers::ByRow(HashMap::new())
-        } else {
-            NearOthers::ByValue(HashMap::new())
-        }
-    }
-
-    /// Notes the first row of another transaction met for the own row `tid` of value `fp`.
-    fn insert(&mut self, fp: &F, tid: pg_sys::ItemPointerData, other: NearOther) {
-        match self {
-            NearOthers::ByValue(map) => {
-                if !map.contains_key(fp) {
-                    map.insert(fp.clone(), other);
-                }
-            }
-            NearOthers::ByRow(map) => {
-                map.entry(crate::pg::tid::tid_order(&tid)).or_insert(other);
-            }
-        }
-    }
-
-    fn get(&self, fp: &F, tid: pg_sys::ItemPointerData) -> Option<&NearOther> {
-        match self {
-            NearOthers::ByValue(map) => map.get(fp),
-            NearOthers::ByRow(map) => map.get(&crate::pg::tid::tid_order(&tid)),
-        }
-    }
-}
-
-/// A row of this transaction with a near-duplicate of another transaction (see [`check_written_rows`]).
-struct NearOther {
-    tid: pg_sys::ItemPointerData,
-    distance: u32,
-    /// With verification.
-    similarity: Option<f64>,
 }

@@ -73,11 +73,14 @@ use std::ffi::c_void;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod code_value;
 mod config;
 mod deferred;
 mod dirty;
 mod lookup;
 mod messages;
+mod mixed_checks;
+mod near_others;
 mod pending;
 mod recheck;
 mod report;

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use super::config::Verify;
+use super::mixed_checks::refuse_mixed_checks;
 use super::value::{Code, Fingerprint};
 use pgrx::pg_sys::{self, Oid};
 
@@ -40,11 +41,15 @@ pub(super) struct WrittenRows<F = u64> {
     /// Whether some version took the place of the one it updated ([`WrittenRow::seq`]), so that
     /// `list` is no longer in order of `seq`.
     pub reordered: bool,
+    /// The versions not remembered (a NULL value, or with verification a NULL text) that an UPDATE
+    /// of a row this transaction wrote made, and whether that row's line may begin before the
+    /// transaction ([`WrittenRow::updates_older_row`]), for the next version of the line.
+    unchecked: HashMap<Identity, bool>,
 }
 
 impl<F> Default for WrittenRows<F> {
     fn default() -> Self {
-        WrittenRows { list: Vec::new(), positions: None, reordered: false }
+        WrittenRows { list: Vec::new(), positions: None, reordered: false, unchecked: HashMap::new() }
     }
 }
 
@@ -119,28 +124,28 @@ pub(super) enum AnyPending {
 }
 
 impl AnyPending {
-    fn deferred(&self) -> bool {
+    pub(super) fn deferred(&self) -> bool {
         match self {
             AnyPending::Simhash(p) => p.deferred,
             AnyPending::Code(p) => p.deferred,
         }
     }
 
-    fn skip(&self) -> bool {
+    pub(super) fn skip(&self) -> bool {
         match self {
             AnyPending::Simhash(p) => p.skip,
             AnyPending::Code(p) => p.skip,
         }
     }
 
-    fn trigger_name(&self) -> String {
+    pub(super) fn trigger_name(&self) -> String {
         match self {
             AnyPending::Simhash(p) => p.trigger_name.clone(),
             AnyPending::Code(p) => p.trigger_name.clone(),
         }
     }
 
-    fn any_current(&self) -> bool {
+    pub(super) fn any_current(&self) -> bool {
         match self {
             AnyPending::Simhash(p) => p.rows.any_current(),
             AnyPending::Code(p) => p.rows.any_current(),
@@ -239,23 +244,64 @@ pub(super) fn remember_row<F: Pendable>(
     }
 }
 
+/// Notes, for the deferred check, the version `version` that the check does not remember (see
+/// `WrittenRows::unchecked`), written into `relid` under `trigger_oid` (see [`remember_row`]) by
+/// an UPDATE of the version `replaces.0` this transaction wrote, whose line may begin before the
+/// transaction (`replaces.1`) unless the versions before it say otherwise.
+pub(super) fn remember_unchecked_version<F: Pendable>(
+    relid: Oid,
+    trigger_oid: Oid,
+    config: String,
+    skip: bool,
+    version: Identity,
+    replaces: (Identity, bool),
+    make: impl FnOnce() -> Pending<F>,
+) {
+    refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
+    let noted = PENDING.with(|p| {
+        let mut pending = p.borrow_mut();
+        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make()));
+        let rows = &mut F::unwrap_mut(entry).rows;
+        let older = rows.line_begins_before(replaces.0)?.unwrap_or(replaces.1);
+        rows.unchecked.try_reserve(1).ok()?;
+        rows.unchecked.insert(version, older);
+        Some(())
+    });
+    if noted.is_none() {
+        crate::pg::errors::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            "out of memory for the rows the deferred near-duplicate check remembers".into(),
+            None,
+            None,
+        );
+    }
+}
+
 impl<F> WrittenRows<F> {
+    /// Whether the line of the version `old` (remembered, or noted unchecked) may begin before the
+    /// transaction: `Some(None)` when neither; `None` when memory runs out.
+    fn line_begins_before(&mut self, old: Identity) -> Option<Option<bool>> {
+        if self.positions.is_none() {
+            let mut positions = HashMap::new();
+            positions.try_reserve(self.list.len() + 1).ok()?;
+            positions.extend(self.list.iter().enumerate().map(|(i, r)| (identity(r.tid, r.xmin), i)));
+            self.positions = Some(positions);
+        }
+        let remembered = self.positions.as_ref().and_then(|p| p.get(&old)).map(|&i| self.list[i].updates_older_row);
+        Some(remembered.or_else(|| self.unchecked.get(&old).copied()))
+    }
+
     /// Appends `row`, placed as [`remember_row`] says; `None` when memory runs out.
     fn push(&mut self, mut row: WrittenRow<F>, replaces: Option<(Identity, bool)>) -> Option<()> {
         // (Past u32::MAX rows, ties: the stable sort then keeps them in the order written.)
         row.seq = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
         if let Some((old, unchanged)) = replaces {
-            if self.positions.is_none() {
-                let mut positions = HashMap::new();
-                positions.try_reserve(self.list.len() + 1).ok()?;
-                positions.extend(self.list.iter().enumerate().map(|(i, r)| (identity(r.tid, r.xmin), i)));
-                self.positions = Some(positions);
+            if let Some(older) = self.line_begins_before(old)? {
+                row.updates_older_row = older;
             }
             if let Some(&i) = self.positions.as_ref().and_then(|p| p.get(&old)) {
-                let previous = &self.list[i];
-                row.updates_older_row = previous.updates_older_row;
                 if unchanged {
-                    row.seq = previous.seq;
+                    row.seq = self.list[i].seq;
                     self.reordered = true;
                 }
             }
@@ -272,71 +318,6 @@ impl<F> WrittenRows<F> {
     /// Whether a version written by a (sub)transaction that is still part of this one is here.
     fn any_current(&self) -> bool {
         self.list.iter().any(|r| unsafe { pg_sys::TransactionIdIsCurrentTransactionId(r.xmin) })
-    }
-}
-
-/// Refuses a row that the check of trigger `trigger_oid` with settings `config` would take in an
-/// order it cannot keep (`deferred`: `Some(skip)` for the deferred check, `None` for the check at
-/// each row):
-/// - 55000 when this transaction already wrote rows into `relid` under that trigger with other
-///   settings, where one of them is the deferred check: the two would judge each other's rows in
-///   no defined order. (Settings of the check at each row may change: each row is rechecked under
-///   those that let it through.)
-/// - 0A000 when another trigger's deferred check already took rows of `relid` in this transaction
-///   and one of the two skips rows: each deferred check judges its rows on its own at commit, so
-///   one would count rows that the other deletes.
-///
-/// Deferred rows all written by rolled-back subtransactions are forgotten first.
-fn refuse_mixed_checks(relid: Oid, trigger_oid: Oid, config: &str, deferred: Option<bool>) {
-    let refusal = PENDING.with(|p| {
-        let mut pending = p.borrow_mut();
-        if pending.contains_key(&(relid, trigger_oid, config.to_string())) {
-            return None;
-        }
-        // (Only when a trigger takes its first row under new settings: not for every row.)
-        pending.retain(|(r, _, _), entry| *r != relid || !entry.deferred() || entry.any_current());
-        pending.iter().find_map(|((r, t, c), entry)| {
-            if *r != relid {
-                None
-            } else if *t == trigger_oid && c != config && (deferred.is_some() || entry.deferred()) {
-                Some((pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, entry.trigger_name()))
-            } else if *t != trigger_oid && entry.deferred() && deferred.is_some_and(|skip| skip || entry.skip()) {
-                Some((pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, entry.trigger_name()))
-            } else {
-                None
-            }
-        })
-    });
-    match refusal {
-        None => {}
-        Some((code @ pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, trigger)) => {
-            crate::pg::errors::raise(
-                code,
-                format!(
-                    "the near-duplicate check of trigger \"{trigger}\" changed in this transaction after it checked \
-                     rows under other settings, one of them deferred"
-                ),
-                None,
-                Some("Change the check (simhash_add_dedup) in a transaction of its own.".into()),
-            );
-        }
-        Some((code, trigger)) => crate::pg::errors::raise(
-            code,
-            format!(
-                "a table can have no second deferred near-duplicate check where one of them skips rows: trigger \
-                 \"{trigger}\" already checks rows of this table at commit"
-            ),
-            Some(
-                "Each deferred check judges its rows on its own at commit, so one would count rows that the other \
-                 deletes."
-                    .into(),
-            ),
-            Some(
-                "Check the other columns at each row (simhash_add_dedup(..., deferred => false)), or use action \
-                 'error'."
-                    .into(),
-            ),
-        ),
     }
 }
 

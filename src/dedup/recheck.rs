@@ -94,8 +94,7 @@ unsafe fn column_still_holds(rel: pg_sys::Relation, pending: &AnyPending) -> boo
 /// Rechecks the values one trigger let through (see [`recheck_all`]).
 unsafe fn recheck_pending<F: Fingerprint>(rel: pg_sys::Relation, index: Option<RecheckIndex>, mut pending: Pending<F>) {
     unsafe {
-        pending.fingerprints.sort_unstable();
-        pending.fingerprints.dedup();
+        super::value::sort_distinct(&mut pending.fingerprints);
         // (taken: not needed after the suspects are chosen, and a big COPY's are large)
         let fingerprints = std::mem::take(&mut pending.fingerprints);
         // Texts, and codes, may be TOASTed: reading them needs a snapshot (any will do for TOAST;
@@ -237,7 +236,7 @@ unsafe fn suspects_in_one_pass<F: Fingerprint>(
             }
             ControlFlow::Continue(())
         });
-        set.members().into_iter().zip(suspect).filter_map(|(fp, s)| s.then_some(fp)).collect()
+        set.members_chosen(&suspect)
     }
 }
 

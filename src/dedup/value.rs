@@ -7,7 +7,6 @@
 //! index. The `simhash64` kind compiles to what it was before: plain `u64`s.
 
 use pgrx::pg_sys::{self, Datum, Oid};
-use simhash_core::code_dedup::CodeNearSet;
 use simhash_core::cost::RecheckRoute;
 use simhash_core::dedup::{NearSet, NearSetError, Verdict};
 
@@ -84,6 +83,9 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// Whether a stored value may be out of line (TOAST), so that reading it needs a snapshot.
     const VARLENA: bool;
 
+    /// `values` sorted, without repeats, checking for interrupts between pieces of the work.
+    fn sorted_distinct(values: Vec<Self>) -> Vec<Self>;
+
     /// The deferred check's judgement of a transaction's rows, whose values are `values` in the
     /// order written (`simhash_core::dedup::first_come`, whose arguments the others are).
     fn first_come(
@@ -95,10 +97,15 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     ) -> Result<Vec<Verdict>, NearSetError>;
 }
 
+/// Sorts `values` and drops repeats, checking for interrupts (a big COPY's millions of values).
+pub(super) fn sort_distinct<F: Fingerprint>(values: &mut Vec<F>) {
+    *values = F::sorted_distinct(std::mem::take(values));
+}
+
 /// [`NearSet`] and its counterpart for codes.
 pub(super) trait NearLookup<F> {
-    /// The members, in the order `for_each_near` numbers them.
-    fn members(&self) -> Vec<F>;
+    /// The members `i` (in the order `for_each_near` numbers them) with `chosen[i]`.
+    fn members_chosen(&self, chosen: &[bool]) -> Vec<F>;
     /// Calls `found(i)` for each member `i` within `k` of `value` (perhaps more than once).
     fn for_each_near(&self, value: &F, found: &mut dyn FnMut(usize));
 }
@@ -151,6 +158,12 @@ impl Fingerprint for u64 {
 
     const VARLENA: bool = false;
 
+    fn sorted_distinct(mut values: Vec<u64>) -> Vec<u64> {
+        crate::index::sort_interruptibly_by(&mut values, 1 << 20, &u64::cmp);
+        values.dedup();
+        values
+    }
+
     fn first_come(
         values: &[&u64],
         k: u32,
@@ -166,158 +179,12 @@ impl Fingerprint for u64 {
 }
 
 impl NearLookup<u64> for NearSet {
-    fn members(&self) -> Vec<u64> {
-        self.fingerprints().to_vec()
+    fn members_chosen(&self, chosen: &[bool]) -> Vec<u64> {
+        self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)).collect()
     }
 
     fn for_each_near(&self, value: &u64, found: &mut dyn FnMut(usize)) {
         NearSet::for_each_near(self, *value, found)
-    }
-}
-
-impl Fingerprint for Code {
-    type Set = CodeSet;
-
-    unsafe fn of_datum(datum: Datum) -> Code {
-        unsafe {
-            // (packed: a short value stored in the row is read in place, not copied)
-            let varlena = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-            let len = pgrx::varsize_any_exhdr(varlena);
-            let data = std::slice::from_raw_parts(pgrx::vardata_any(varlena) as *const u8, len);
-            let code = crate::codes::code_of_payload(data);
-            let code = Code { bits: code.bits, bytes: code.bytes.into() };
-            if varlena != datum.cast_mut_ptr() {
-                pg_sys::pfree(varlena.cast());
-            }
-            code
-        }
-    }
-
-    /// At commit, a code of another length is no near-duplicate (`u32::MAX`): the row's own check
-    /// raised 22026 against the stored codes it saw, and a code kept from a row since rolled back
-    /// (`ROLLBACK TO SAVEPOINT`) or deleted must not fail the commit.
-    fn distance(&self, other: &Code) -> u32 {
-        if self.bits != other.bits {
-            return u32::MAX;
-        }
-        crate::codes::distance(
-            crate::codes::Code { bits: self.bits, bytes: &self.bytes },
-            crate::codes::Code { bits: other.bits, bytes: &other.bytes },
-        )
-    }
-
-    fn text(&self) -> String {
-        if self.bits.is_multiple_of(4) {
-            let hex: String = self.bytes.iter().map(|b| format!("{b:02x}")).collect();
-            format!("X'{}'", &hex[..self.bits as usize / 4])
-        } else {
-            let bits: String = (0..self.bits as usize)
-                .map(|i| if self.bytes[i / 8] & (0x80 >> (i % 8)) != 0 { '1' } else { '0' })
-                .collect();
-            format!("B'{bits}'")
-        }
-    }
-
-    fn to_datum(&self) -> Datum {
-        unsafe {
-            // A varbit: the varlena header, the length in bits, the bytes.
-            let size = pg_sys::VARHDRSZ + 4 + self.bytes.len();
-            let value = pg_sys::palloc0(size) as *mut u8;
-            pgrx::varlena::set_varsize_4b(value.cast(), size as i32);
-            let payload = value.add(pg_sys::VARHDRSZ);
-            std::ptr::copy_nonoverlapping((self.bits as i32).to_ne_bytes().as_ptr(), payload, 4);
-            std::ptr::copy_nonoverlapping(self.bytes.as_ptr(), payload.add(4), self.bytes.len());
-            Datum::from(value)
-        }
-    }
-
-    /// One set per length among `values` (codes of several lengths: see [`Code::distance`]).
-    fn near_set(mut values: Vec<Code>, k: u32) -> Result<CodeSet, NearSetError> {
-        values.sort_by_key(|c| c.bits);
-        let mut sets = Vec::new();
-        for codes in values.chunk_by(|a, b| a.bits == b.bits) {
-            let mut flat = Vec::new();
-            flat.try_reserve_exact(codes.iter().map(|c| c.bytes.len()).sum()).map_err(|_| NearSetError::OutOfMemory)?;
-            for code in codes {
-                flat.extend_from_slice(&code.bytes);
-            }
-            sets.push((codes[0].bits, CodeNearSet::new(flat, codes.len(), codes[0].bits, k)?));
-        }
-        Ok(CodeSet { sets })
-    }
-
-    fn as_simhash(&self) -> Option<u64> {
-        None
-    }
-
-    unsafe fn index_rows_within(index: pg_sys::Relation, value: &Code, k: u32) -> Vec<pg_sys::ItemPointerData> {
-        unsafe { crate::index::code_rows_within(index, value.bits, &value.bytes, k) }
-    }
-
-    unsafe fn suspects_through_index(
-        _rel: pg_sys::Relation,
-        _oid: Oid,
-        _attnum: i32,
-        values: &[Code],
-        _k: u32,
-        _ours: &super::pending::Ours,
-    ) -> Vec<Code> {
-        values.to_vec()
-    }
-
-    fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, _k: u32) -> bool {
-        simhash_core::code_dedup::one_pass_is_cheaper(rows, route != RecheckRoute::NoIndex, pending)
-    }
-
-    const VARLENA: bool = true;
-
-    /// Codes of unequal lengths are never near (see [`Code::distance`]).
-    fn first_come(
-        values: &[&Code],
-        k: u32,
-        near_other: &mut dyn FnMut(usize) -> bool,
-        alive: &mut dyn FnMut(usize) -> bool,
-        similar: &mut dyn FnMut(usize, usize) -> bool,
-    ) -> Result<Vec<Verdict>, NearSetError> {
-        let mut codes = Vec::new();
-        codes.try_reserve_exact(values.len()).map_err(|_| NearSetError::OutOfMemory)?;
-        codes.extend(values.iter().map(|code| (code.bits, &code.bytes[..])));
-        simhash_core::code_dedup::first_come_codes(
-            &codes,
-            k,
-            near_other,
-            alive,
-            similar,
-            crate::fingerprint::text::INTERRUPTS,
-        )
-    }
-}
-
-/// A [`CodeNearSet`] for each length of the codes, numbered one after the other.
-pub(super) struct CodeSet {
-    sets: Vec<(u32, CodeNearSet)>,
-}
-
-impl NearLookup<Code> for CodeSet {
-    fn members(&self) -> Vec<Code> {
-        let mut members = Vec::new();
-        for (bits, set) in &self.sets {
-            members.extend((0..set.len()).map(|m| Code { bits: *bits, bytes: set.code(m).into() }));
-        }
-        members
-    }
-
-    /// The members of `value`'s length within k (none of another length: see [`Code::distance`]).
-    fn for_each_near(&self, value: &Code, found: &mut dyn FnMut(usize)) {
-        let mut first = 0;
-        for (bits, set) in &self.sets {
-            if *bits == value.bits {
-                let found_at = &mut |m: usize| found(first + m);
-                set.for_each_near(&value.bytes, found_at, crate::fingerprint::text::INTERRUPTS);
-                return;
-            }
-            first += set.len();
-        }
     }
 }
 

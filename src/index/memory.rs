@@ -31,18 +31,28 @@ const SORTED_AT_ONCE: usize = 1 << 20;
 
 /// `items.sort_unstable_by_key(key)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a
 /// check for interrupts between them (a sort of ten million entries takes a third of a second,
-/// more for a hundred million): each slice beyond that is split at its median
-/// (`select_nth_unstable_by_key`, linear: 40 ms for ten million), and its halves sorted alone.
+/// more for a hundred million): see [`sort_interruptibly_by`].
 pub(super) fn sort_interruptibly<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K + Copy) {
-    if items.len() <= SORTED_AT_ONCE {
-        items.sort_unstable_by_key(key);
+    sort_interruptibly_by(items, SORTED_AT_ONCE, &|a, b| key(a).cmp(&key(b)));
+}
+
+/// `items.sort_unstable_by(compare)`, in pieces of at most `at_once` elements with a check for
+/// interrupts between them: each slice beyond that is split at its median
+/// (`select_nth_unstable_by`, linear: 40 ms for ten million entries), and its halves sorted alone.
+pub(crate) fn sort_interruptibly_by<T>(
+    items: &mut [T],
+    at_once: usize,
+    compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
+) {
+    if items.len() <= at_once.max(1) {
+        items.sort_unstable_by(compare);
     } else {
         let middle = items.len() / 2;
-        items.select_nth_unstable_by_key(middle, key);
+        items.select_nth_unstable_by(middle, compare);
         pgrx::check_for_interrupts!();
         let (low, high) = items.split_at_mut(middle);
-        sort_interruptibly(low, key);
-        sort_interruptibly(high, key);
+        sort_interruptibly_by(low, at_once, compare);
+        sort_interruptibly_by(high, at_once, compare);
     }
     pgrx::check_for_interrupts!();
 }

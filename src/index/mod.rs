@@ -47,6 +47,7 @@ mod dense_write;
 mod entries;
 mod insert;
 mod memory;
+pub(crate) use memory::sort_interruptibly_by;
 mod meta;
 mod ordered;
 mod page;

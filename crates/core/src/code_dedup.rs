@@ -38,7 +38,14 @@ impl CodeNearSet {
     /// (1 to [`crate::multi_index::MAX_CODE_BITS`] for probing; longer codes, and codes of no bits,
     /// are compared whole) within radius `k`. `OutOfMemory` when its tables do not fit. (The count
     /// is given: codes of 0 bits take no bytes, yet each is a member, within `k` of any other.)
-    pub fn new(codes: Vec<u8>, count: usize, bits: u32, k: u32) -> Result<CodeNearSet, NearSetError> {
+    /// `interrupt` is called between the segments' sorts.
+    pub fn new(
+        codes: Vec<u8>,
+        count: usize,
+        bits: u32,
+        k: u32,
+        interrupt: Interrupt,
+    ) -> Result<CodeNearSet, NearSetError> {
         let bytes = (bits as usize).div_ceil(8);
         assert_eq!(codes.len(), count * bytes, "count codes of bits bits");
         u32::try_from(count).map_err(|_| NearSetError::OutOfMemory)?;
@@ -52,6 +59,7 @@ impl CodeNearSet {
         let mut tables = Vec::new();
         tables.try_reserve_exact(radii.len()).map_err(|_| NearSetError::OutOfMemory)?;
         for (i, radius) in radii.iter().enumerate() {
+            interrupt.check();
             let mut table: Vec<(u32, u32)> = Vec::new();
             if radius.is_some() {
                 table.try_reserve_exact(count).map_err(|_| NearSetError::OutOfMemory)?;
@@ -219,7 +227,7 @@ mod tests {
                 codes.extend_from_slice(&code);
                 bases.push(code);
             }
-            let set = CodeNearSet::new(codes, members, bits, k).expect("fits");
+            let set = CodeNearSet::new(codes, members, bits, k, Interrupt::NEVER).expect("fits");
             assert_eq!(set.len(), members);
             let largest_radius = set.probed.as_ref().map(|(_, radii, _)| radii.iter().flatten().max().copied());
             match (bits, k) {
@@ -308,11 +316,11 @@ mod tests {
     fn probes_when_it_pays_and_compares_all_when_not() {
         let mut state = 7u64;
         let codes: Vec<u8> = (0..1000 * 32).map(|_| next(&mut state) as u8).collect();
-        assert!(CodeNearSet::new(codes.clone(), 1000, 256, 8).unwrap().probed.is_some());
-        assert!(CodeNearSet::new(codes, 1000, 256, 200).unwrap().probed.is_none());
-        assert!(CodeNearSet::new(Vec::new(), 0, 256, 3).unwrap().is_empty());
+        assert!(CodeNearSet::new(codes.clone(), 1000, 256, 8, Interrupt::NEVER).unwrap().probed.is_some());
+        assert!(CodeNearSet::new(codes, 1000, 256, 200, Interrupt::NEVER).unwrap().probed.is_none());
+        assert!(CodeNearSet::new(Vec::new(), 0, 256, 3, Interrupt::NEVER).unwrap().is_empty());
         // Codes of no bits: each a member, each within any radius of the empty query.
-        let empty = CodeNearSet::new(Vec::new(), 3, 0, 0).unwrap();
+        let empty = CodeNearSet::new(Vec::new(), 3, 0, 0, Interrupt::NEVER).unwrap();
         assert_eq!(empty.len(), 3);
         let mut found = Vec::new();
         empty.for_each_near(&[], &mut |m| found.push(m), Interrupt::NEVER);
