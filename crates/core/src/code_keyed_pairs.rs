@@ -154,7 +154,7 @@ pub fn pairs_of_key(
     let mut flat = Vec::new();
     flat.try_reserve_exact(members.len() * bytes).map_err(|_| CodeKeyError::OutOfMemory)?;
     members.iter().for_each(|&i| flat.extend_from_slice(code(i)));
-    let set = CodeNearSet::new(flat, members.len(), bits, k).map_err(|e| match e {
+    let set = CodeNearSet::new(flat, members.len(), bits, k, interrupt).map_err(|e| match e {
         NearSetError::OutOfMemory | NearSetError::RadiusOutOfRange => CodeKeyError::OutOfMemory,
     })?;
     let mut near = Vec::new();
