@@ -439,15 +439,8 @@ BEGIN
         END IF;
     END IF;
     IF NOT by_id AND code_column THEN
-        IF NOT (min_similarity OPERATOR(pg_catalog.>=) 0::pg_catalog.float8
-                AND min_similarity OPERATOR(pg_catalog.<=) 1::pg_catalog.float8) THEN
-            RAISE EXCEPTION 'min_similarity % is out of range for near-duplicate pairs', min_similarity
-                USING ERRCODE = 'invalid_parameter_value', HINT = 'The threshold is a number from 0 to 1.';
-        END IF;
-        IF n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 32 THEN
-            RAISE EXCEPTION 'shingle length % is out of range for near-duplicate pairs', n
-                USING ERRCODE = 'invalid_parameter_value', HINT = 'The shingle length n is an integer from 1 to 32.';
-        END IF;
+        -- The threshold and the shingle length (22023; the radius is the table form's).
+        PERFORM simhash_internal.simhash_dedup_check('simhash_pairs', 0, text_column, min_similarity, n);
         -- The pairs of the codes, then the texts of their rows, as the caller reads them.
         RETURN QUERY EXECUTE pg_catalog.format(
             'WITH p AS MATERIALIZED (SELECT * FROM @extschema@.simhash_pairs($1, $2, $3, $4))

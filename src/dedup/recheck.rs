@@ -48,24 +48,23 @@ pub(super) unsafe fn recheck_all() {
                 continue;
             }
             match pending {
-                AnyPending::Simhash(mut pending) => {
-                    let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
-                    if pending.deferred {
-                        super::deferred::check_written_rows(rel, index, &mut pending);
-                    } else {
-                        recheck_pending(rel, index, pending);
-                    }
-                }
-                AnyPending::Code(mut pending) => {
-                    let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
-                    if pending.deferred {
-                        super::deferred::check_written_rows(rel, index, &mut pending);
-                    } else {
-                        recheck_pending(rel, index, pending);
-                    }
-                }
+                AnyPending::Simhash(pending) => check_pending(rel, relid, pending),
+                AnyPending::Code(pending) => check_pending(rel, relid, pending),
             }
             pg_sys::relation_close(rel, pg_sys::NoLock as i32);
+        }
+    }
+}
+
+/// The check at commit of what one trigger remembered of table `rel` (`relid`): its deferred check,
+/// or the recheck of the values its check at each row let through.
+unsafe fn check_pending<F: super::pending::Pendable>(rel: pg_sys::Relation, relid: Oid, mut pending: Pending<F>) {
+    unsafe {
+        let index = RecheckIndex::of(pending.schema, relid, pending.attnum);
+        if pending.deferred {
+            super::deferred::check_written_rows(rel, index, &mut pending);
+        } else {
+            recheck_pending(rel, index, pending);
         }
     }
 }
