@@ -88,7 +88,7 @@ test_major() (
     "$REPO_ROOT/scripts/isolation.sh"
     log "PostgreSQL $PG_MAJOR: concurrency test of the near-duplicate constraint"
     "$REPO_ROOT/tests/concurrency/dedup.sh" 3 7 7:verify 11:simhash 7:verify:simhash 7:deferred 11:simhash:deferred \
-        7:verify:deferred 9:verify:simhash:deferred 7:code 9:code:deferred 7:verify:code:deferred
+        7:verify:deferred 9:verify:simhash:deferred 7:code 9:code:deferred
     log "PostgreSQL $PG_MAJOR: crash recovery of the simhash index"
     "$REPO_ROOT/tests/crash/index_am.sh"
     log "PostgreSQL $PG_MAJOR: the simhash index on a streaming standby"
