@@ -23,14 +23,18 @@
 # when its distance is at most the true 10th distance). Latency: pgbench, one client, p50 over
 # FAST_RUNS (500) lookups per indexed route, SLOW_RUNS (10) per scan, query points at random.
 # Build: CREATE INDEX ... USING simhash (code) against the COPY of the same rows into the table
-# (with its primary key); sizes of table and index.
+# (with its primary key); sizes of table and index. MORE_SEGMENTS (clustered codes of more than 320
+# bits: "all"; else none): after the default index's routes, the index is built again WITH
+# (segments = s) for each s listed ("all": every segment of the code) and its radius and nearest
+# routes timed again, in the same run.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 chmod 777 "$work"   # (the server writes the codes' file there)
 MODE=${1:-planted}
 case $MODE in
     planted) BITS=256; N=${2:-10000000}; HNSW=${HNSW:-0}; RADII=${RADII:-"8 16 32"}; KINDS="near fresh";;
     clustered) BITS=${2:-1024}; N=${3:-1000000}; HNSW=${HNSW:-1}; KINDS="fresh"
-        RADII=${RADII:-"$((BITS / 20)) $((BITS / 10))"};;
+        RADII=${RADII:-"$((BITS / 20)) $((BITS / 10))"}
+        if (( BITS > 320 )); then MORE_SEGMENTS=${MORE_SEGMENTS-all}; fi;;
     *) die "usage: bench/codes.sh planted [N] | clustered BITS [N]";;
 esac
 QUERIES=${QUERIES:-100}
@@ -134,17 +138,17 @@ check_recall() {
         FROM (SELECT qq.j, ($3) AS found FROM queries qq WHERE qq.kind = '$2') f JOIN truth t ON t.kind = '$2' AND t.j = f.j")
 }
 SEQ="-c enable_indexscan=off -c enable_bitmapscan=off"
-for kind in $KINDS; do
-    time_route pkey "$kind" "SELECT code FROM codes WHERE id = :j"
+# index_routes KIND [SUFFIX]: the simhash index's radius and nearest routes (named ..SUFFIX), their
+# recall, and its radius answers checked against the truth.
+index_routes() {
+    local kind=$1 suffix=${2:-} k n
     for k in $RADII; do
-        time_route "index_radius_$k" "$kind" "SELECT count(*) FROM codes WHERE simhash_hamming(code, Q) <= $k"
-        time_route "seq_radius_$k" "$kind" "SELECT count(*) FROM codes WHERE simhash_hamming(code, Q) <= $k" "$SEQ"
+        time_route "index_radius_$k$suffix" "$kind" "SELECT count(*) FROM codes WHERE simhash_hamming(code, Q) <= $k"
     done
     for n in 1 10; do
-        time_route "index_nearest_$n" "$kind" "SELECT id FROM codes ORDER BY simhash_hamming(code, Q) LIMIT $n"
-        time_route "seq_nearest_$n" "$kind" "SELECT id FROM codes ORDER BY simhash_hamming(code, Q) LIMIT $n" "$SEQ"
+        time_route "index_nearest_$n$suffix" "$kind" "SELECT id FROM codes ORDER BY simhash_hamming(code, Q) LIMIT $n"
     done
-    check_recall index_nearest_10 "$kind" "ARRAY(SELECT simhash_hamming(c.code, qq.code)::int FROM codes c ORDER BY simhash_hamming(c.code, qq.code) LIMIT 10)"
+    check_recall "index_nearest_10$suffix" "$kind" "ARRAY(SELECT simhash_hamming(c.code, qq.code)::int FROM codes c ORDER BY simhash_hamming(c.code, qq.code) LIMIT 10)"
     # Radius results through the index equal the truth's counts, for every point and k.
     n=0
     for k in $RADII; do
@@ -153,6 +157,27 @@ for kind in $KINDS; do
                              AND t.within[$n] <> (SELECT count(*) FROM codes c WHERE simhash_hamming(c.code, qq.code) <= $k)")
         [[ $wrong == 0 ]] || die "$wrong radius answers (k = $k) through the index differ from the sequential scan ($kind)"
     done
+}
+for kind in $KINDS; do
+    time_route pkey "$kind" "SELECT code FROM codes WHERE id = :j"
+    index_routes "$kind"
+    for k in $RADII; do
+        time_route "seq_radius_$k" "$kind" "SELECT count(*) FROM codes WHERE simhash_hamming(code, Q) <= $k" "$SEQ"
+    done
+    for n in 1 10; do
+        time_route "seq_nearest_$n" "$kind" "SELECT id FROM codes ORDER BY simhash_hamming(code, Q) LIMIT $n" "$SEQ"
+    done
+done
+declare -A more_build more_mb
+for s in ${MORE_SEGMENTS:-}; do
+    log "simhash index build WITH (segments = $s)"
+    psql -q -c "DROP INDEX codes_simhash"
+    t0=$(now)
+    psql -q -v ON_ERROR_STOP=1 -c "CREATE INDEX codes_simhash ON codes USING simhash (code) WITH (segments = ${s/all/256})"
+    more_build[$s]=$(elapsed "$t0")
+    more_mb[$s]=$(psql -At -c "SELECT round(pg_relation_size('codes_simhash') / 1048576.0)")
+    psql -q -c "ANALYZE codes"; prewarm codes
+    for kind in $KINDS; do index_routes "$kind" "_s$s"; done
 done
 
 if [[ $HNSW == 1 ]]; then
@@ -177,6 +202,9 @@ tenth=$(psql -At -c "SELECT string_agg(kind || ' ' || m, ', ') FROM (SELECT kind
 echo
 echo "Codes of $BITS bits ($MODE): $rows rows; $(server_settings), $(nproc) cores; table and indexes prewarmed. Median distance of the 10th nearest row: $tenth."
 echo "COPY into the table (primary key included): $copy_s s; simhash index build: $build_s s. Table $table_mb MB, primary key $pkey_mb MB, simhash index $index_mb MB ($(python3 -c "print(f'{$index_mb / max($table_mb, 1):.2f}')")x the table)${hnsw_build_s:+; pgvector HNSW build: $hnsw_build_s s, $hnsw_mb MB}."
+for s in ${MORE_SEGMENTS:-}; do
+    echo "simhash index WITH (segments = ${s/all/256}): built in ${more_build[$s]} s, ${more_mb[$s]} MB."
+done
 echo "Latency: pgbench, one client, p50 in ms over $FAST_RUNS lookups per indexed route and $SLOW_RUNS per scan, query points at random among $QUERIES."
 echo
 header="| route | plan |"; rule="|---|---|"
@@ -196,6 +224,14 @@ done
 for n in 1 10; do
     row "index_nearest_$n" "simhash index: \`ORDER BY simhash_hamming(code, q) LIMIT $n\`"
     row "seq_nearest_$n" "sequential scan and sort: \`LIMIT $n\`"
+done
+for s in ${MORE_SEGMENTS:-}; do
+    for k in $RADII; do
+        row "index_radius_${k}_s$s" "simhash index WITH (segments = ${s/all/256}): \`simhash_hamming(code, q) <= $k\`"
+    done
+    for n in 1 10; do
+        row "index_nearest_${n}_s$s" "simhash index WITH (segments = ${s/all/256}): \`ORDER BY simhash_hamming(code, q) LIMIT $n\`"
+    done
 done
 if [[ $HNSW == 1 ]]; then
     row hnsw_nearest_10 'pgvector HNSW: `ORDER BY code <~> q LIMIT 10`, ef_search 40'

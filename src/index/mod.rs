@@ -1,5 +1,5 @@
 //! The `simhash` index access method: `CREATE INDEX ... USING simhash (fp)`. This file is its front
-//! door: the handler (its capabilities and callbacks), the options (none), the operator
+//! door: the handler (its capabilities and callbacks), the operator
 //! `fp <@ simhash_ball(q, k)`, and what the rest of the extension asks of an index.
 //!
 //! Each fingerprint is filed under each of its four 16-bit segments: the rows the index was built
@@ -49,6 +49,7 @@ mod insert;
 mod memory;
 pub(crate) use memory::sort_interruptibly_by;
 mod meta;
+mod options;
 mod ordered;
 mod page;
 mod pairs;
@@ -59,10 +60,11 @@ mod search;
 mod spill;
 mod vacuum;
 
-/// Defines the index's settings (`simhash.index_tail_memory`); called once per backend from
-/// `_PG_init`.
+/// Defines the index's settings (`simhash.index_tail_memory`) and its storage parameter
+/// (`segments`); called once per backend from `_PG_init`.
 pub(crate) fn define_settings() {
     codes::tail::define();
+    options::define();
 }
 
 /// The TIDs of the rows whose fingerprint is within `k` bits of `fp` (each once, ascending), as
@@ -201,18 +203,10 @@ pub unsafe extern "C-unwind" fn simhash_amhandler(_fcinfo: pg_sys::FunctionCallI
     }
 }
 
-/// `WITH (...)`: a simhash index takes no options.
+/// `WITH (segments = s)`, for an index of codes ([`options`]).
 #[pg_guard]
 unsafe extern "C-unwind" fn amoptions(reloptions: Datum, validate: bool) -> *mut pg_sys::bytea {
-    if validate && !reloptions.is_null() {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "simhash indexes take no storage parameters".into(),
-            None,
-            Some("Leave out the WITH clause.".into()),
-        );
-    }
-    std::ptr::null_mut()
+    unsafe { options::parse(reloptions, validate) }
 }
 
 /// The operator classes are the extension's own (sql/simhash.sql): nothing to check.

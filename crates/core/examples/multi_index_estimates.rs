@@ -1,7 +1,7 @@
 //! The expected work of exact radius lookups over uniformly random codes, per segment width
 //! (`docs/design/codes-of-any-length.md`): `cargo run -p simhash-core --example multi_index_estimates`.
 
-use simhash_core::code_index::Layout;
+use simhash_core::code_index::{Layout, DEFAULT_INDEXED_SEGMENTS};
 use simhash_core::multi_index::{expected_work, segment_radii, units, Costs, SegmentPlan};
 
 fn main() {
@@ -31,7 +31,7 @@ fn main() {
         }
         // The radii an index of this size takes (`code_index::Layout::radii`: extra units for the
         // slack filter) and the codes it reads.
-        let layout = Layout::for_table(bits, rows).unwrap();
+        let layout = Layout::for_table(bits, rows, DEFAULT_INDEXED_SEGMENTS).unwrap();
         println!(
             "\nThe index's layout ({} indexed segments of {} bits, last {}), with the slack filter:",
             layout.indexed,

@@ -4,7 +4,8 @@
 //!
 //! - The *code store*: every row's code once, in ascending order of the codes (so equal codes are
 //!   adjacent); a row is named by its position there, its *ordinal*.
-//! - Per indexed segment (the first [`MAX_INDEXED_SEGMENTS`] of the plan): the entries
+//! - Per indexed segment (the first `segments` of the plan, [`DEFAULT_INDEXED_SEGMENTS`] unless
+//!   the index says otherwise): the entries
 //!   (segment value, ordinal) sorted by (value, ordinal), each split into the value's top
 //!   `prefix_bits` bits (the *prefix*) and the bits below them (the *low* bits, at most 16, kept
 //!   in the entry as a byte, or two when there are more than 8), and a *directory*: for each prefix, where its entries start
@@ -25,8 +26,13 @@ use std::collections::BinaryHeap;
 
 use crate::multi_index::{self, LookupCosts, PlanError, SegmentPlan, Work};
 
-/// The most segments an index files its rows under (the rest of a long code is only compared).
-pub const MAX_INDEXED_SEGMENTS: u32 = 16;
+/// The segments an index files its rows under unless told otherwise (the rest of a long code is
+/// only compared): all of a code of up to 16 segments (320 bits of a 1M-row table).
+pub const DEFAULT_INDEXED_SEGMENTS: u32 = 16;
+
+/// The most segments a plan has (4,096 bits in segments of 16), so the most an index can file its
+/// rows under.
+pub const MAX_INDEXED_SEGMENTS: u32 = multi_index::MAX_CODE_BITS / 16;
 
 /// The most bits of a segment value below its prefix (an entry keeps them as a `u16`).
 pub const MAX_LOW_BITS: u32 = 16;
@@ -45,20 +51,21 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of an index built on `rows` rows of `code_bits`-bit codes: the plan of
-    /// [`SegmentPlan::for_table`], at most [`MAX_INDEXED_SEGMENTS`] of its segments indexed, a
-    /// directory of about one prefix per row (8 to 16 bits; more when the low bits would not fit).
-    pub fn for_table(code_bits: u32, rows: u64) -> Result<Layout, PlanError> {
+    /// [`SegmentPlan::for_table`], the first `segments` of its segments indexed (all of them when
+    /// it has fewer; at least one), a directory of about one prefix per row (8 to 16 bits; more
+    /// when the low bits would not fit).
+    pub fn for_table(code_bits: u32, rows: u64, segments: u32) -> Result<Layout, PlanError> {
         let plan = SegmentPlan::for_table(code_bits, rows)?;
         let log2 = 64 - rows.max(1).leading_zeros();
         let prefix_bits = log2.clamp(8, 16).min(plan.width).max(plan.width.saturating_sub(MAX_LOW_BITS));
-        Ok(Layout { plan, indexed: plan.count.min(MAX_INDEXED_SEGMENTS), prefix_bits })
+        Ok(Layout { plan, indexed: plan.count.min(segments.max(1)), prefix_bits })
     }
 
     /// Whether the fields are consistent (for a layout read from a page).
     pub fn is_valid(&self) -> bool {
         let Ok(plan) = SegmentPlan::with_width(self.plan.code_bits, self.plan.width) else { return false };
         plan == self.plan
-            && (1..=MAX_INDEXED_SEGMENTS.min(plan.count)).contains(&self.indexed)
+            && (1..=plan.count).contains(&self.indexed)
             && self.prefix_bits >= 1
             && self.prefix_bits <= 16
             && self.prefix_bits <= plan.width
@@ -207,6 +214,12 @@ pub trait Segments {
     fn directory(&mut self, i: u32, prefix: u32) -> u32;
     fn low(&mut self, i: u32, position: u32) -> u16;
     fn ordinal(&mut self, i: u32, position: u32) -> u32;
+
+    /// Appends `ordinal << 32 | tag` for the entries at `positions` of segment `i` to `out` (a
+    /// reader of pages overrides it to read each page once).
+    fn ordinals(&mut self, i: u32, positions: std::ops::Range<u32>, tag: u64, out: &mut Vec<u64>) {
+        out.extend(positions.map(|p| u64::from(self.ordinal(i, p)) << 32 | tag));
+    }
 }
 
 /// The ordinals of the rows met by probing the indexed segments of `query` with `radii` (complete
@@ -249,10 +262,10 @@ pub fn candidates(
             }
             // (a probe is within the radius: the slack is at least 1)
             let slack = (u64::from(radius) + 1 - u64::from((probe ^ value).count_ones())).min(u64::from(u32::MAX));
-            met.extend(range.map(|p| u64::from(segments.ordinal(i, p)) << 32 | slack));
+            segments.ordinals(i, range, slack, &mut met);
         }
     }
-    met.sort_unstable();
+    sort_by_ordinal(&mut met);
     let mut found = Vec::new();
     let mut at = 0;
     while at < met.len() {
@@ -267,6 +280,46 @@ pub fn candidates(
         }
     }
     Some(found)
+}
+
+/// Sorts meetings `ordinal << 32 | slack` by ordinal (the meetings of one ordinal then adjacent,
+/// in no particular order): a radix sort on the ordinal's bits, 11 at a time (two passes for up to
+/// 4M rows), through a second buffer of the same size; an ordinary sort when there are few of them
+/// or no memory for the buffer. (A lookup meets thousands to millions of rows; a comparison sort
+/// of them was most of its time.)
+pub fn sort_by_ordinal(met: &mut Vec<u64>) {
+    const DIGIT: u32 = 11;
+    if met.len() < 1024 {
+        met.sort_unstable();
+        return;
+    }
+    let mut other: Vec<u64> = Vec::new();
+    if other.try_reserve_exact(met.len()).is_err() {
+        met.sort_unstable();
+        return;
+    }
+    other.resize(met.len(), 0);
+    let largest = met.iter().map(|m| m >> 32).max().unwrap_or(0);
+    let bits = 64 - largest.leading_zeros();
+    let mut shift = 32;
+    while shift < 32 + bits {
+        let mut starts = [0usize; 1 << DIGIT];
+        let digit = |m: u64| ((m >> shift) & ((1 << DIGIT) - 1)) as usize;
+        for &m in met.iter() {
+            starts[digit(m)] += 1;
+        }
+        let mut at = 0;
+        for start in starts.iter_mut() {
+            (*start, at) = (at, at + *start);
+        }
+        for &m in met.iter() {
+            let d = digit(m);
+            other[starts[d]] = m;
+            starts[d] += 1;
+        }
+        std::mem::swap(met, &mut other);
+        shift += DIGIT;
+    }
 }
 
 /// The `capacity` smallest keys offered that are above a cursor, for nearest rows in passes of

@@ -11,7 +11,7 @@
 //! ([`code_index::probing_pays`]), else compares the run's rows, then the unsealed ones: exact for
 //! every `k`, as [`code_index::candidates`] is.
 
-use crate::code_index::{self, Layout, Segments};
+use crate::code_index::{self, Layout, Segments, DEFAULT_INDEXED_SEGMENTS};
 use crate::interrupt::{Interrupt, STEP};
 use crate::multi_index::{hamming_bytes, lookup_radii, LookupCosts};
 
@@ -39,7 +39,7 @@ struct Run {
 impl Run {
     fn build(codes: &[u8], bytes: usize, bits: u32, start: usize, len: usize, interrupt: Interrupt) -> Run {
         let mut run = Run { start, len, layout: None, segments: Vec::new(), radii: None };
-        let Ok(layout) = Layout::for_table(bits, len as u64) else { return run };
+        let Ok(layout) = Layout::for_table(bits, len as u64, DEFAULT_INDEXED_SEGMENTS) else { return run };
         let rows = &codes[start * bytes..(start + len) * bytes];
         for i in 0..layout.indexed {
             interrupt.check();
@@ -123,7 +123,7 @@ impl CodeRuns {
     /// The bytes a row is expected to take once sealed among `rows` rows (for a caller that
     /// decides whether to keep them: the code, its key, and 6 bytes per indexed segment).
     pub fn row_memory(bits: u32, rows: u64) -> usize {
-        let segments = Layout::for_table(bits, rows.max(1)).map_or(0, |layout| layout.indexed as usize);
+        let segments = Layout::for_table(bits, rows.max(1), DEFAULT_INDEXED_SEGMENTS).map_or(0, |layout| layout.indexed as usize);
         bits.div_ceil(8) as usize + 8 + 6 * segments
     }
 

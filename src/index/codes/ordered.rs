@@ -148,7 +148,7 @@ impl Nearest {
                     let spent = &mut self.spent;
                     reader.probes_pay_after(r, *spent).and_then(|(radii, units)| {
                         *spent += units;
-                        reader.probe(query, r, &radii, work_mem_bytes() / 8, &mut |code| Self::keeps_all(filter, code))
+                        reader.probe(query, r, &radii, work_mem_bytes() / 16, &mut |code| Self::keeps_all(filter, code))
                     })
                 };
                 match found {

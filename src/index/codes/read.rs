@@ -254,7 +254,7 @@ impl Reader {
     /// The rows of the code store within `k` of `query` found through the segments with `radii`
     /// (complete for `k`; none when the build had no rows) and then the tail's (`super::tail`), as (distance, TID order) in no particular order, or
     /// `None` when more than `limit` candidates were met (nothing read then but the segments; a
-    /// candidate takes 8 bytes while they are collected).
+    /// candidate takes 8 bytes while they are collected, 16 while they are sorted).
     pub unsafe fn probe(
         &mut self,
         query: &[u8],
@@ -361,6 +361,29 @@ impl Segments for SegmentPages<'_> {
             self.corrupt(format!("segment {i} entry {position} names row {ordinal} of {}", self.reader.meta.rows));
         }
         ordinal
+    }
+
+    fn ordinals(&mut self, i: u32, positions: std::ops::Range<u32>, tag: u64, out: &mut Vec<u64>) {
+        let per_page = meta::entries_per_page(self.reader.layout.low_bytes_of(i)) as u32;
+        let rows = self.reader.meta.rows;
+        let mut position = positions.start;
+        while position < positions.end {
+            // (the entries of `position`'s page, checked by `entry`)
+            let (entries_page, at) = self.entry(i, position);
+            let on_page = (positions.end - position).min(per_page - at as u32) as usize;
+            if at + on_page > unsafe { meta::entries_on(entries_page, self.reader.layout.low_bytes_of(i)) } {
+                self.corrupt(format!("segment {i} has no entry {}", position + on_page as u32 - 1));
+            }
+            let ordinals = unsafe { (page::contents(entries_page) as *const u32).add(at) };
+            for n in 0..on_page {
+                let ordinal = unsafe { ordinals.add(n).read_unaligned() };
+                if ordinal >= rows {
+                    self.corrupt(format!("segment {i} entry {} names row {ordinal} of {rows}", position + n as u32));
+                }
+                out.push(u64::from(ordinal) << 32 | tag);
+            }
+            position += on_page as u32;
+        }
     }
 }
 

@@ -102,7 +102,7 @@ unsafe fn probe(index: pg_sys::Relation, balls: &[CodeBall]) -> Option<Vec<(u32,
         let k = ball.radius.min(i32::try_from(reader.meta.code_bits).unwrap_or(i32::MAX)) as u32;
         let radii = reader.probes_pay(k)?;
         let found =
-            reader.probe(&ball.bytes, k, &radii, work_mem_bytes() / 8, &mut |code| Nearest::keeps_all(balls, code))?;
+            reader.probe(&ball.bytes, k, &radii, work_mem_bytes() / 16, &mut |code| Nearest::keeps_all(balls, code))?;
         (found.len() <= work_mem_bytes() / 16).then_some(found)
     }
 }

@@ -121,7 +121,7 @@ SELECT simhash_index_check('c256_code') AS indexed, (SELECT count(*) FROM c256) 
 SELECT * FROM pg_temp.compare('c256', ARRAY[0, 8, 40]);
 SELECT * FROM pg_temp.same_order('c256', 100);
 
--- 2,000 rows of bit(1024) (16 of its segments indexed), planted as above.
+-- 2,000 rows of bit(1024) (16 of its segments indexed by default), planted as above.
 CREATE TABLE c1024 (i int PRIMARY KEY, code bit(1024));
 INSERT INTO c1024 SELECT i, CASE WHEN i % 10 < 2 THEN pg_temp.code1024((i / 10)::text)
     ELSE pg_temp.code1024((i / 10)::text) # pg_temp.mask1024(i::text, 3 + i % 4) END
@@ -132,6 +132,34 @@ TRUNCATE q256;
 ALTER TABLE q256 ALTER COLUMN q TYPE bit(1024) USING NULL;
 INSERT INTO q256 SELECT row_number() OVER (ORDER BY i), code FROM c1024 WHERE i IN (3, 999, 1500) ORDER BY i;
 SELECT * FROM pg_temp.compare('c1024', ARRAY[0, 16, 40, 64, 128, 400]);
+-- WITH (segments = s): every segment indexed (256 asks for all: 64 of 16 bits at 2,000 rows) or
+-- one: the same rows, radius and nearest, from an index whose size follows its segments; RESET
+-- and REINDEX give the default back. Out of range, or another parameter: 22023; on an index of
+-- simhash64 fingerprints: 22023 at the build.
+SELECT pg_relation_size('c1024_code') AS default_size \gset
+DROP INDEX c1024_code;
+CREATE INDEX c1024_all ON c1024 USING simhash (code) WITH (segments = 256);
+SELECT simhash_index_check('c1024_all') AS indexed, reloptions FROM pg_class WHERE relname = 'c1024_all';
+SELECT pg_relation_size('c1024_all') > 2 * :default_size AS larger;
+SELECT * FROM pg_temp.compare('c1024', ARRAY[0, 16, 40, 64, 128, 400]);
+SELECT * FROM pg_temp.same_order('c1024', 10);
+ALTER INDEX c1024_all SET (segments = 1);
+REINDEX INDEX c1024_all;
+SELECT simhash_index_check('c1024_all') AS indexed, pg_relation_size('c1024_all') < :default_size AS smaller;
+SELECT * FROM pg_temp.compare('c1024', ARRAY[0, 16, 64]);
+SELECT * FROM pg_temp.same_order('c1024', 10);
+ALTER INDEX c1024_all RESET (segments);
+REINDEX INDEX c1024_all;
+SELECT pg_relation_size('c1024_all') = :default_size AS default_again;
+CREATE INDEX ON c1024 USING simhash (code) WITH (segments = 0);
+CREATE INDEX ON c1024 USING simhash (code) WITH (segments = 257);
+CREATE INDEX ON c1024 USING simhash (code) WITH (fillfactor = 50);
+CREATE TABLE f64 (fp simhash64);
+CREATE INDEX ON f64 USING simhash (fp) WITH (segments = 4);
+CREATE INDEX f64_fp ON f64 USING simhash (fp);
+ALTER INDEX f64_fp SET (segments = 4);
+REINDEX INDEX f64_fp;
+DROP TABLE f64;
 
 -- bit varying(n): the first row's length (n is a maximum); another is refused at the build and
 -- at insert (22026).

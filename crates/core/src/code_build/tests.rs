@@ -1,7 +1,7 @@
 //! `super` against plain comparison sorts (the build's code before these routines).
 
 use super::*;
-use crate::code_index::{self, directory};
+use crate::code_index::{self, directory, DEFAULT_INDEXED_SEGMENTS};
 use crate::interrupt::tests::run_stopping;
 use crate::multi_index::SegmentPlan;
 
@@ -93,16 +93,18 @@ fn segments_sort_as_by_value_then_ordinal() {
         layout
     };
     let layouts = [
-        (Layout::for_table(256, 5000).unwrap(), 5000),
-        (Layout::for_table(64, 3000).unwrap(), 3000),
-        (Layout::for_table(1024, 2000).unwrap(), 2000),
-        (Layout::for_table(20, 100).unwrap(), 100),
-        (Layout::for_table(7, 300).unwrap(), 300),
+        (Layout::for_table(256, 5000, DEFAULT_INDEXED_SEGMENTS).unwrap(), 5000),
+        (Layout::for_table(64, 3000, DEFAULT_INDEXED_SEGMENTS).unwrap(), 3000),
+        (Layout::for_table(1024, 2000, DEFAULT_INDEXED_SEGMENTS).unwrap(), 2000),
+        // Every segment of a long code indexed (`WITH (segments = ...)`: 64 here).
+        (Layout::for_table(1024, 2000, code_index::MAX_INDEXED_SEGMENTS).unwrap(), 2000),
+        (Layout::for_table(20, 100, DEFAULT_INDEXED_SEGMENTS).unwrap(), 100),
+        (Layout::for_table(7, 300, DEFAULT_INDEXED_SEGMENTS).unwrap(), 300),
         // Few prefixes (long runs) and two bytes of low bits; a prefix of whole segments.
         (custom(256, 20, 4), 4000),
         (custom(100, 24, 8), 4000),
         (custom(96, 12, 12), 1000),
-        (Layout::for_table(256, 1).unwrap(), 1),
+        (Layout::for_table(256, 1, DEFAULT_INDEXED_SEGMENTS).unwrap(), 1),
     ];
     for (layout, rows) in layouts {
         let code_bytes = layout.plan.code_bits.div_ceil(8) as usize;
@@ -146,7 +148,7 @@ fn long_builds_check_for_interrupts() {
     let (stopped, calls) = run_stopping(usize::MAX, sort);
     assert!(!stopped && calls >= 3 * rows / STEP, "{calls} checks");
     assert!(run_stopping(2, sort).0);
-    let layout = Layout::for_table(256, rows as u64).unwrap();
+    let layout = Layout::for_table(256, rows as u64, DEFAULT_INDEXED_SEGMENTS).unwrap();
     let sorted = sort(Interrupt::NEVER);
     let segment = |interrupt: Interrupt<'_>| {
         segment_entries(&layout, 0, &sorted, code_bytes, &mut vec![0; rows], &mut vec![0; rows], interrupt)

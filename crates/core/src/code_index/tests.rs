@@ -79,8 +79,13 @@ fn planted(rows: usize, bits: u32, seed: u64) -> Vec<Vec<u8>> {
 }
 
 fn check_exact(rows: usize, bits: u32, seed: u64, layout_rows: u64) {
+    check_exact_indexing(rows, bits, seed, layout_rows, DEFAULT_INDEXED_SEGMENTS);
+}
+
+fn check_exact_indexing(rows: usize, bits: u32, seed: u64, layout_rows: u64, segments: u32) {
     let codes = planted(rows, bits, seed);
-    let layout = Layout::for_table(bits, layout_rows).unwrap();
+    let layout = Layout::for_table(bits, layout_rows, segments).unwrap();
+    assert_eq!(layout.indexed, layout.plan.count.min(segments.max(1)));
     assert!(layout.is_valid(), "{layout:?}");
     let mut memory = Memory::build(&layout, &codes);
     let mut state = seed ^ 0x5555;
@@ -122,6 +127,16 @@ fn lookups_equal_brute_force() {
     check_exact(500, 7, 0x7777_2222_3333_9999, 500);
 }
 
+/// `WITH (segments = s)`: every segment of a 1,024-bit code indexed (64 of 16 bits here), one of
+/// them, and more than the plan has (all of them).
+#[test]
+fn lookups_equal_brute_force_whatever_the_segments_indexed() {
+    check_exact_indexing(3_000, 1024, 0x2468_ace0_1357_9bdf, 3_000, MAX_INDEXED_SEGMENTS);
+    check_exact_indexing(2_000, 1024, 0x1357_9bdf_2468_ace0, 2_000, 1);
+    check_exact_indexing(2_000, 256, 0x0f0f_2468_ace0_1357, 2_000, 40);
+    check_exact_indexing(1_000, 100, 0x7777_9bdf_3333_4444, 1_000, 0);
+}
+
 /// The slack filter of [`candidates`] keeps every row within `k`, whatever radii it is given
 /// (`k + 1` to `k + 7` units spread at random over the indexed segments), and keeps fewer rows
 /// than were met once the radii have more units than `k + 1`: 256 bits cut as for ten million
@@ -136,7 +151,7 @@ fn slack_filter_keeps_every_row_within_k() {
         (300, 7, 300, 0x9999_8888_7777_6666),
     ] {
         let codes = planted(rows, bits, seed);
-        let layout = Layout::for_table(bits, layout_rows).unwrap();
+        let layout = Layout::for_table(bits, layout_rows, DEFAULT_INDEXED_SEGMENTS).unwrap();
         let mut memory = Memory::build(&layout, &codes);
         let mut state = seed ^ 0xaaaa;
         let mut filtered = 0usize;
@@ -215,14 +230,14 @@ fn slack_filter_keeps_every_row_within_k() {
 #[test]
 fn lookup_radii_buy_slack() {
     for rows in [1_000u64, 2_000_000, 10_000_000] {
-        let layout = Layout::for_table(256, rows).unwrap();
+        let layout = Layout::for_table(256, rows, DEFAULT_INDEXED_SEGMENTS).unwrap();
         for k in 0..=64 {
             let Some(radii) = layout.radii(k, rows) else { continue };
             assert!(multi_index::units(&radii) > u64::from(k));
             assert!(multi_index::units(&radii) <= u64::from(k + 1 + multi_index::MAX_EXTRA_UNITS));
         }
     }
-    let layout = Layout::for_table(256, 10_000_000).unwrap();
+    let layout = Layout::for_table(256, 10_000_000, DEFAULT_INDEXED_SEGMENTS).unwrap();
     for k in [16, 32] {
         let radii = layout.radii(k, 10_000_000).unwrap();
         assert!(multi_index::units(&radii) > u64::from(k + 1), "k {k}: {radii:?}");
@@ -230,29 +245,33 @@ fn lookup_radii_buy_slack() {
         assert!(work.checks * 4.0 < work.candidates, "k {k}: {work:?}");
     }
     // Nothing to probe at k >= bits over short codes.
-    assert_eq!(Layout::for_table(7, 300).unwrap().radii(7, 300), None);
+    assert_eq!(Layout::for_table(7, 300, DEFAULT_INDEXED_SEGMENTS).unwrap().radii(7, 300), None);
 }
 
 #[test]
 fn layouts() {
     for bits in [1, 7, 64, 100, 256, 1000, 1024, 4096] {
         for rows in [0u64, 1, 255, 1000, 20_000, 1_000_000, 10_000_000, 1 << 40] {
-            let layout = Layout::for_table(bits, rows).unwrap();
+            let layout = Layout::for_table(bits, rows, DEFAULT_INDEXED_SEGMENTS).unwrap();
             assert!(layout.is_valid(), "{bits} {rows} {layout:?}");
             for i in 0..layout.indexed {
                 assert!(layout.low_bits_of(i) <= MAX_LOW_BITS);
             }
         }
     }
-    let layout = Layout::for_table(1024, 1_000_000).unwrap();
+    let layout = Layout::for_table(1024, 1_000_000, DEFAULT_INDEXED_SEGMENTS).unwrap();
     assert_eq!((layout.indexed, layout.plan.count, layout.prefix_bits), (16, 52, 16));
     assert_eq!(layout.indexed_plan().count, 16);
-    assert_eq!(Layout::for_table(256, 20_000).unwrap().prefix_bits, 15);
+    assert_eq!(Layout::for_table(256, 20_000, DEFAULT_INDEXED_SEGMENTS).unwrap().prefix_bits, 15);
     // One byte of low bits an entry up to 8 low bits (1M rows: 20-bit segments, 16-bit prefix).
-    assert_eq!(Layout::for_table(256, 1_000_000).unwrap().low_bytes_of(0), 1);
-    assert_eq!(Layout::for_table(256, 1 << 30).unwrap().low_bytes_of(0), 2);
+    assert_eq!(Layout::for_table(256, 1_000_000, DEFAULT_INDEXED_SEGMENTS).unwrap().low_bytes_of(0), 1);
+    assert_eq!(Layout::for_table(256, 1 << 30, DEFAULT_INDEXED_SEGMENTS).unwrap().low_bytes_of(0), 2);
     // Damaged fields are refused.
-    assert!(!Layout { indexed: 17, ..layout }.is_valid());
+    assert!(Layout { indexed: 52, ..layout }.is_valid());
+    let all = Layout::for_table(1024, 1_000_000, 99).unwrap();
+    assert_eq!((all.indexed, all.indexed_plan()), (52, all.plan));
+    assert!(!Layout { indexed: 53, ..layout }.is_valid());
+    assert!(!Layout { indexed: 0, ..layout }.is_valid());
     assert!(!Layout { prefix_bits: 3, ..layout }.is_valid());
 }
 
@@ -289,4 +308,21 @@ fn smallest_in_passes_equals_a_sort() {
         }
     }
     assert_eq!(out, sorted);
+}
+
+/// [`sort_by_ordinal`] orders by ordinal as a full sort does, keeping every meeting: small and
+/// large inputs, ordinals of 1 to 32 bits, repeats.
+#[test]
+fn sort_by_ordinal_orders_by_ordinal() {
+    let mut state = 0x0123_4567_89ab_cdefu64;
+    for (len, ordinal_bits) in [(0usize, 1u32), (10, 3), (1023, 20), (1024, 1), (5000, 11), (5000, 12), (30_000, 20), (20_000, 32)] {
+        let mask = if ordinal_bits == 32 { u64::from(u32::MAX) } else { (1u64 << ordinal_bits) - 1 };
+        let mut met: Vec<u64> = (0..len).map(|_| (xorshift(&mut state) & mask) << 32 | xorshift(&mut state) % 7).collect();
+        let mut expected = met.clone();
+        expected.sort_unstable();
+        sort_by_ordinal(&mut met);
+        assert!(met.windows(2).all(|w| w[0] >> 32 <= w[1] >> 32), "{len} x {ordinal_bits} bits");
+        met.sort_unstable();
+        assert_eq!(met, expected);
+    }
 }

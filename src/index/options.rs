@@ -1,0 +1,96 @@
+//! The index's storage parameter, `WITH (segments = s)`: how many segments of a code an index of
+//! `bit(n)` codes files its rows under (`simhash_core::code_index::Layout::for_table`). The
+//! `simhash64` kind takes none.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use pgrx::pg_sys::{self, Datum};
+use pgrx::PgSqlErrorCode;
+use simhash_core::code_index::{DEFAULT_INDEXED_SEGMENTS, MAX_INDEXED_SEGMENTS};
+
+use crate::pg::errors::raise;
+
+/// The options as `build_reloptions` lays them out (a varlena).
+#[repr(C)]
+struct Options {
+    vl_len_: i32,
+    segments: i32,
+}
+
+/// The option kind registered for the access method (0 until [`define`]).
+static KIND: AtomicU32 = AtomicU32::new(0);
+
+/// Registers the option; called once per backend from `_PG_init`.
+pub(crate) fn define() {
+    unsafe {
+        let kind = pg_sys::add_reloption_kind();
+        KIND.store(kind as u32, Ordering::Relaxed);
+        pg_sys::add_int_reloption(
+            kind as pg_sys::bits32,
+            c"segments".as_ptr(),
+            c"The most segments of a bit code an index files its rows under".as_ptr(),
+            DEFAULT_INDEXED_SEGMENTS as i32,
+            1,
+            MAX_INDEXED_SEGMENTS as i32,
+            pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE,
+        );
+    }
+}
+
+/// `amoptions`: parses (and with `validate` checks) the options, or NULL when there are none.
+///
+/// # Safety
+///
+/// As `amoptions`.
+pub(super) unsafe fn parse(reloptions: Datum, validate: bool) -> *mut pg_sys::bytea {
+    let elements = [pg_sys::relopt_parse_elt {
+        optname: c"segments".as_ptr(),
+        opttype: pg_sys::relopt_type::RELOPT_TYPE_INT,
+        offset: std::mem::offset_of!(Options, segments) as i32,
+        ..Default::default()
+    }];
+    unsafe {
+        pg_sys::build_reloptions(
+            reloptions,
+            validate,
+            KIND.load(Ordering::Relaxed) as pg_sys::relopt_kind::Type,
+            std::mem::size_of::<Options>(),
+            elements.as_ptr(),
+            elements.len() as i32,
+        )
+        .cast()
+    }
+}
+
+/// The segments an index of codes asks for: its `segments` option, else the default.
+///
+/// # Safety
+///
+/// `index` is an open index of the access method.
+pub(super) unsafe fn segments(index: pg_sys::Relation) -> u32 {
+    unsafe {
+        let options = (*index).rd_options as *const Options;
+        if options.is_null() {
+            DEFAULT_INDEXED_SEGMENTS
+        } else {
+            (*options).segments.clamp(1, MAX_INDEXED_SEGMENTS as i32) as u32
+        }
+    }
+}
+
+/// Refuses options on an index of `simhash64` fingerprints (ERROR 22023), which always files its
+/// rows under its four segments.
+///
+/// # Safety
+///
+/// `index` is an open index of the access method.
+pub(super) unsafe fn refuse_for_fingerprints(index: pg_sys::Relation) {
+    if unsafe { !(*index).rd_options.is_null() } {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "the storage parameter \"segments\" applies only to simhash indexes of bit codes".into(),
+            Some("An index of simhash64 fingerprints always files its rows under their four 16-bit segments.".into()),
+            Some("Leave out the WITH clause.".into()),
+        );
+    }
+}
