@@ -123,7 +123,8 @@ impl CodeRuns {
     /// The bytes a row is expected to take once sealed among `rows` rows (for a caller that
     /// decides whether to keep them: the code, its key, and 6 bytes per indexed segment).
     pub fn row_memory(bits: u32, rows: u64) -> usize {
-        let segments = Layout::for_table(bits, rows.max(1), DEFAULT_INDEXED_SEGMENTS).map_or(0, |layout| layout.indexed as usize);
+        let segments =
+            Layout::for_table(bits, rows.max(1), DEFAULT_INDEXED_SEGMENTS).map_or(0, |layout| layout.indexed as usize);
         bits.div_ceil(8) as usize + 8 + 6 * segments
     }
 

@@ -255,7 +255,9 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
         let code_bytes = state.code_bytes();
         let mut meta = CodesMeta::new(state.bits);
         meta.stamp = pg_sys::GetCurrentTimestamp() as u64;
-        let layout = (rows > 0).then(|| Layout::for_table(state.bits, rows as u64, super::super::options::segments(index)).expect("checked lengths"));
+        let layout = (rows > 0).then(|| {
+            Layout::for_table(state.bits, rows as u64, super::super::options::segments(index)).expect("checked lengths")
+        });
         if let Some(layout) = &layout {
             meta.set_layout(layout);
             meta.rows = rows as u32;

@@ -13,7 +13,8 @@
 //! REINDEX compacts).
 //!
 //! The files: `meta` (the metapage, where each part is, the slots of a page), `build`, `read`
-//! (pages, the store and the chains, the probes), `ordered` (nearest rows, and radius scans too
+//! (pages, the store and the chains, the probes), `segment_pages` (the probes' reads of
+//! directories and entries), `ordered` (nearest rows, and radius scans too
 //! large for memory), `scan` (the scan callbacks), `write` (insert and VACUUM), `cost`, `check`.
 
 use pgrx::pg_sys::{self, Datum};
@@ -29,6 +30,7 @@ pub(super) mod meta;
 mod ordered;
 mod read;
 pub(super) mod scan;
+mod segment_pages;
 mod spill;
 pub(crate) mod tail;
 pub(super) mod write;

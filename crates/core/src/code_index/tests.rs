@@ -315,9 +315,12 @@ fn smallest_in_passes_equals_a_sort() {
 #[test]
 fn sort_by_ordinal_orders_by_ordinal() {
     let mut state = 0x0123_4567_89ab_cdefu64;
-    for (len, ordinal_bits) in [(0usize, 1u32), (10, 3), (1023, 20), (1024, 1), (5000, 11), (5000, 12), (30_000, 20), (20_000, 32)] {
+    for (len, ordinal_bits) in
+        [(0usize, 1u32), (10, 3), (1023, 20), (1024, 1), (5000, 11), (5000, 12), (30_000, 20), (20_000, 32)]
+    {
         let mask = if ordinal_bits == 32 { u64::from(u32::MAX) } else { (1u64 << ordinal_bits) - 1 };
-        let mut met: Vec<u64> = (0..len).map(|_| (xorshift(&mut state) & mask) << 32 | xorshift(&mut state) % 7).collect();
+        let mut met: Vec<u64> =
+            (0..len).map(|_| ((xorshift(&mut state) & mask) << 32) | (xorshift(&mut state) % 7)).collect();
         let mut expected = met.clone();
         expected.sort_unstable();
         sort_by_ordinal(&mut met);
