@@ -178,7 +178,7 @@ pub(super) unsafe fn suspects<F: Fingerprint>(
         if one_pass_is_cheaper::<F>(rel, route, fingerprints.len(), pending.k) {
             suspects_in_one_pass(rel, pending, fingerprints, ours)
         } else if let Some(RecheckIndex::Own(oid)) = index {
-            F::suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k, ours)
+            F::suspects_through_index(rel, oid, pending.attnum, fingerprints, pending.k, ours)
         } else {
             fingerprints
         }
@@ -213,21 +213,19 @@ unsafe fn suspects_in_one_pass<F: Fingerprint>(
     unsafe {
         use simhash_core::dedup::NearSetError;
         let count = fingerprints.len();
+        let out_of_memory = || -> ! {
+            super::memory::out_of_memory(&format!(
+                "the near-duplicate recheck of {count} rows of relation \"{}\"",
+                relation_name(rel)
+            ))
+        };
         let set = match F::near_set(fingerprints, pending.k) {
             Ok(set) => set,
-            Err(NearSetError::OutOfMemory) => raise(
-                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-                format!(
-                    "out of memory for the near-duplicate recheck of {} rows of relation \"{}\"",
-                    count,
-                    relation_name(rel)
-                ),
-                None,
-                None,
-            ),
+            Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        let mut suspect = vec![false; count];
+        let mut suspect = super::memory::vec_with_room(count).unwrap_or_else(|| out_of_memory());
+        suspect.resize(count, false);
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value: Option<F>| {
             if let Some(value) = value.filter(|_| !ours.contains(tuple)) {

@@ -18,12 +18,7 @@ pub(super) enum Kind {
     Code,
 }
 
-/// A binary code: its length in bits and its bytes (as `bit` stores them).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(super) struct Code {
-    pub bits: u32,
-    pub bytes: Box<[u8]>,
-}
+pub(super) use super::code::Code;
 
 /// A value the constraint compares.
 pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 'static {
@@ -71,7 +66,7 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
         rel: pg_sys::Relation,
         oid: Oid,
         attnum: i32,
-        values: &[Self],
+        values: Vec<Self>,
         k: u32,
         ours: &super::pending::Ours,
     ) -> Vec<Self>;
@@ -145,11 +140,11 @@ impl Fingerprint for u64 {
         rel: pg_sys::Relation,
         oid: Oid,
         attnum: i32,
-        values: &[u64],
+        values: Vec<u64>,
         k: u32,
         ours: &super::pending::Ours,
     ) -> Vec<u64> {
-        unsafe { super::dirty::suspects_through_index(rel, oid, attnum, values, k, ours) }
+        unsafe { super::dirty::suspects_through_index(rel, oid, attnum, &values, k, ours) }
     }
 
     fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> bool {
@@ -180,7 +175,12 @@ impl Fingerprint for u64 {
 
 impl NearLookup<u64> for NearSet {
     fn members_chosen(&self, chosen: &[bool]) -> Vec<u64> {
-        self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)).collect()
+        let count = chosen.iter().filter(|&&c| c).count();
+        let mut members = super::memory::vec_with_room(count).unwrap_or_else(|| {
+            super::memory::out_of_memory(&format!("the {count} fingerprints of the near-duplicate check at commit"))
+        });
+        members.extend(self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)));
+        members
     }
 
     fn for_each_near(&self, value: &u64, found: &mut dyn FnMut(usize)) {

@@ -134,8 +134,12 @@ pub fn first_come_codes(
     // Room for every row's code: a row kept is then filed without running out of memory.
     let mut lengths: HashMap<u32, usize> = HashMap::new();
     for &(bits, _) in codes {
+        if !lengths.contains_key(&bits) {
+            lengths.try_reserve(1).map_err(|_| NearSetError::OutOfMemory)?;
+        }
         *lengths.entry(bits).or_default() += 1;
     }
+    kept.runs.try_reserve(lengths.len()).map_err(|_| NearSetError::OutOfMemory)?;
     for (bits, rows) in lengths {
         let mut runs = CodeRuns::new(bits);
         runs.try_reserve(rows).map_err(|_| NearSetError::OutOfMemory)?;
@@ -153,11 +157,11 @@ struct KeptCodes<'a, 'i> {
 }
 
 impl KeptFiling for KeptCodes<'_, '_> {
-    fn file(&mut self, i: usize) {
+    fn file(&mut self, i: usize) -> Result<(), NearSetError> {
         let (bits, code) = self.codes[i];
         let runs = self.runs.get_mut(&bits).expect("a length of the rows");
-        runs.push(code, i as u64);
-        runs.seal(self.interrupt);
+        runs.push(code, i as u64).map_err(|_| NearSetError::OutOfMemory)?;
+        runs.seal(self.interrupt).map_err(|_| NearSetError::OutOfMemory)
     }
 
     fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
