@@ -333,6 +333,21 @@ impl KeptRows {
 mod tests {
     use super::*;
 
+    /// Memory refused to file a kept row stops the judgement with `OutOfMemory` (the SQL layer's
+    /// 53200), not an abort.
+    #[test]
+    fn first_come_stops_when_filing_runs_out_of_memory() {
+        struct Refusing;
+        impl KeptFiling for Refusing {
+            fn file(&mut self, _: usize) -> Result<(), NearSetError> {
+                Err(NearSetError::OutOfMemory)
+            }
+            fn for_each_within(&mut self, _: usize, _: &mut dyn FnMut(usize)) {}
+        }
+        let verdicts = first_come_filed(3, &mut Refusing, &mut |_| false, &mut |_| true, &mut |_, _| true);
+        assert_eq!(verdicts, Err(NearSetError::OutOfMemory));
+    }
+
     fn next(state: &mut u64) -> u64 {
         *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = *state;

@@ -290,3 +290,13 @@ fn smallest_in_passes_equals_a_sort() {
     }
     assert_eq!(out, sorted);
 }
+
+/// A segment's tables that do not fit in memory are refused (`Err`), not an abort: here more
+/// entries than an address space holds.
+#[test]
+fn tables_beyond_memory_are_refused() {
+    let layout = Layout::for_table(256, 1000).unwrap();
+    let code = [0u8; 32];
+    assert!(segment_entries(&layout, 0, std::iter::repeat_n(&code[..], usize::MAX)).is_err());
+    assert!(directory(std::iter::empty(), usize::MAX).is_err());
+}
