@@ -79,21 +79,28 @@ impl Fingerprint for Code {
         for same in values.chunk_by(|a, b| a.bits() == b.bits()) {
             push(&mut lengths, (same[0].bits(), same.len())).ok_or(NearSetError::OutOfMemory)?;
         }
-        let mut sets = Vec::new();
-        sets.try_reserve_exact(lengths.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        // Every length's codes copied flat first, the codes then freed before the sets' tables are
+        // made (with a check for interrupts every STEP codes: a big COPY's millions of them take
+        // seconds to copy and free).
         let interrupts = crate::fingerprint::text::INTERRUPTS;
-        let mut values = values.into_iter();
+        let mut flats: Vec<(u32, usize, Vec<u8>)> = Vec::new();
+        flats.try_reserve_exact(lengths.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        let mut codes = values.iter();
         for (bits, count) in lengths {
-            // (Each code is freed once copied, with a check for interrupts every STEP codes: a big
-            // COPY's millions of them take seconds to copy and free.)
             let mut flat = Vec::new();
             flat.try_reserve_exact(count * (bits as usize).div_ceil(8)).map_err(|_| NearSetError::OutOfMemory)?;
-            for (m, code) in values.by_ref().take(count).enumerate() {
+            for (m, code) in codes.by_ref().take(count).enumerate() {
                 if m % STEP == STEP - 1 {
                     interrupts.check();
                 }
                 flat.extend_from_slice(code.bytes());
             }
+            flats.push((bits, count, flat));
+        }
+        drop(values);
+        let mut sets = Vec::new();
+        sets.try_reserve_exact(flats.len()).map_err(|_| NearSetError::OutOfMemory)?;
+        for (bits, count, flat) in flats {
             sets.push((bits, CodeNearSet::new(flat, count, bits, k, interrupts)?));
         }
         Ok(CodeSet { sets })
