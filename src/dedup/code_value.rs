@@ -174,18 +174,21 @@ impl Fingerprint for Code {
     }
 
     /// Codes of unequal lengths are never near (see [`Code::distance`]).
-    fn first_come(
-        values: &[&Code],
+    fn first_come<'a>(
+        rows: usize,
+        value: &'a dyn Fn(usize) -> &'a Code,
         k: u32,
         near_other: &mut dyn FnMut(usize) -> bool,
         alive: &mut dyn FnMut(usize) -> bool,
         similar: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Result<Vec<Verdict>, NearSetError> {
-        let mut codes = Vec::new();
-        codes.try_reserve_exact(values.len()).map_err(|_| NearSetError::OutOfMemory)?;
-        codes.extend(values.iter().map(|code| (code.bits(), code.bytes())));
+        let code = |i: usize| {
+            let code = value(i);
+            (code.bits(), code.bytes())
+        };
         simhash_core::code_dedup::first_come_codes(
-            &codes,
+            rows,
+            &code,
             k,
             near_other,
             alive,

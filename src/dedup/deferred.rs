@@ -290,14 +290,11 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             None => true,
             Some(texts) => texts.similarity((i, &rows[i]), (j, &rows[j])).is_some(),
         };
-        let mut values = vec_with_room(n).unwrap_or_else(|| out_of_memory());
-        values.extend(rows.iter().map(|r| &r.fp));
-        let verdicts = match F::first_come(&values, pending.k, near_other, alive, similar) {
+        let verdicts = match F::first_come(n, &|i| &rows[i].fp, pending.k, near_other, alive, similar) {
             Ok(verdicts) => verdicts,
             Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        drop(values);
         let mut skipped = 0u64;
         for (row, verdict) in rows.iter().zip(verdicts) {
             let earlier = match verdict {

@@ -81,10 +81,11 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// `values` sorted, without repeats, checking for interrupts between pieces of the work.
     fn sorted_distinct(values: Vec<Self>) -> Vec<Self>;
 
-    /// The deferred check's judgement of a transaction's rows, whose values are `values` in the
-    /// order written (`simhash_core::dedup::first_come`, whose arguments the others are).
-    fn first_come(
-        values: &[&Self],
+    /// The deferred check's judgement of a transaction's `rows` rows, whose values are `value(i)`
+    /// in the order written (`simhash_core::dedup::first_come`, whose arguments the others are).
+    fn first_come<'a>(
+        rows: usize,
+        value: &'a dyn Fn(usize) -> &'a Self,
         k: u32,
         near_other: &mut dyn FnMut(usize) -> bool,
         alive: &mut dyn FnMut(usize) -> bool,
@@ -159,16 +160,17 @@ impl Fingerprint for u64 {
         values
     }
 
-    fn first_come(
-        values: &[&u64],
+    fn first_come<'a>(
+        rows: usize,
+        value: &'a dyn Fn(usize) -> &'a u64,
         k: u32,
         near_other: &mut dyn FnMut(usize) -> bool,
         alive: &mut dyn FnMut(usize) -> bool,
         similar: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Result<Vec<Verdict>, NearSetError> {
         let mut fps = Vec::new();
-        fps.try_reserve_exact(values.len()).map_err(|_| NearSetError::OutOfMemory)?;
-        fps.extend(values.iter().map(|&&fp| fp));
+        fps.try_reserve_exact(rows).map_err(|_| NearSetError::OutOfMemory)?;
+        fps.extend((0..rows).map(|i| *value(i)));
         simhash_core::dedup::first_come(&fps, k, near_other, alive, similar)
     }
 }
