@@ -16,6 +16,7 @@ use pgrx::prelude::*;
 
 use super::config::{Action, Config};
 use super::dirty::{own_row, stored_row, RecheckIndex};
+use super::memory::vec_with_room;
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
 use super::near_others::{NearOther, NearOthers};
 use super::pending::{
@@ -203,23 +204,18 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
         }
         let n = rows.len();
         let out_of_memory = || -> ! {
-            raise(
-                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-                format!(
-                    "out of memory for the deferred near-duplicate check of {n} rows of relation \"{}\"",
-                    relation_name(rel)
-                ),
-                None,
-                None,
-            )
+            super::memory::out_of_memory(&format!(
+                "the deferred near-duplicate check of {n} rows of relation \"{}\"",
+                relation_name(rel)
+            ))
         };
         // A row version pruned away (written by a rolled-back subtransaction) can leave its TID to
         // a later row, and a TRUNCATE of a table created in this transaction empties it in place:
         // only the last row remembered at a TID (in the order remembered) can still be there.
-        let mut reused = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        let mut reused = vec_with_room(n).unwrap_or_else(|| out_of_memory());
         reused.resize(n, false);
         {
-            let mut order: Vec<usize> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            let mut order: Vec<usize> = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             order.extend(0..n);
             let place = |&i: &usize| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i);
             crate::index::sort_interruptibly_by(&mut order, 1 << 20, &|a, b| place(a).cmp(&place(b)));
@@ -231,18 +227,19 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
         if written.reordered {
             // Into the order the check at each row would have judged the rows in (a version that
             // an UPDATE keeping the fingerprint wrote takes the place of the one it replaced).
-            let mut order: Vec<usize> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            let mut order: Vec<usize> = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             order.extend(0..n);
-            order.sort_by_key(|&i| rows[i].seq);
-            let mut sorted = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-            let mut taken: Vec<Option<WrittenRow<F>>> = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            // (By place, then as written: a stable sort's scratch space for millions is not free.)
+            crate::index::sort_interruptibly_by(&mut order, 1 << 20, &|&a, &b| (rows[a].seq, a).cmp(&(rows[b].seq, b)));
+            let mut sorted = vec_with_room(n).unwrap_or_else(|| out_of_memory());
+            let mut taken: Vec<Option<WrittenRow<F>>> = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             taken.extend(rows.into_iter().map(Some));
             sorted.extend(order.iter().map(|&i| taken[i].take().expect("a permutation")));
-            let mut sorted_reused = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+            let mut sorted_reused = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             sorted_reused.extend(order.iter().map(|&i| reused[i]));
             (rows, reused) = (sorted, sorted_reused);
         }
-        let mut fingerprints = fallible_vec(n).unwrap_or_else(|| out_of_memory());
+        let mut fingerprints = vec_with_room(n).unwrap_or_else(|| out_of_memory());
         for (i, row) in rows.iter().enumerate() {
             if i % 4096 == 4095 {
                 pg_sys::check_for_interrupts!();
@@ -268,16 +265,13 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
         for fp in suspects(rel, index, pending, fingerprints, &ours) {
             pg_sys::check_for_interrupts!();
             for conflict in recheck(rel, index, pending, &fp, &ours) {
-                near_others.insert(
-                    &fp,
-                    conflict.own_row,
-                    NearOther {
-                        tid: (*conflict.existing).t_self,
-                        distance: conflict.distance,
-                        similarity: conflict.similarity,
-                    },
-                );
+                let other = NearOther {
+                    tid: (*conflict.existing).t_self,
+                    distance: conflict.distance,
+                    similarity: conflict.similarity,
+                };
                 pg_sys::heap_freetuple(conflict.existing);
+                near_others.insert(&fp, conflict.own_row, other).unwrap_or_else(|| out_of_memory());
             }
         }
         drop(ours);
@@ -296,14 +290,11 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             None => true,
             Some(texts) => texts.similarity((i, &rows[i]), (j, &rows[j])).is_some(),
         };
-        let mut values = fallible_vec(n).unwrap_or_else(|| out_of_memory());
-        values.extend(rows.iter().map(|r| &r.fp));
-        let verdicts = match F::first_come(&values, pending.k, near_other, alive, similar) {
+        let verdicts = match F::first_come(n, &|i| &rows[i].fp, pending.k, near_other, alive, similar) {
             Ok(verdicts) => verdicts,
             Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        drop(values);
         let mut skipped = 0u64;
         for (row, verdict) in rows.iter().zip(verdicts) {
             let earlier = match verdict {
@@ -376,11 +367,4 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             );
         }
     }
-}
-
-/// An empty vector with room for `n` items, or `None` when memory runs out.
-fn fallible_vec<T>(n: usize) -> Option<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).ok()?;
-    Some(v)
 }

@@ -144,7 +144,14 @@ pub(super) unsafe fn suspects_through_index(
                 }
                 ControlFlow::Continue(())
             });
-            suspects.extend(batch.iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)));
+            for fp in batch.iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)) {
+                if super::memory::push(&mut suspects, fp).is_none() {
+                    super::memory::out_of_memory(&format!(
+                        "the near-duplicate recheck of {} values",
+                        fingerprints.len()
+                    ));
+                }
+            }
         }
         pg_sys::index_close(index, pg_sys::NoLock as i32);
         suspects

@@ -73,11 +73,13 @@ use std::ffi::c_void;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod code;
 mod code_value;
 mod config;
 mod deferred;
 mod dirty;
 mod lookup;
+mod memory;
 mod messages;
 mod mixed_checks;
 mod near_others;

@@ -24,18 +24,22 @@ impl<F: Fingerprint> NearOthers<F> {
         }
     }
 
-    /// Notes the first row of another transaction met for the own row `tid` of value `fp`.
-    pub(super) fn insert(&mut self, fp: &F, tid: pg_sys::ItemPointerData, other: NearOther) {
+    /// Notes the first row of another transaction met for the own row `tid` of value `fp`; `None`
+    /// when memory runs out.
+    pub(super) fn insert(&mut self, fp: &F, tid: pg_sys::ItemPointerData, other: NearOther) -> Option<()> {
         match self {
             NearOthers::ByValue(map) => {
                 if !map.contains_key(fp) {
+                    map.try_reserve(1).ok()?;
                     map.insert(fp.clone(), other);
                 }
             }
             NearOthers::ByRow(map) => {
+                map.try_reserve(1).ok()?;
                 map.entry(crate::pg::tid::tid_order(&tid)).or_insert(other);
             }
         }
+        Some(())
     }
 
     pub(super) fn get(&self, fp: &F, tid: pg_sys::ItemPointerData) -> Option<&NearOther> {

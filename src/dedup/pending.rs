@@ -190,6 +190,30 @@ thread_local! {
     pub(super) static PENDING: RefCell<HashMap<(Oid, Oid, String), AnyPending>> = RefCell::new(HashMap::new());
 }
 
+/// Runs `add` on the entry of `trigger_oid` of `relid` for the settings `config` (made by `make`
+/// at its first row), after refusing a mix of checks on the table (`skip`: the deferred check's
+/// action, `None` for the check at each row; see `refuse_mixed_checks`). `add` returns `None` when
+/// memory runs out: then an ERROR 53200.
+fn with_entry<F: Pendable>(
+    relid: Oid,
+    trigger_oid: Oid,
+    config: String,
+    skip: Option<bool>,
+    make: impl FnOnce() -> Pending<F>,
+    add: impl FnOnce(&mut Pending<F>) -> Option<()>,
+) {
+    refuse_mixed_checks(relid, trigger_oid, &config, skip);
+    let added = PENDING.with(|p| {
+        let mut pending = p.borrow_mut();
+        pending.try_reserve(1).ok()?;
+        add(F::unwrap_mut(pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make()))))
+    });
+    if added.is_none() {
+        let check = if skip.is_some() { "deferred near-duplicate check" } else { "near-duplicate recheck at commit" };
+        super::memory::out_of_memory(&format!("the rows the {check} remembers"));
+    }
+}
+
 /// Remembers that `fp` was written into `relid` under `trigger_oid`, to be rechecked at commit.
 /// `config` names the trigger's settings: one entry per (table, trigger, settings).
 /// `updates_older_row`: written by an UPDATE of a row that may be older than this transaction.
@@ -201,14 +225,12 @@ pub(super) fn remember<F: Pendable>(
     updates_older_row: bool,
     make: impl FnOnce() -> Pending<F>,
 ) {
-    refuse_mixed_checks(relid, trigger_oid, &config, None);
-    PENDING.with(|p| {
-        let mut pending = p.borrow_mut();
-        let entry = F::unwrap_mut(pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make())));
+    with_entry(relid, trigger_oid, config, None, make, |entry| {
         if updates_older_row {
+            entry.updated_older_rows.try_reserve(1).ok()?;
             entry.updated_older_rows.insert(fp.clone());
         }
-        entry.fingerprints.push(fp);
+        super::memory::push(&mut entry.fingerprints, fp)
     });
 }
 
@@ -227,21 +249,7 @@ pub(super) fn remember_row<F: Pendable>(
     replaces: Option<(Identity, bool)>,
     make: impl FnOnce() -> Pending<F>,
 ) {
-    refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
-    let grown = PENDING.with(|p| {
-        let mut pending = p.borrow_mut();
-        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make()));
-        let rows = &mut F::unwrap_mut(entry).rows;
-        rows.push(row, replaces).is_some()
-    });
-    if !grown {
-        crate::pg::errors::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            "out of memory for the rows the deferred near-duplicate check remembers".into(),
-            None,
-            None,
-        );
-    }
+    with_entry(relid, trigger_oid, config, Some(skip), make, |entry| entry.rows.push(row, replaces));
 }
 
 /// Notes, for the deferred check, the version `version` that the check does not remember (see
@@ -257,24 +265,13 @@ pub(super) fn remember_unchecked_version<F: Pendable>(
     replaces: (Identity, bool),
     make: impl FnOnce() -> Pending<F>,
 ) {
-    refuse_mixed_checks(relid, trigger_oid, &config, Some(skip));
-    let noted = PENDING.with(|p| {
-        let mut pending = p.borrow_mut();
-        let entry = pending.entry((relid, trigger_oid, config)).or_insert_with(|| F::wrap(make()));
-        let rows = &mut F::unwrap_mut(entry).rows;
+    with_entry(relid, trigger_oid, config, Some(skip), make, |entry| {
+        let rows = &mut entry.rows;
         let older = rows.line_begins_before(replaces.0)?.unwrap_or(replaces.1);
         rows.unchecked.try_reserve(1).ok()?;
         rows.unchecked.insert(version, older);
         Some(())
     });
-    if noted.is_none() {
-        crate::pg::errors::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            "out of memory for the rows the deferred near-duplicate check remembers".into(),
-            None,
-            None,
-        );
-    }
 }
 
 impl<F> WrittenRows<F> {

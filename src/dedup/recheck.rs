@@ -14,6 +14,7 @@ use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
+use super::memory::{push, vec_with_room};
 use super::messages::{key_if_visible, raise_near_duplicate};
 use super::pending::{AnyPending, Ours, Pending, PENDING};
 pub(super) use super::skip_at_commit::{delete_at_commit, quiet_delete_allowed};
@@ -178,7 +179,7 @@ pub(super) unsafe fn suspects<F: Fingerprint>(
         if one_pass_is_cheaper::<F>(rel, route, fingerprints.len(), pending.k) {
             suspects_in_one_pass(rel, pending, fingerprints, ours)
         } else if let Some(RecheckIndex::Own(oid)) = index {
-            F::suspects_through_index(rel, oid, pending.attnum, &fingerprints, pending.k, ours)
+            F::suspects_through_index(rel, oid, pending.attnum, fingerprints, pending.k, ours)
         } else {
             fingerprints
         }
@@ -213,21 +214,19 @@ unsafe fn suspects_in_one_pass<F: Fingerprint>(
     unsafe {
         use simhash_core::dedup::NearSetError;
         let count = fingerprints.len();
+        let out_of_memory = || -> ! {
+            super::memory::out_of_memory(&format!(
+                "the near-duplicate recheck of {count} rows of relation \"{}\"",
+                relation_name(rel)
+            ))
+        };
         let set = match F::near_set(fingerprints, pending.k) {
             Ok(set) => set,
-            Err(NearSetError::OutOfMemory) => raise(
-                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-                format!(
-                    "out of memory for the near-duplicate recheck of {} rows of relation \"{}\"",
-                    count,
-                    relation_name(rel)
-                ),
-                None,
-                None,
-            ),
+            Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        let mut suspect = vec![false; count];
+        let mut suspect = super::memory::vec_with_room(count).unwrap_or_else(|| out_of_memory());
+        suspect.resize(count, false);
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value: Option<F>| {
             if let Some(value) = value.filter(|_| !ours.contains(tuple)) {
@@ -286,6 +285,21 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                 _ => Some(None),
             }
         };
+        // (With verification, the rows of one fingerprint may be many.)
+        let out_of_memory = || -> ! {
+            super::memory::out_of_memory(&format!(
+                "the rows within {} bits of {} = {} in relation \"{}\"",
+                pending.k,
+                pending.column,
+                fp.text(),
+                relation_name(rel)
+            ))
+        };
+        let grown = |room: Option<()>| {
+            if room.is_none() {
+                out_of_memory()
+            }
+        };
         loop {
             let mut dirty = dirty_snapshot();
             let dirty_ptr: pg_sys::Snapshot = &mut dirty;
@@ -301,6 +315,7 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                 let tid = (*tuple).t_self;
                 if verify.is_some() {
                     pg_sys::check_for_interrupts!();
+                    grown(seen.try_reserve(1).ok());
                     if !seen.insert(pgrx::itemptr::item_pointer_get_both(tid)) {
                         return ControlFlow::Continue(());
                     }
@@ -312,7 +327,7 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                         // read them: a text stored out of line is not read, and the writer is waited
                         // for as if its text were similar (the loop looks again after the wait).
                         let text = if text_is_out_of_line(rel, tuple, verify) { None } else { text() };
-                        writers.push((xwait, tid, text));
+                        grown(push(&mut writers, (xwait, tid, text)));
                     } else if writers.is_empty() {
                         writers.push((xwait, tid, None));
                     }
@@ -320,9 +335,10 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                     // Our own rows were checked against each other by the row trigger (deferred: by
                     // `first_come`).
                     if value == *fp && (verify.is_some() || own.is_empty()) {
-                        own.push(OwnRow { tid, text: text() });
+                        grown(push(&mut own, OwnRow { tid, text: text() }));
                     }
                 } else if verify.is_some() {
+                    grown(others.try_reserve(1).ok());
                     others.push((distance, pg_sys::heap_copytuple(tuple), text()));
                 } else if others.first().is_none_or(|&(d, _, _)| distance < d) {
                     if let Some((_, previous, _)) = others.pop() {
@@ -371,8 +387,9 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                 continue;
             }
             // For each own row, the most similar other row (then the nearest).
-            let mut conflicts = Vec::new();
-            let mut kept = vec![false; others.len()];
+            let mut kept = vec_with_room(others.len()).unwrap_or_else(|| out_of_memory());
+            kept.resize(others.len(), false);
+            let mut conflicts = vec_with_room(own.len()).unwrap_or_else(|| out_of_memory());
             for o in &own {
                 let best = others
                     .iter()

@@ -63,6 +63,9 @@ impl<'a> OwnTexts<'a> {
                         self.kept_bytes = 0;
                     }
                     self.kept_bytes += bytes;
+                    if self.kept.try_reserve(1).is_err() {
+                        super::memory::out_of_memory("the texts of the deferred near-duplicate check");
+                    }
                     self.kept.insert(j, set);
                 }
                 &self.kept[&j]

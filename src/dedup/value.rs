@@ -18,12 +18,7 @@ pub(super) enum Kind {
     Code,
 }
 
-/// A binary code: its length in bits and its bytes (as `bit` stores them).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(super) struct Code {
-    pub bits: u32,
-    pub bytes: Box<[u8]>,
-}
+pub(super) use super::code::Code;
 
 /// A value the constraint compares.
 pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 'static {
@@ -71,7 +66,7 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
         rel: pg_sys::Relation,
         oid: Oid,
         attnum: i32,
-        values: &[Self],
+        values: Vec<Self>,
         k: u32,
         ours: &super::pending::Ours,
     ) -> Vec<Self>;
@@ -86,10 +81,11 @@ pub(super) trait Fingerprint: Clone + Ord + std::hash::Hash + std::fmt::Debug + 
     /// `values` sorted, without repeats, checking for interrupts between pieces of the work.
     fn sorted_distinct(values: Vec<Self>) -> Vec<Self>;
 
-    /// The deferred check's judgement of a transaction's rows, whose values are `values` in the
-    /// order written (`simhash_core::dedup::first_come`, whose arguments the others are).
-    fn first_come(
-        values: &[&Self],
+    /// The deferred check's judgement of a transaction's `rows` rows, whose values are `value(i)`
+    /// in the order written (`simhash_core::dedup::first_come`, whose arguments the others are).
+    fn first_come<'a>(
+        rows: usize,
+        value: &'a dyn Fn(usize) -> &'a Self,
         k: u32,
         near_other: &mut dyn FnMut(usize) -> bool,
         alive: &mut dyn FnMut(usize) -> bool,
@@ -145,11 +141,11 @@ impl Fingerprint for u64 {
         rel: pg_sys::Relation,
         oid: Oid,
         attnum: i32,
-        values: &[u64],
+        values: Vec<u64>,
         k: u32,
         ours: &super::pending::Ours,
     ) -> Vec<u64> {
-        unsafe { super::dirty::suspects_through_index(rel, oid, attnum, values, k, ours) }
+        unsafe { super::dirty::suspects_through_index(rel, oid, attnum, &values, k, ours) }
     }
 
     fn one_pass_is_cheaper(rows: f64, route: RecheckRoute, pending: usize, k: u32) -> bool {
@@ -164,23 +160,29 @@ impl Fingerprint for u64 {
         values
     }
 
-    fn first_come(
-        values: &[&u64],
+    fn first_come<'a>(
+        rows: usize,
+        value: &'a dyn Fn(usize) -> &'a u64,
         k: u32,
         near_other: &mut dyn FnMut(usize) -> bool,
         alive: &mut dyn FnMut(usize) -> bool,
         similar: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Result<Vec<Verdict>, NearSetError> {
         let mut fps = Vec::new();
-        fps.try_reserve_exact(values.len()).map_err(|_| NearSetError::OutOfMemory)?;
-        fps.extend(values.iter().map(|&&fp| fp));
+        fps.try_reserve_exact(rows).map_err(|_| NearSetError::OutOfMemory)?;
+        fps.extend((0..rows).map(|i| *value(i)));
         simhash_core::dedup::first_come(&fps, k, near_other, alive, similar)
     }
 }
 
 impl NearLookup<u64> for NearSet {
     fn members_chosen(&self, chosen: &[bool]) -> Vec<u64> {
-        self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)).collect()
+        let count = chosen.iter().filter(|&&c| c).count();
+        let mut members = super::memory::vec_with_room(count).unwrap_or_else(|| {
+            super::memory::out_of_memory(&format!("the {count} fingerprints of the near-duplicate check at commit"))
+        });
+        members.extend(self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)));
+        members
     }
 
     fn for_each_near(&self, value: &u64, found: &mut dyn FnMut(usize)) {

@@ -117,51 +117,56 @@ impl CodeNearSet {
     }
 }
 
-/// [`crate::dedup::first_come`] for rows of binary codes: `codes[i]` is row `i`'s code, its length
-/// in bits and its bytes. Codes of unequal lengths are never near (the constraint's distance at
+/// [`crate::dedup::first_come`] for `rows` rows of binary codes: `code(i)` is row `i`'s code, its
+/// length in bits and its bytes (read where the caller keeps them: no copy of every row's). Codes of unequal lengths are never near (the constraint's distance at
 /// commit). The kept rows of each length are filed in a [`CodeRuns`] (the structure of an index's
 /// tail copy), so a row meets only the kept rows its probes find; `interrupt` is called between
 /// pieces of that work.
-pub fn first_come_codes(
-    codes: &[(u32, &[u8])],
+pub fn first_come_codes<'a>(
+    rows: usize,
+    code: &'a dyn Fn(usize) -> (u32, &'a [u8]),
     k: u32,
     near_other: &mut dyn FnMut(usize) -> bool,
     alive: &mut dyn FnMut(usize) -> bool,
     similar: &mut dyn FnMut(usize, usize) -> bool,
     interrupt: Interrupt,
 ) -> Result<Vec<Verdict>, NearSetError> {
-    let mut kept = KeptCodes { codes, k, runs: HashMap::new(), interrupt };
+    let mut kept = KeptCodes { code, k, runs: HashMap::new(), interrupt };
     // Room for every row's code: a row kept is then filed without running out of memory.
     let mut lengths: HashMap<u32, usize> = HashMap::new();
-    for &(bits, _) in codes {
+    for (bits, _) in (0..rows).map(code) {
+        if !lengths.contains_key(&bits) {
+            lengths.try_reserve(1).map_err(|_| NearSetError::OutOfMemory)?;
+        }
         *lengths.entry(bits).or_default() += 1;
     }
+    kept.runs.try_reserve(lengths.len()).map_err(|_| NearSetError::OutOfMemory)?;
     for (bits, rows) in lengths {
         let mut runs = CodeRuns::new(bits);
         runs.try_reserve(rows).map_err(|_| NearSetError::OutOfMemory)?;
         kept.runs.insert(bits, runs);
     }
-    first_come_filed(codes.len(), &mut kept, near_other, alive, similar)
+    first_come_filed(rows, &mut kept, near_other, alive, similar)
 }
 
 /// The kept rows of [`first_come_codes`], per code length.
 struct KeptCodes<'a, 'i> {
-    codes: &'a [(u32, &'a [u8])],
+    code: &'a dyn Fn(usize) -> (u32, &'a [u8]),
     k: u32,
     runs: HashMap<u32, CodeRuns>,
     interrupt: Interrupt<'i>,
 }
 
 impl KeptFiling for KeptCodes<'_, '_> {
-    fn file(&mut self, i: usize) {
-        let (bits, code) = self.codes[i];
+    fn file(&mut self, i: usize) -> Result<(), NearSetError> {
+        let (bits, code) = (self.code)(i);
         let runs = self.runs.get_mut(&bits).expect("a length of the rows");
-        runs.push(code, i as u64);
-        runs.seal(self.interrupt);
+        runs.push(code, i as u64).map_err(|_| NearSetError::OutOfMemory)?;
+        runs.seal(self.interrupt).map_err(|_| NearSetError::OutOfMemory)
     }
 
     fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
-        let (bits, code) = self.codes[i];
+        let (bits, code) = (self.code)(i);
         if i % STEP == STEP - 1 {
             self.interrupt.check();
         }
@@ -277,7 +282,8 @@ mod tests {
             let near_other: Vec<bool> = (0..rows).map(|_| next(&mut state).is_multiple_of(11)).collect();
             let alive: Vec<bool> = (0..rows).map(|_| !next(&mut state).is_multiple_of(9)).collect();
             let got = first_come_codes(
-                &codes,
+                codes.len(),
+                &|i| codes[i],
                 k,
                 &mut |i| near_other[i],
                 &mut |i| alive[i],

@@ -22,7 +22,7 @@
 //! - Nearest rows in passes of bounded memory ([`Smallest`]): the next `capacity` rows in
 //!   (distance, TID) order after a cursor.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, TryReserveError};
 
 use crate::multi_index::{self, LookupCosts, PlanError, SegmentPlan, Work};
 
@@ -146,8 +146,10 @@ pub fn probing_pays(work: Work, rows: u64) -> bool {
 
 /// The directory of a segment from its entries' prefixes in ascending order: where each of the
 /// `len - 1` prefixes starts, then the count.
-pub fn directory(prefixes: impl Iterator<Item = u32>, len: usize) -> Vec<u32> {
-    let mut starts = vec![0u32; len];
+pub fn directory(prefixes: impl Iterator<Item = u32>, len: usize) -> Result<Vec<u32>, TryReserveError> {
+    let mut starts = Vec::new();
+    starts.try_reserve_exact(len)?;
+    starts.resize(len, 0u32);
     let mut count = 0u32;
     for prefix in prefixes {
         starts[prefix as usize + 1] += 1;
@@ -157,7 +159,7 @@ pub fn directory(prefixes: impl Iterator<Item = u32>, len: usize) -> Vec<u32> {
         starts[p] += starts[p - 1];
     }
     debug_assert_eq!(starts[len - 1], count);
-    starts
+    Ok(starts)
 }
 
 /// The directory of a segment from how many entries have each prefix (`counts[p]`, for each of
@@ -175,12 +177,17 @@ pub fn directory_of_counts(counts: &[u32]) -> Vec<u32> {
 }
 
 /// The entries of segment `i` of `codes` (in ordinal order) sorted by (value, ordinal), as
-/// (value, ordinal).
-pub fn segment_entries<'a>(layout: &Layout, i: u32, codes: impl Iterator<Item = &'a [u8]>) -> Vec<(u32, u32)> {
-    let mut entries: Vec<(u32, u32)> =
-        codes.enumerate().map(|(ordinal, code)| (layout.plan.segment(code, i), ordinal as u32)).collect();
+/// (value, ordinal); `Err` when memory runs out.
+pub fn segment_entries<'a>(
+    layout: &Layout,
+    i: u32,
+    codes: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Result<Vec<(u32, u32)>, TryReserveError> {
+    let mut entries: Vec<(u32, u32)> = Vec::new();
+    entries.try_reserve_exact(codes.len())?;
+    entries.extend(codes.enumerate().map(|(ordinal, code)| (layout.plan.segment(code, i), ordinal as u32)));
     entries.sort_unstable();
-    entries
+    Ok(entries)
 }
 
 /// The entries with low bits `low` among `start..end`, a run sorted by low bits: their range, by

@@ -11,6 +11,8 @@
 //! ([`code_index::probing_pays`]), else compares the run's rows, then the unsealed ones: exact for
 //! every `k`, as [`code_index::candidates`] is.
 
+use std::collections::TryReserveError;
+
 use crate::code_index::{self, Layout, Segments, DEFAULT_INDEXED_SEGMENTS};
 use crate::interrupt::{Interrupt, STEP};
 use crate::multi_index::{hamming_bytes, lookup_radii, LookupCosts};
@@ -37,23 +39,35 @@ struct Run {
 }
 
 impl Run {
-    fn build(codes: &[u8], bytes: usize, bits: u32, start: usize, len: usize, interrupt: Interrupt) -> Run {
+    /// `Err` when memory for its tables runs out.
+    fn build(
+        codes: &[u8],
+        bytes: usize,
+        bits: u32,
+        start: usize,
+        len: usize,
+        interrupt: Interrupt,
+    ) -> Result<Run, TryReserveError> {
         let mut run = Run { start, len, layout: None, segments: Vec::new(), radii: None };
-        let Ok(layout) = Layout::for_table(bits, len as u64, DEFAULT_INDEXED_SEGMENTS) else { return run };
+        let Ok(layout) = Layout::for_table(bits, len as u64, DEFAULT_INDEXED_SEGMENTS) else { return Ok(run) };
         let rows = &codes[start * bytes..(start + len) * bytes];
+        run.segments.try_reserve_exact(layout.indexed as usize)?;
         for i in 0..layout.indexed {
             interrupt.check();
-            let entries = code_index::segment_entries(&layout, i, rows.chunks_exact(bytes));
+            let entries = code_index::segment_entries(&layout, i, rows.chunks_exact(bytes))?;
             let directory = code_index::directory(
                 entries.iter().map(|&(value, _)| layout.split(i, value).0),
                 layout.directory_len(i),
-            );
-            let lows = entries.iter().map(|&(value, _)| layout.split(i, value).1).collect();
-            let ordinals = entries.into_iter().map(|(_, ordinal)| ordinal).collect();
+            )?;
+            let (mut lows, mut ordinals) = (Vec::new(), Vec::new());
+            lows.try_reserve_exact(entries.len())?;
+            ordinals.try_reserve_exact(entries.len())?;
+            lows.extend(entries.iter().map(|&(value, _)| layout.split(i, value).1));
+            ordinals.extend(entries.into_iter().map(|(_, ordinal)| ordinal));
             run.segments.push((directory, lows, ordinals));
         }
         run.layout = Some(layout);
-        run
+        Ok(run)
     }
 
     /// The radii of a lookup within `k` when probing pays.
@@ -135,11 +149,15 @@ impl CodeRuns {
         self.keys.try_reserve(rows)
     }
 
-    /// Appends a row (`code` of the rows' length). [`CodeRuns::seal`] files it.
-    pub fn push(&mut self, code: &[u8], key: u64) {
+    /// Appends a row (`code` of the rows' length). [`CodeRuns::seal`] files it. `Err` when memory
+    /// runs out (never after [`CodeRuns::try_reserve`] made room for it).
+    pub fn push(&mut self, code: &[u8], key: u64) -> Result<(), TryReserveError> {
         assert_eq!(code.len(), self.bytes, "a code of the rows' length");
+        self.codes.try_reserve(self.bytes)?;
+        self.keys.try_reserve(1)?;
         self.codes.extend_from_slice(code);
         self.keys.push(key);
+        Ok(())
     }
 
     /// The rows not yet in a run.
@@ -148,12 +166,15 @@ impl CodeRuns {
     }
 
     /// Seals the rows not yet in a run into one when there are [`SEAL_ROWS`] of them or more, then
-    /// merges the newest runs while the one before the newest is not larger.
-    pub fn seal(&mut self, interrupt: Interrupt) {
+    /// merges the newest runs while the one before the newest is not larger. `Err` when memory for
+    /// the new run's tables runs out: the rows it was to hold are then unsealed (every lookup
+    /// compares them whole: still found).
+    pub fn seal(&mut self, interrupt: Interrupt) -> Result<(), TryReserveError> {
         let unsealed = self.unsealed();
         if unsealed.len() < SEAL_ROWS {
-            return;
+            return Ok(());
         }
+        self.runs.try_reserve(1)?;
         let (mut start, mut len) = (unsealed.start, unsealed.len());
         while let Some(previous) = self.runs.last() {
             if previous.len > len {
@@ -163,8 +184,10 @@ impl CodeRuns {
             len += previous.len;
             self.runs.pop();
         }
-        let run = Run::build(&self.codes, self.bytes, self.bits, start, len, interrupt);
+        // (On failure the rows of the runs dropped are unsealed: compared whole, still found.)
+        let run = Run::build(&self.codes, self.bytes, self.bits, start, len, interrupt)?;
         self.runs.push(run);
+        Ok(())
     }
 
     /// Whether a lookup within `k` probes the largest run's segments (rather than comparing its
@@ -263,10 +286,10 @@ mod tests {
                         code[bit / 8] ^= 0x80 >> (bit % 8);
                     }
                     key += 1;
-                    runs.push(&code, key);
+                    runs.push(&code, key).unwrap();
                     rows.push((code, key));
                 }
-                runs.seal(Interrupt::NEVER);
+                runs.seal(Interrupt::NEVER).unwrap();
                 for query in centres.iter().take(3) {
                     for k in [0u32, 1, 3, 8, 16, 24, 40] {
                         let mut got = Vec::new();
@@ -291,12 +314,12 @@ mod tests {
     fn rows_wait_unsealed_until_a_run_is_worth_it() {
         let mut runs = CodeRuns::new(64);
         for key in 0..(SEAL_ROWS as u64 - 1) {
-            runs.push(&key.to_be_bytes(), key);
-            runs.seal(Interrupt::NEVER);
+            runs.push(&key.to_be_bytes(), key).unwrap();
+            runs.seal(Interrupt::NEVER).unwrap();
         }
         assert!(runs.runs.is_empty());
-        runs.push(&[0xFF; 8], 999);
-        runs.seal(Interrupt::NEVER);
+        runs.push(&[0xFF; 8], 999).unwrap();
+        runs.seal(Interrupt::NEVER).unwrap();
         assert_eq!(runs.runs.len(), 1);
         assert!(CodeRuns::row_memory(256, 1_000_000) > 40);
     }

@@ -179,8 +179,8 @@ pub fn first_come(
 
 /// Where [`first_come_filed`] files the rows it keeps, and finds them again.
 pub trait KeptFiling {
-    /// Files row `i`, just kept.
-    fn file(&mut self, i: usize);
+    /// Files row `i`, just kept; `Err(OutOfMemory)` when memory runs out.
+    fn file(&mut self, i: usize) -> Result<(), NearSetError>;
     /// Calls `found(j)` for each filed row `j` within `k` of row `i` (perhaps more than once).
     fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize));
 }
@@ -202,11 +202,19 @@ pub fn first_come_filed(
             continue;
         }
         candidates.clear();
+        // (With verification, many kept rows may be within k of a row.)
+        let mut refused = false;
         kept.for_each_within(i, &mut |j| {
-            if verdicts[j] == Verdict::Kept {
-                candidates.push(j)
+            if verdicts[j] == Verdict::Kept && !refused {
+                refused = candidates.try_reserve(1).is_err();
+                if !refused {
+                    candidates.push(j);
+                }
             }
         });
+        if refused {
+            return Err(NearSetError::OutOfMemory);
+        }
         let mut verdict = Verdict::Kept;
         if !candidates.is_empty() {
             candidates.sort_unstable();
@@ -226,7 +234,7 @@ pub fn first_come_filed(
             }
         }
         if verdict == Verdict::Kept {
-            kept.file(i);
+            kept.file(i)?;
         }
         verdicts.push(verdict);
     }
@@ -243,11 +251,13 @@ struct KeptFingerprints<'a> {
 }
 
 impl KeptFiling for KeptFingerprints<'_> {
-    fn file(&mut self, i: usize) {
+    fn file(&mut self, i: usize) -> Result<(), NearSetError> {
         match &mut self.filed {
             Some(filed) => filed.insert(i, self.fps[i]),
+            // (at most FIRST_COME_DIRECT_UP_TO rows)
             None => self.listed.push(i),
         }
+        Ok(())
     }
 
     fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
@@ -322,6 +332,21 @@ impl KeptRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Memory refused to file a kept row stops the judgement with `OutOfMemory` (the SQL layer's
+    /// 53200), not an abort.
+    #[test]
+    fn first_come_stops_when_filing_runs_out_of_memory() {
+        struct Refusing;
+        impl KeptFiling for Refusing {
+            fn file(&mut self, _: usize) -> Result<(), NearSetError> {
+                Err(NearSetError::OutOfMemory)
+            }
+            fn for_each_within(&mut self, _: usize, _: &mut dyn FnMut(usize)) {}
+        }
+        let verdicts = first_come_filed(3, &mut Refusing, &mut |_| false, &mut |_| true, &mut |_, _| true);
+        assert_eq!(verdicts, Err(NearSetError::OutOfMemory));
+    }
 
     fn next(state: &mut u64) -> u64 {
         *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);

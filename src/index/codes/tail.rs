@@ -150,8 +150,8 @@ pub(super) unsafe fn for_each_within(
                 pgrx::check_for_interrupts!();
             };
             let interrupt = simhash_core::Interrupt::new(&check);
-            runs.seal(interrupt);
-            if runs.memory() <= limit() {
+            // (Memory for the copy's tables refused: read whole, as when it outgrows the setting.)
+            if runs.seal(interrupt).is_ok() && runs.memory() <= limit() {
                 runs.for_each_within(query, k, interrupt, found);
                 keep(copy);
                 return;
@@ -170,24 +170,27 @@ pub(super) unsafe fn for_each_within(
 }
 
 /// Adds to `copy` the live rows of the tail after where its reading stopped, unless that would
-/// make it hold more than `most` rows (`false`: the copy is then to be dropped).
+/// make it hold more than `most` rows or memory for a row is refused (`false`: the copy is then to
+/// be dropped).
 unsafe fn read_new_rows(reader: &mut Reader, copy: &mut Copy, most: usize) -> bool {
     unsafe {
         let (index, code_bytes) = (reader.index, reader.meta.code_bytes());
         let (mut block, mut taken) = (copy.block, copy.taken);
         let runs = copy.runs.as_mut().expect("kept");
+        // (memory refused for a row: the copy is dropped, as when it would hold too many)
+        let mut refused = false;
         reader.walk_chain(copy.block, Kind::CodeTail, |at, tail_page| {
             let mut n = 0;
             for (tid, code) in slots(index, tail_page, at, code_bytes) {
                 n += 1;
-                if (at != copy.block || n > copy.taken) && !is_removed(&tid) && runs.len() <= most {
-                    runs.push(code, tid_order(&tid));
+                if (at != copy.block || n > copy.taken) && !is_removed(&tid) && runs.len() <= most && !refused {
+                    refused = runs.push(code, tid_order(&tid)).is_err();
                 }
             }
             (block, taken) = (at, n);
         });
         (copy.block, copy.taken) = (block, taken);
-        runs.len() <= most
+        !refused && runs.len() <= most
     }
 }
 

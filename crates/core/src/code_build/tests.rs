@@ -78,9 +78,10 @@ fn rows_of_one_code_sort_by_tid() {
 /// The entries and directory as the build made them before [`segment_entries`] (value and ordinal
 /// in a `u64`, sorted; the directory of the prefixes in order), from [`code_index::segment_entries`].
 fn reference_segment(layout: &Layout, i: u32, codes: &[u8], code_bytes: usize) -> (Vec<u64>, Vec<u32>) {
-    let sorted = code_index::segment_entries(layout, i, codes.chunks_exact(code_bytes));
+    let sorted = code_index::segment_entries(layout, i, codes.chunks_exact(code_bytes)).unwrap();
     let entries = sorted.iter().map(|&(value, ordinal)| u64::from(value) << 32 | u64::from(ordinal)).collect();
-    let directory = directory(sorted.iter().map(|&(value, _)| layout.split(i, value).0), layout.directory_len(i));
+    let directory =
+        directory(sorted.iter().map(|&(value, _)| layout.split(i, value).0), layout.directory_len(i)).unwrap();
     (entries, directory)
 }
 

@@ -21,7 +21,7 @@ impl Memory {
         let mut directories = Vec::new();
         let mut entries = Vec::new();
         for i in 0..layout.indexed {
-            let sorted = segment_entries(layout, i, codes.iter().map(|c| c.as_slice()));
+            let sorted = segment_entries(layout, i, codes.iter().map(|c| c.as_slice())).unwrap();
             let split: Vec<(u32, u16, u32)> = sorted
                 .iter()
                 .map(|&(value, ordinal)| {
@@ -33,7 +33,7 @@ impl Memory {
             for &(value, _) in &sorted {
                 counts[layout.split(i, value).0 as usize] += 1;
             }
-            directories.push(directory(split.iter().map(|e| e.0), layout.directory_len(i)));
+            directories.push(directory(split.iter().map(|e| e.0), layout.directory_len(i)).unwrap());
             assert_eq!(directory_of_counts(&counts), directories[i as usize]);
             entries.push(split.iter().map(|e| (e.1, e.2)).collect());
         }
@@ -282,7 +282,7 @@ fn probe_runs() {
     assert_eq!(probe_run(0, 6, 4, |p| lows[p as usize]), 4..4);
     assert_eq!(probe_run(2, 5, 9, |p| lows[p as usize]), 5..5);
     assert_eq!(probe_run(0, 6, 0, |p| lows[p as usize]), 0..0);
-    assert_eq!(directory([0u32, 0, 2, 3, 3].into_iter(), 5), vec![0, 2, 2, 3, 5]);
+    assert_eq!(directory([0u32, 0, 2, 3, 3].into_iter(), 5).unwrap(), vec![0, 2, 2, 3, 5]);
     assert_eq!(directory_of_counts(&[2, 0, 1, 2]), vec![0, 2, 2, 3, 5]);
 }
 
@@ -328,4 +328,14 @@ fn sort_by_ordinal_orders_by_ordinal() {
         met.sort_unstable();
         assert_eq!(met, expected);
     }
+}
+
+/// A segment's tables that do not fit in memory are refused (`Err`), not an abort: here more
+/// entries than an address space holds.
+#[test]
+fn tables_beyond_memory_are_refused() {
+    let layout = Layout::for_table(256, 1000, DEFAULT_INDEXED_SEGMENTS).unwrap();
+    let code = [0u8; 32];
+    assert!(segment_entries(&layout, 0, std::iter::repeat_n(&code[..], usize::MAX)).is_err());
+    assert!(directory(std::iter::empty(), usize::MAX).is_err());
 }
