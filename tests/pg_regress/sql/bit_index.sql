@@ -175,6 +175,20 @@ SET enable_seqscan = off;
 SELECT count(*) AS near FROM f64 WHERE fp <@ simhash_ball((SELECT fp FROM f64 LIMIT 1), 3);
 RESET enable_seqscan;
 DROP TABLE f64;
+-- On a partitioned table the parameter reaches each partition's index, an unlogged partition's
+-- and one attached later too; each answers as the sequential scan does.
+CREATE TABLE pc (i int, code bit(1024)) PARTITION BY RANGE (i);
+CREATE TABLE pc1 PARTITION OF pc FOR VALUES FROM (0) TO (1000);
+CREATE UNLOGGED TABLE pc2 PARTITION OF pc FOR VALUES FROM (1000) TO (1500);
+INSERT INTO pc SELECT i, code FROM c1024 WHERE i < 1500;
+CREATE INDEX pc_code ON pc USING simhash (code) WITH (segments = 40);
+CREATE TABLE pc3 (i int, code bit(1024));
+INSERT INTO pc3 SELECT i, code FROM c1024 WHERE i >= 1500;
+ALTER TABLE pc ATTACH PARTITION pc3 FOR VALUES FROM (1500) TO (2000);
+SELECT c.relname, c.reloptions, simhash_index_check(c.oid::regclass) AS indexed
+FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid WHERE h.inhparent = 'pc_code'::regclass ORDER BY 1;
+SELECT * FROM pg_temp.compare('pc', ARRAY[0, 64, 400]);
+DROP TABLE pc;
 
 -- bit varying(n): the first row's length (n is a maximum); another is refused at the build and
 -- at insert (22026).
