@@ -44,7 +44,7 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
         if super::codes::is_codes(index) {
             return super::codes::build::build(heap, index, index_info);
         }
-        super::options::refuse_for_fingerprints(index);
+        super::options::warn_for_fingerprints(index);
         if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }

@@ -1,6 +1,6 @@
 //! The index's storage parameter, `WITH (segments = s)`: how many segments of a code an index of
 //! `bit(n)` codes files its rows under (`simhash_core::code_index::Layout::for_table`). The
-//! `simhash64` kind takes none.
+//! `simhash64` kind leaves it unused (a WARNING at its build).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -8,7 +8,7 @@ use pgrx::pg_sys::{self, Datum};
 use pgrx::PgSqlErrorCode;
 use simhash_core::code_index::{DEFAULT_INDEXED_SEGMENTS, MAX_INDEXED_SEGMENTS};
 
-use crate::pg::errors::raise;
+use crate::pg::errors::warn;
 
 /// The options as `build_reloptions` lays them out (a varlena).
 #[repr(C)]
@@ -78,19 +78,22 @@ pub(super) unsafe fn segments(index: pg_sys::Relation) -> u32 {
     }
 }
 
-/// Refuses options on an index of `simhash64` fingerprints (ERROR 22023), which always files its
-/// rows under its four segments.
+/// Warns (01000) that an index of `simhash64` fingerprints, which always files its rows under
+/// their four 16-bit segments, leaves its `segments` option unused. Not refused: `ALTER INDEX ...
+/// SET (segments = s)` cannot tell the two kinds of index apart (`amoptions` is not told which
+/// index), and a refusal at the build would then fail every later REINDEX, VACUUM FULL and
+/// CLUSTER of the table, and the restore of a dump of the index (`WITH (segments='s')`).
 ///
 /// # Safety
 ///
 /// `index` is an open index of the access method.
-pub(super) unsafe fn refuse_for_fingerprints(index: pg_sys::Relation) {
+pub(super) unsafe fn warn_for_fingerprints(index: pg_sys::Relation) {
     if unsafe { !(*index).rd_options.is_null() } {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "the storage parameter \"segments\" applies only to simhash indexes of bit codes".into(),
+        warn(
+            PgSqlErrorCode::ERRCODE_WARNING,
+            "the storage parameter \"segments\" has no effect on a simhash index of simhash64 fingerprints".into(),
             Some("An index of simhash64 fingerprints always files its rows under their four 16-bit segments.".into()),
-            Some("Leave out the WITH clause.".into()),
+            Some("ALTER INDEX ... RESET (segments) removes it.".into()),
         );
     }
 }
