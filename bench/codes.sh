@@ -235,5 +235,6 @@ for s in ${MORE_SEGMENTS:-}; do
 done
 if [[ $HNSW == 1 ]]; then
     row hnsw_nearest_10 'pgvector HNSW: `ORDER BY code <~> q LIMIT 10`, ef_search 40'
-    row pgv_simhash_nearest_10 'the same query `ORDER BY code <~> q LIMIT 10` as the planner serves it with both indexes'
+    last=${MORE_SEGMENTS:-}; last=${last##* }   # (the simhash index then on the column)
+    row pgv_simhash_nearest_10 "the same query \`ORDER BY code <~> q LIMIT 10\` as the planner serves it with both indexes${last:+ (the simhash index WITH (segments = ${last/all/256}))}"
 fi

@@ -256,7 +256,8 @@ impl Reader {
     /// The rows of the code store within `k` of `query` found through the segments with `radii`
     /// (complete for `k`; none when the build had no rows) and then the tail's (`super::tail`), as (distance, TID order) in no particular order, or
     /// `None` when more than `limit` candidates were met (nothing read then but the segments; a
-    /// candidate takes 8 bytes while they are collected, 16 while they are sorted).
+    /// candidate takes 8 bytes while they are collected, in a vector that grows by doubling, and 8
+    /// more while they are sorted: at most about `limit * 24` bytes).
     pub unsafe fn probe(
         &mut self,
         query: &[u8],
