@@ -43,6 +43,8 @@ pub(crate) fn define() {
 ///
 /// As `amoptions`.
 pub(super) unsafe fn parse(reloptions: Datum, validate: bool) -> *mut pg_sys::bytea {
+    // (`..Default::default()`: PostgreSQL 18 adds `isset_offset`, 0 for none)
+    #[allow(clippy::needless_update)]
     let elements = [pg_sys::relopt_parse_elt {
         optname: c"segments".as_ptr(),
         opttype: pg_sys::relopt_type::RELOPT_TYPE_INT,
