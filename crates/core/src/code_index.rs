@@ -242,51 +242,167 @@ pub fn candidates(
     limit: usize,
     interrupt: crate::Interrupt,
 ) -> Option<Vec<u32>> {
-    let threshold = multi_index::slack_threshold(radii, k);
-    // (ordinal << 32 | the slack of the meeting, at most `u32::MAX`)
-    let mut met: Vec<u64> = Vec::new();
-    let mut probed = 0usize;
-    let mut values = Vec::new();
-    for (i, radius) in radii.iter().enumerate() {
-        let Some(radius) = *radius else { continue };
-        let i = i as u32;
-        let value = layout.plan.segment(query, i);
-        // In ascending order: the directory and the entries are then read in order, each page
-        // once for the probes on it.
-        values.clear();
-        values.extend(multi_index::probes(value, layout.plan.width_of(i), radius));
-        values.sort_unstable();
-        for &probe in &values {
-            probed += 1;
-            if probed.is_multiple_of(1024) {
-                interrupt.check();
-            }
-            let (prefix, low) = layout.split(i, probe);
-            let (start, end) = (segments.directory(i, prefix), segments.directory(i, prefix + 1));
-            let range = probe_run(start, end, low, |p| segments.low(i, p));
-            if met.len() + range.len() > limit {
-                return None;
-            }
-            // (a probe is within the radius: the slack is at least 1)
-            let slack = (u64::from(radius) + 1 - u64::from((probe ^ value).count_ones())).min(u64::from(u32::MAX));
-            segments.ordinals(i, range, slack, &mut met);
+    let mut meetings = Meetings::default();
+    meetings.probe(layout, radii, query, segments, limit, interrupt)?;
+    Some(meetings.unread_within(k))
+}
+
+/// The rows met by probing a query's segments, kept from one radius to the next: the rounds of a
+/// nearest-rows search probe the segments at growing radii, and most rounds probe the segments of
+/// the previous one again at the same radii and some more (at 1,024 bits, rounds within 0, 1, 2,
+/// 3, 4, 6, 9, 13, 19, 28 and 42 bits probe 1, 3, 4, 5, 6, 8, 11, 15, 21, 30 and 44 segments at
+/// radius 0: 148 probes where the last round alone has 44). Such a round probes only the segments
+/// new to it ([`Meetings::probe`]), and the rows read in an earlier round are not handed out
+/// for reading again ([`Meetings::unread_within`]).
+///
+/// A row met in probed segment `i` (of radius `r_i`) at distance `d_i` there has *slack*
+/// `r_i + 1 - d_i`; a row not met there differs in at least `r_i + 1` bits of it. So a row whose
+/// slacks add up to `s` is at least `units - s` bits away (`units` the sum of `r_i + 1`,
+/// [`multi_index::units`]) and a row never met at least `units`: a lookup within `k < units` reads
+/// the rows met with `s >= units - k` ([`multi_index::slack_threshold`]).
+#[derive(Default)]
+pub struct Meetings {
+    /// The radius each indexed segment was probed with (`None`: not probed).
+    radii: Vec<Option<u32>>,
+    /// `ordinal << 32 | read << 31 | slack` (the sum of a row's slacks), sorted by ordinal, each
+    /// ordinal once.
+    met: Vec<u64>,
+}
+
+const READ: u64 = 1 << 31;
+const SLACK: u64 = READ - 1;
+
+impl Meetings {
+    /// Probes the indexed segments of `query` with `radii`: only the segments not probed yet when
+    /// every segment probed so far has the same radius in `radii` or none (the rows met so far
+    /// kept, with whether they were read), else every segment of `radii` afresh. `None` (and nothing kept)
+    /// once more than `limit` rows were met, counting repeats and the rows met before; else
+    /// whether the rows met before were kept.
+    pub fn probe(
+        &mut self,
+        layout: &Layout,
+        radii: &[Option<u32>],
+        query: &[u8],
+        segments: &mut dyn Segments,
+        limit: usize,
+        interrupt: crate::Interrupt,
+    ) -> Option<bool> {
+        let extends = self.extended_by(radii);
+        if !extends {
+            self.radii = vec![None; radii.len()];
+            self.met = Vec::new();
         }
+        // (ordinal << 32 | the slack of the meeting, at most `SLACK`)
+        let mut new: Vec<u64> = Vec::new();
+        let mut probed = 0usize;
+        let mut values = Vec::new();
+        for (i, radius) in radii.iter().enumerate() {
+            let Some(radius) = *radius else { continue };
+            if self.radii[i].is_some() {
+                continue;
+            }
+            let i = i as u32;
+            let value = layout.plan.segment(query, i);
+            // In ascending order: the directory and the entries are then read in order, each page
+            // once for the probes on it.
+            values.clear();
+            values.extend(multi_index::probes(value, layout.plan.width_of(i), radius));
+            values.sort_unstable();
+            for &probe in &values {
+                probed += 1;
+                if probed.is_multiple_of(1024) {
+                    interrupt.check();
+                }
+                let (prefix, low) = layout.split(i, probe);
+                let (start, end) = (segments.directory(i, prefix), segments.directory(i, prefix + 1));
+                let range = probe_run(start, end, low, |p| segments.low(i, p));
+                if self.met.len() + new.len() + range.len() > limit {
+                    *self = Meetings::default();
+                    return None;
+                }
+                // (a probe is within the radius: the slack is at least 1)
+                let slack = (u64::from(radius) + 1 - u64::from((probe ^ value).count_ones())).min(SLACK);
+                segments.ordinals(i, range, slack, &mut new);
+            }
+        }
+        for (old, new) in self.radii.iter_mut().zip(radii) {
+            *old = old.or(*new);
+        }
+        sort_by_ordinal(&mut new);
+        sum_slacks(&mut new);
+        self.merge(new);
+        Some(extends)
     }
-    sort_by_ordinal(&mut met);
-    let mut found = Vec::new();
+
+    /// Whether probing with `radii` keeps the rows met so far: every segment probed so far has the
+    /// same radius in `radii` or none there (it stays probed: more units only tighten the bounds).
+    pub fn extended_by(&self, radii: &[Option<u32>]) -> bool {
+        self.radii.len() == radii.len()
+            && self.radii.iter().zip(radii).all(|(old, new)| old.is_none() || new.is_none() || old == new)
+    }
+
+    /// Merges `new` (sorted, each ordinal once, none read) into `met`.
+    fn merge(&mut self, new: Vec<u64>) {
+        if self.met.is_empty() {
+            self.met = new;
+            return;
+        }
+        // From the back, into `met` grown by the length of `new`; then the repeats summed.
+        let (mut a, mut b) = (self.met.len(), new.len());
+        self.met.resize(a + b, 0);
+        let mut to = a + b;
+        while b > 0 {
+            to -= 1;
+            if a > 0 && self.met[a - 1] >> 32 > new[b - 1] >> 32 {
+                a -= 1;
+                self.met[to] = self.met[a];
+            } else {
+                b -= 1;
+                self.met[to] = new[b];
+            }
+        }
+        sum_slacks(&mut self.met);
+    }
+
+    /// The units of the radii probed: no row is nearer than `units - slack`, and a row not met is
+    /// at least `units` away.
+    pub fn units(&self) -> u64 {
+        multi_index::units(&self.radii)
+    }
+
+    /// The ordinals of the rows met whose slacks add up to the threshold of a lookup within `k`
+    /// (every row within `k` is among them, or was handed out by an earlier call) and that no
+    /// earlier call handed out, ascending; they are marked read.
+    pub fn unread_within(&mut self, k: u32) -> Vec<u32> {
+        let threshold = multi_index::slack_threshold(&self.radii, k);
+        let mut found = Vec::new();
+        for m in &mut self.met {
+            if *m & READ == 0 && *m & SLACK >= threshold {
+                *m |= READ;
+                found.push((*m >> 32) as u32);
+            }
+        }
+        found
+    }
+}
+
+/// Sums the slacks of the meetings of each ordinal into one (sorted by ordinal; whether one of
+/// them was read is kept).
+fn sum_slacks(met: &mut Vec<u64>) {
+    let mut to = 0;
     let mut at = 0;
     while at < met.len() {
         let ordinal = met[at] >> 32;
-        let mut slack = 0u64;
+        let (mut slack, mut read) = (0u64, 0u64);
         while at < met.len() && met[at] >> 32 == ordinal {
-            slack += met[at] & u64::from(u32::MAX);
+            slack += met[at] & SLACK;
+            read |= met[at] & READ;
             at += 1;
         }
-        if slack >= threshold {
-            found.push(ordinal as u32);
-        }
+        met[to] = ordinal << 32 | read | slack.min(SLACK);
+        to += 1;
     }
-    Some(found)
+    met.truncate(to);
 }
 
 /// Sorts meetings `ordinal << 32 | slack` by ordinal (the meetings of one ordinal then adjacent,

@@ -3,9 +3,11 @@
 //! and for a radius scan whose matches do not fit in `work_mem` (then stopping beyond the radius).
 //!
 //! Exact in two phases. First, rounds through the segments: the rows within `r` bits of the query
-//! (a radius lookup, `super::read::Reader::probe`), those beyond the previous round's radius
-//! handed out sorted, with `r` growing (0, 1, 2, 3, 4, 6, 9, ...) while the rounds together cost
-//! less than reading the code store and its candidates fit in `work_mem`. Then passes over the code store
+//! (a radius lookup), those beyond the previous round's radius handed out sorted, with `r` growing
+//! (0, 1, 2, 3, 4, 6, 9, ...) while the rounds together cost less than reading the code store and
+//! its candidates fit in `work_mem`. A round keeps what the earlier ones found
+//! (`simhash_core::code_index::Meetings`): the rows met in segments probed before at the same
+//! radius, and the rows read, those beyond its radius carried to the next rounds. Then passes over the code store
 //! and the tail (this backend's copy of it where it keeps one, `super::tail`; an index built empty
 //! then goes through rounds of lookups in that copy while they probe its segments), each keeping
 //! the next rows in (distance, TID) order after the last one handed out
@@ -16,7 +18,7 @@
 //! the next TIDs after the last one handed out, as many as `work_mem` holds.
 
 use pgrx::pg_sys;
-use simhash_core::code_index::Smallest;
+use simhash_core::code_index::{Meetings, Smallest};
 use simhash_core::multi_index::hamming_bytes;
 
 use super::read::Reader;
@@ -40,6 +42,10 @@ pub(super) struct Nearest {
     /// The expected units (probes and candidates) of the rounds so far: they stop when the next
     /// one would take all of them beyond what a read of the code store costs.
     spent: f64,
+    /// The rows the rounds met in the segments, and which of them they read.
+    meetings: Meetings,
+    /// Rows the rounds read beyond their radius, for the next rounds: (distance, TID order).
+    carry: Vec<(u32, u64)>,
     /// The rows the next pass keeps: 64 at first (most scans want a few rows: `LIMIT 10`), eight
     /// times more each pass, up to what `work_mem` holds.
     pass_rows: usize,
@@ -72,6 +78,8 @@ impl Nearest {
         Nearest {
             round: (rounds && query.is_some()).then_some(0),
             spent: 0.0,
+            meetings: Meetings::default(),
+            carry: Vec::new(),
             pass_rows: if few { 64 } else { usize::MAX },
             query,
             filter,
@@ -129,6 +137,65 @@ impl Nearest {
         }
     }
 
+    /// A round through the segments of the code store within `r` bits or more (while the rounds
+    /// so far and this one cost less than a read of the code store: `None` else, or when the rows
+    /// met do not fit in `work_mem`): its radius and the rows within it read by this round or
+    /// carried from earlier ones (with those of the tail), as (distance, TID order) in no
+    /// particular order. The rows it reads beyond its radius are carried to the next rounds, and
+    /// the rows met in the segments an earlier round probed at the same radii are kept
+    /// ([`Meetings`]): a round reads only the rows no earlier one read.
+    ///
+    /// The radius: `r`, or the distance of the nearest row carried when it is beyond (no round in
+    /// between would find a row among those read). Unless the radii of that radius would have to
+    /// probe afresh and those of a smaller one would keep the rows met: then the smaller one, the
+    /// nearest row carried or the next radius (a round that probes only new segments costs little,
+    /// one that probes afresh costs all its probes again).
+    unsafe fn round_of_store(&mut self, reader: &mut Reader, r: u32) -> Option<(u32, Vec<(u32, u64)>)> {
+        unsafe {
+            let query = self.query.as_deref().expect("rounds have a query");
+            let rows = u64::from(reader.meta.rows);
+            let last = self.done.map(|(d, _)| d);
+            let nearest = self.carry.iter().map(|&(d, _)| d).min();
+            let far = r.max(nearest.unwrap_or(0)).min(self.bound);
+            let mut r = far;
+            let mut radii = reader.layout.radii(far, rows)?;
+            if !self.meetings.extended_by(&radii) {
+                let near = last.map_or(0, |last| last + 1).max(nearest.unwrap_or(0)).min(far);
+                if near < far {
+                    if let Some(near_radii) = reader.layout.radii(near, rows) {
+                        if self.meetings.extended_by(&near_radii) {
+                            (r, radii) = (near, near_radii);
+                        }
+                    }
+                }
+            }
+            self.spent += reader.radii_pay_after(&radii, r, self.spent)?;
+            if !reader.meet(&mut self.meetings, query, &radii, work_mem_bytes() / 16)? {
+                // (probed afresh: the rows carried may be read again)
+                self.carry.clear();
+            }
+            let filter = &self.filter;
+            let carry = &mut self.carry;
+            let mut found = Vec::new();
+            let ordinals = self.meetings.unread_within(r);
+            reader.for_each_store_row_at(&ordinals, &mut |code, tid| {
+                if let Some(d) = hamming_bytes(code, query) {
+                    if Self::keeps_all(filter, code) {
+                        if d <= r { &mut found } else { &mut *carry }.push((d, tid_order(tid)));
+                    }
+                }
+            });
+            found.extend(carry.iter().filter(|&&(d, _)| d <= r));
+            carry.retain(|&(d, _)| d > r);
+            super::tail::for_each_within(reader, query, r, &mut |d, key, code| {
+                if Self::keeps_all(filter, code) {
+                    found.push((d, key));
+                }
+            });
+            Some((r, found))
+        }
+    }
+
     unsafe fn refill(&mut self, index: pg_sys::Relation) {
         unsafe {
             let mut reader = Reader::new(index);
@@ -144,15 +211,12 @@ impl Nearest {
                     super::tail::copy_probes(&reader, r)
                         .then(|| reader.probe(query, r, &[], usize::MAX, &mut |code| Self::keeps_all(filter, code)))
                         .flatten()
+                        .map(|found| (r, found))
                 } else {
-                    let spent = &mut self.spent;
-                    reader.probes_pay_after(r, *spent).and_then(|(radii, units)| {
-                        *spent += units;
-                        reader.probe(query, r, &radii, work_mem_bytes() / 16, &mut |code| Self::keeps_all(filter, code))
-                    })
+                    self.round_of_store(&mut reader, r)
                 };
                 match found {
-                    Some(mut found) if found.len() <= capacity => {
+                    Some((r, mut found)) if found.len() + self.carry.len() <= capacity => {
                         let after = self.done;
                         found.retain(|&key| after.is_none_or(|after| key > after));
                         super::super::memory::sort_interruptibly(&mut found, |&key| key);
@@ -161,7 +225,11 @@ impl Nearest {
                         self.codes_done = r >= self.bound;
                         self.round = Some(if r < 4 { r + 1 } else { r + r / 2 });
                     }
-                    _ => self.round = None,
+                    _ => {
+                        self.round = None;
+                        self.meetings = Meetings::default();
+                        self.carry = Vec::new();
+                    }
                 }
                 return;
             }

@@ -233,24 +233,77 @@ impl Reader {
         }
     }
 
-    /// Whether a lookup within `k` probes the segments (or reads the code store whole).
+    /// Whether a lookup within `k` probes the segments (or reads the code store whole): its radii.
     pub fn probes_pay(&self, k: u32) -> Option<Vec<Option<u32>>> {
-        self.probes_pay_after(k, 0.0).map(|(radii, _)| radii)
-    }
-
-    /// Whether a lookup within `k` probing the segments pays after `spent` units of probing
-    /// (`code_index::units`) already: its radii and its units.
-    pub fn probes_pay_after(&self, k: u32, spent: f64) -> Option<(Vec<Option<u32>>, f64)> {
         if self.meta.rows == 0 {
             // (the tail alone: `probe` looks it up)
-            return Some((Vec::new(), 0.0));
+            return Some(Vec::new());
         }
+        let radii = self.layout.radii(k, u64::from(self.meta.rows))?;
+        self.radii_pay_after(&radii, k, 0.0)?;
+        Some(radii)
+    }
+
+    /// Whether a lookup within `k` probing the segments with `radii` pays after `spent` units of
+    /// probing already: its units. The index holds rows in its code store.
+    pub fn radii_pay_after(&self, radii: &[Option<u32>], k: u32, spent: f64) -> Option<f64> {
         let rows = u64::from(self.meta.rows);
-        let radii = self.layout.radii(k, rows)?;
-        let work = self.layout.work(&radii, k, rows);
+        let work = self.layout.work(radii, k, rows);
         let units = code_index::units(work);
         let total = simhash_core::multi_index::Work { probes: work.probes + spent, ..work };
-        code_index::probing_pays(total, rows).then_some((radii, units))
+        code_index::probing_pays(total, rows).then_some(units)
+    }
+
+    /// The live rows of the code store at `ordinals` (ascending), with `visit(code, TID)`.
+    pub unsafe fn for_each_store_row_at(
+        &mut self,
+        ordinals: &[u32],
+        visit: &mut dyn FnMut(&[u8], &pg_sys::ItemPointerData),
+    ) {
+        unsafe {
+            let code_bytes = self.meta.code_bytes();
+            let per_page = meta::store_per_page(code_bytes);
+            let slot = meta::store_slot(code_bytes);
+            for (n, &ordinal) in ordinals.iter().enumerate() {
+                if n % 1024 == 0 {
+                    self.pages.release();
+                    pgrx::check_for_interrupts!();
+                }
+                let block = self.meta.store_start + ordinal / per_page as u32;
+                let store_page = self.pages.page(0, block, Kind::CodeStore);
+                let at = ordinal as usize % per_page;
+                if at >= slot_count(self.index, store_page, block, code_bytes) {
+                    corrupt(self.index, format!("code store block {block} has no row {ordinal}"));
+                }
+                let bytes = page::contents(store_page).add(at * slot);
+                let tid = bytes.cast::<pg_sys::ItemPointerData>().read_unaligned();
+                let code = std::slice::from_raw_parts(bytes.add(TID), code_bytes);
+                if !is_removed(&tid) {
+                    visit(code, &tid);
+                }
+            }
+            self.pages.release();
+        }
+    }
+
+    /// Probes the segments of `query` with `radii` into `meetings` (`Meetings::probe`: the
+    /// segments new to it, or all afresh; `None` when more than `limit` rows were met). The index
+    /// holds rows in its code store.
+    pub unsafe fn meet(
+        &mut self,
+        meetings: &mut code_index::Meetings,
+        query: &[u8],
+        radii: &[Option<u32>],
+        limit: usize,
+    ) -> Option<bool> {
+        let check = || {
+            pgrx::check_for_interrupts!();
+        };
+        let interrupt = simhash_core::Interrupt::new(&check);
+        let layout = self.layout;
+        let kept = meetings.probe(&layout, radii, query, &mut SegmentPages::new(self), limit, interrupt);
+        self.pages.release();
+        kept
     }
 
     /// The rows of the code store within `k` of `query` found through the segments with `radii`
@@ -281,29 +334,13 @@ impl Reader {
             self.pages.release();
             let ordinals = ordinals?;
             let mut found = Vec::new();
-            let code_bytes = self.meta.code_bytes();
-            let per_page = meta::store_per_page(code_bytes);
-            let slot = meta::store_slot(code_bytes);
-            for (n, &ordinal) in ordinals.iter().enumerate() {
-                if n % 1024 == 0 {
-                    self.pages.release();
-                    pgrx::check_for_interrupts!();
-                }
-                let block = self.meta.store_start + ordinal / per_page as u32;
-                let store_page = self.pages.page(0, block, Kind::CodeStore);
-                let at = ordinal as usize % per_page;
-                if at >= slot_count(self.index, store_page, block, code_bytes) {
-                    corrupt(self.index, format!("code store block {block} has no row {ordinal}"));
-                }
-                let bytes = page::contents(store_page).add(at * slot);
-                let tid = bytes.cast::<pg_sys::ItemPointerData>().read_unaligned();
-                let code = std::slice::from_raw_parts(bytes.add(TID), code_bytes);
+            self.for_each_store_row_at(&ordinals, &mut |code, tid| {
                 if let Some(d) = hamming_bytes(code, query).filter(|&d| d <= k) {
-                    if !is_removed(&tid) && keep(code) {
-                        found.push((d, tid_order(&tid)));
+                    if keep(code) {
+                        found.push((d, tid_order(tid)));
                     }
                 }
-            }
+            });
             self.pages.release();
             super::tail::for_each_within(self, query, k, &mut |d, key, code| {
                 if keep(code) {

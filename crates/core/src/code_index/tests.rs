@@ -224,6 +224,87 @@ fn slack_filter_keeps_every_row_within_k() {
     }
 }
 
+/// The rounds of a nearest-rows search through [`Meetings`]: each round within `r` (0, 1, 2, 3, 4,
+/// 6, 9, ...) probes at the radii of a lookup within `r`, reads the rows it has not read, and
+/// hands out the rows read (now or before) between the last round's radius and `r`: every row
+/// within each radius exactly once, as brute force has them. With every segment of a 1,024-bit
+/// code indexed, most rounds keep the rows met before.
+#[test]
+fn rounds_of_meetings_hand_out_each_row_once() {
+    for (rows, bits, segments, seed) in [
+        (3_000usize, 1024u32, MAX_INDEXED_SEGMENTS, 0x0123_4567_89ab_cdefu64),
+        (3_000, 1024, DEFAULT_INDEXED_SEGMENTS, 0x1111_4567_89ab_cdef),
+        (4_000, 256, DEFAULT_INDEXED_SEGMENTS, 0x2222_4567_89ab_cdef),
+        (500, 7, DEFAULT_INDEXED_SEGMENTS, 0x3333_4567_89ab_cdef),
+    ] {
+        let codes = planted(rows, bits, seed);
+        let layout = Layout::for_table(bits, rows as u64, segments).unwrap();
+        let mut memory = Memory::build(&layout, &codes);
+        let mut state = seed ^ 0x7777;
+        let mut kept_rounds = 0;
+        for q in 0..12 {
+            let mut query = codes[xorshift(&mut state) as usize % rows].clone();
+            if q % 4 == 3 {
+                query.iter_mut().for_each(|b| *b = xorshift(&mut state) as u8);
+            }
+            for _ in 0..q % 5 {
+                let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
+                query[bit / 8] ^= 0x80 >> (bit % 8);
+            }
+            let bytes = query.len();
+            query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
+            let distance = |o: u32| hamming_bytes(&codes[o as usize], &query).unwrap();
+            let mut meetings = Meetings::default();
+            let mut carry: Vec<(u32, u32)> = Vec::new();
+            let mut handed: Vec<u32> = Vec::new();
+            let mut last: Option<u32> = None;
+            let mut r = 0;
+            while r <= bits.min(64) {
+                let Some(radii) = layout.radii(r, rows as u64) else { break };
+                let kept =
+                    meetings.probe(&layout, &radii, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER).unwrap();
+                if kept {
+                    kept_rounds += 1;
+                } else {
+                    carry.clear();
+                }
+                assert!(meetings.units() > u64::from(r));
+                let mut round: Vec<(u32, u32)> = Vec::new();
+                for o in meetings.unread_within(r) {
+                    let d = distance(o);
+                    if d > r {
+                        carry.push((d, o));
+                    } else if last.is_none_or(|last| d > last) {
+                        round.push((d, o));
+                    }
+                }
+                round.extend(carry.iter().filter(|&&(d, _)| d <= r));
+                carry.retain(|&(d, _)| d > r);
+                round.sort_unstable();
+                let expected: Vec<(u32, u32)> = {
+                    let mut e: Vec<(u32, u32)> = (0..rows as u32)
+                        .map(|o| (distance(o), o))
+                        .filter(|&(d, _)| d <= r && last.is_none_or(|last| d > last))
+                        .collect();
+                    e.sort_unstable();
+                    e
+                };
+                assert_eq!(round, expected, "{bits} bits, {segments} segments, round {r}");
+                handed.extend(round.iter().map(|&(_, o)| o));
+                last = Some(r);
+                r = if r < 4 { r + 1 } else { r + r / 2 };
+            }
+            let mut unique = handed.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), handed.len());
+        }
+        if bits == 1024 && segments == MAX_INDEXED_SEGMENTS {
+            assert!(kept_rounds >= 12 * 8, "{kept_rounds} rounds kept the rows met before");
+        }
+    }
+}
+
 /// The radii a lookup takes are complete (at least `k + 1` units) and, among many rows, take
 /// extra units for the filter at k = 16 and 32 over 256 bits; their expected work is read codes
 /// far fewer than candidates met.
