@@ -232,7 +232,8 @@ pub trait Segments {
 /// The ordinals of the rows met by probing the indexed segments of `query` with `radii` (complete
 /// for a lookup within `k` bits: at least `k + 1` units) whose slacks add up to the threshold
 /// ([`multi_index::slack_threshold`]), sorted and each once, or `None` once more than `limit`
-/// were met (counting repeats). Every row within `k` is among them.
+/// were met (counting repeats) or memory for the meetings is refused (every caller then compares
+/// the rows whole: exact, and no memory). Every row within `k` is among them.
 pub fn candidates(
     layout: &Layout,
     radii: &[Option<u32>],
@@ -264,7 +265,8 @@ pub fn candidates(
             let (prefix, low) = layout.split(i, probe);
             let (start, end) = (segments.directory(i, prefix), segments.directory(i, prefix + 1));
             let range = probe_run(start, end, low, |p| segments.low(i, p));
-            if met.len() + range.len() > limit {
+            // (room made first: a reader's `ordinals` then appends without growing)
+            if met.len() + range.len() > limit || met.try_reserve(range.len()).is_err() {
                 return None;
             }
             // (a probe is within the radius: the slack is at least 1)
@@ -283,6 +285,7 @@ pub fn candidates(
             at += 1;
         }
         if slack >= threshold {
+            found.try_reserve(1).ok()?;
             found.push(ordinal as u32);
         }
     }
