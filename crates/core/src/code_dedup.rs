@@ -134,7 +134,10 @@ pub fn first_come_codes<'a>(
     let mut kept = KeptCodes { code, k, runs: HashMap::new(), interrupt };
     // Room for every row's code: a row kept is then filed without running out of memory.
     let mut lengths: HashMap<u32, usize> = HashMap::new();
-    for (bits, _) in (0..rows).map(code) {
+    for (i, (bits, _)) in (0..rows).map(code).enumerate() {
+        if i % STEP == STEP - 1 {
+            interrupt.check();
+        }
         if !lengths.contains_key(&bits) {
             lengths.try_reserve(1).map_err(|_| NearSetError::OutOfMemory)?;
         }

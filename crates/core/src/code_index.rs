@@ -232,7 +232,8 @@ pub trait Segments {
 /// The ordinals of the rows met by probing the indexed segments of `query` with `radii` (complete
 /// for a lookup within `k` bits: at least `k + 1` units) whose slacks add up to the threshold
 /// ([`multi_index::slack_threshold`]), sorted and each once, or `None` once more than `limit`
-/// were met (counting repeats). Every row within `k` is among them.
+/// were met (counting repeats) or memory for the meetings is refused (every caller then compares
+/// the rows whole: exact, and no memory). Every row within `k` is among them.
 pub fn candidates(
     layout: &Layout,
     radii: &[Option<u32>],
@@ -244,7 +245,7 @@ pub fn candidates(
 ) -> Option<Vec<u32>> {
     let mut meetings = Meetings::default();
     meetings.probe(layout, radii, query, segments, limit, interrupt)?;
-    Some(meetings.unread_within(k))
+    meetings.unread_within(k)
 }
 
 /// The rows met by probing a query's segments, kept from one radius to the next: the rounds of a
@@ -275,9 +276,9 @@ const SLACK: u64 = READ - 1;
 impl Meetings {
     /// Probes the indexed segments of `query` with `radii`: only the segments not probed yet when
     /// every segment probed so far has the same radius in `radii` or none (the rows met so far
-    /// kept, with whether they were read), else every segment of `radii` afresh. `None` (and nothing kept)
-    /// once more than `limit` rows were met, counting repeats and the rows met before; else
-    /// whether the rows met before were kept.
+    /// kept, with whether they were read), else every segment of `radii` afresh. `None` (and
+    /// nothing kept) once more than `limit` rows were met, counting repeats and the rows met
+    /// before, or when memory for them is refused; else whether the rows met before were kept.
     pub fn probe(
         &mut self,
         layout: &Layout,
@@ -316,7 +317,8 @@ impl Meetings {
                 let (prefix, low) = layout.split(i, probe);
                 let (start, end) = (segments.directory(i, prefix), segments.directory(i, prefix + 1));
                 let range = probe_run(start, end, low, |p| segments.low(i, p));
-                if self.met.len() + new.len() + range.len() > limit {
+                // (room made first: a reader's `ordinals` then appends without growing)
+                if self.met.len() + new.len() + range.len() > limit || new.try_reserve(range.len()).is_err() {
                     *self = Meetings::default();
                     return None;
                 }
@@ -330,7 +332,10 @@ impl Meetings {
         }
         sort_by_ordinal(&mut new);
         sum_slacks(&mut new);
-        self.merge(new);
+        if self.merge(new).is_none() {
+            *self = Meetings::default();
+            return None;
+        }
         Some(extends)
     }
 
@@ -341,14 +346,15 @@ impl Meetings {
             && self.radii.iter().zip(radii).all(|(old, new)| old.is_none() || new.is_none() || old == new)
     }
 
-    /// Merges `new` (sorted, each ordinal once, none read) into `met`.
-    fn merge(&mut self, new: Vec<u64>) {
+    /// Merges `new` (sorted, each ordinal once, none read) into `met` (`None`: no memory for it).
+    fn merge(&mut self, new: Vec<u64>) -> Option<()> {
         if self.met.is_empty() {
             self.met = new;
-            return;
+            return Some(());
         }
         // From the back, into `met` grown by the length of `new`; then the repeats summed.
         let (mut a, mut b) = (self.met.len(), new.len());
+        self.met.try_reserve_exact(b).ok()?;
         self.met.resize(a + b, 0);
         let mut to = a + b;
         while b > 0 {
@@ -362,6 +368,7 @@ impl Meetings {
             }
         }
         sum_slacks(&mut self.met);
+        Some(())
     }
 
     /// The units of the radii probed: no row is nearer than `units - slack`, and a row not met is
@@ -372,17 +379,20 @@ impl Meetings {
 
     /// The ordinals of the rows met whose slacks add up to the threshold of a lookup within `k`
     /// (every row within `k` is among them, or was handed out by an earlier call) and that no
-    /// earlier call handed out, ascending; they are marked read.
-    pub fn unread_within(&mut self, k: u32) -> Vec<u32> {
+    /// earlier call handed out, ascending; they are marked read. `None` when memory for them is
+    /// refused (then none is marked).
+    pub fn unread_within(&mut self, k: u32) -> Option<Vec<u32>> {
         let threshold = multi_index::slack_threshold(&self.radii, k);
+        let unread = |m: u64| m & READ == 0 && m & SLACK >= threshold;
         let mut found = Vec::new();
+        found.try_reserve_exact(self.met.iter().filter(|&&m| unread(m)).count()).ok()?;
         for m in &mut self.met {
-            if *m & READ == 0 && *m & SLACK >= threshold {
+            if unread(*m) {
                 *m |= READ;
                 found.push((*m >> 32) as u32);
             }
         }
-        found
+        Some(found)
     }
 }
 

@@ -177,7 +177,7 @@ impl Nearest {
             let filter = &self.filter;
             let carry = &mut self.carry;
             let mut found = Vec::new();
-            let ordinals = self.meetings.unread_within(r);
+            let ordinals = self.meetings.unread_within(r)?;
             reader.for_each_store_row_at(&ordinals, &mut |code, tid| {
                 if let Some(d) = hamming_bytes(code, query) {
                     if Self::keeps_all(filter, code) {

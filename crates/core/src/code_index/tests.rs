@@ -270,7 +270,7 @@ fn rounds_of_meetings_hand_out_each_row_once() {
                 }
                 assert!(meetings.units() > u64::from(r));
                 let mut round: Vec<(u32, u32)> = Vec::new();
-                for o in meetings.unread_within(r) {
+                for o in meetings.unread_within(r).unwrap() {
                     let d = distance(o);
                     if d > r {
                         carry.push((d, o));
@@ -419,4 +419,55 @@ fn tables_beyond_memory_are_refused() {
     let code = [0u8; 32];
     assert!(segment_entries(&layout, 0, std::iter::repeat_n(&code[..], usize::MAX)).is_err());
     assert!(directory(std::iter::empty(), usize::MAX).is_err());
+}
+
+/// Segments whose one prefix holds `u32::MAX` entries of low bits 0 (their ordinals are never to
+/// be read: there is no memory for them).
+struct Crowded;
+
+impl Segments for Crowded {
+    fn directory(&mut self, _: u32, prefix: u32) -> u32 {
+        if prefix == 0 {
+            0
+        } else {
+            u32::MAX
+        }
+    }
+
+    fn low(&mut self, _: u32, _: u32) -> u16 {
+        0
+    }
+
+    fn ordinal(&mut self, _: u32, _: u32) -> u32 {
+        unreachable!("the ordinals are read through `ordinals`")
+    }
+
+    fn ordinals(&mut self, _: u32, _: std::ops::Range<u32>, _: u64, _: &mut Vec<u64>) {
+        panic!("the meetings were read with no room made for them")
+    }
+}
+
+/// A lookup whose meetings do not fit in memory is refused (`None`: the caller compares the rows
+/// whole) instead of growing its vector until the allocation aborts the process: here 32 GB of
+/// meetings under an address space of 4 GB (the test runs itself again under `ulimit -v`, so that
+/// the machine's memory does not matter).
+#[test]
+fn meetings_beyond_memory_are_refused() {
+    const LIMITED: &str = "SIMHASH_CORE_TEST_ULIMIT";
+    if std::env::var_os(LIMITED).is_none() {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4194304 && exec \"$0\" --exact code_index::tests::meetings_beyond_memory_are_refused")
+            .arg(std::env::current_exe().expect("the test binary"))
+            .env(LIMITED, "1")
+            .status()
+            .expect("sh runs");
+        assert!(status.success(), "under ulimit -v: {status}");
+        return;
+    }
+    let layout = Layout::for_table(256, 1000, DEFAULT_INDEXED_SEGMENTS).unwrap();
+    let mut radii = vec![None; layout.indexed as usize];
+    radii[0] = Some(0);
+    let query = [0u8; 32];
+    assert_eq!(candidates(&layout, &radii, 0, &query, &mut Crowded, usize::MAX, crate::Interrupt::NEVER), None);
 }
