@@ -50,7 +50,7 @@ fn clustered(rows: usize, bits: u32) -> Vec<u8> {
         for b in 0..code_bytes {
             let mut flips = 0u8;
             for bit in 0..8 {
-                if xorshift(&mut state) % 16 == 0 {
+                if xorshift(&mut state).is_multiple_of(16) {
                     flips |= 1 << bit;
                 }
             }

@@ -150,7 +150,7 @@ pub fn segment_values(
 ) {
     assert!(code_bytes > 0 && codes.len().is_multiple_of(code_bytes));
     let rows = codes.len() / code_bytes;
-    let n = if rows == 0 { 0 } else { values.len() / rows };
+    let n = values.len().checked_div(rows).unwrap_or(0);
     assert!(values.len() == n * rows && first + n as u32 <= layout.plan.count);
     if rows == 0 {
         return;
