@@ -119,12 +119,7 @@ fn first_bits(code: &[u8]) -> u64 {
 /// The entries of indexed segment `i` of the codes of the code store (`codes`, in ordinal order,
 /// `code_bytes` bytes each), each `value << 32 | ordinal`, sorted, into `entries` (one element a
 /// row; its contents are overwritten), and the segment's directory, returned. `values` is scratch
-/// space of one element a row.
-///
-/// The values are read from the codes once, into `values`, then put in order by a counting sort
-/// by the directory's prefix (the counts are the directory), which keeps the ordinals of a prefix
-/// ascending, and each prefix's run sorted alone (a run holds about one row per prefix on uniform
-/// codes: the directory has about one prefix per row).
+/// space of one element a row: [`segment_values`] of segment `i`, then [`entries_of_values`].
 pub fn segment_entries(
     layout: &Layout,
     i: u32,
@@ -134,15 +129,66 @@ pub fn segment_entries(
     entries: &mut [u64],
     interrupt: Interrupt,
 ) -> Vec<u32> {
-    let rows = entries.len();
-    assert!(code_bytes > 0 && codes.len() == rows * code_bytes && values.len() == rows);
-    assert!(u32::try_from(rows).is_ok(), "ordinals are u32");
-    let mut counts = vec![0u32; layout.directory_len(i) - 1];
+    segment_values(layout, i, codes, code_bytes, values, interrupt);
+    entries_of_values(layout, i, values, entries, interrupt)
+}
+
+/// The values of segments `first..first + n` of the codes of the code store (`codes`, in ordinal
+/// order, `code_bytes` bytes each), into `values`: `n` arrays of one element a row, one after the
+/// other (`values.len()` is `n` times the rows).
+///
+/// One pass over the codes for the `n` segments: a code is read from memory once for all of them
+/// (a pass per segment reads a cache line of every code each time, the build's slowest part on
+/// long codes).
+pub fn segment_values(
+    layout: &Layout,
+    first: u32,
+    codes: &[u8],
+    code_bytes: usize,
+    values: &mut [u32],
+    interrupt: Interrupt,
+) {
+    assert!(code_bytes > 0 && codes.len().is_multiple_of(code_bytes));
+    let rows = codes.len() / code_bytes;
+    let n = values.len().checked_div(rows).unwrap_or(0);
+    assert!(values.len() == n * rows && first + n as u32 <= layout.plan.count);
+    if rows == 0 {
+        return;
+    }
+    let mut columns: Vec<&mut [u32]> = values.chunks_exact_mut(rows).collect();
     for range in crate::interrupt::ranges(rows, interrupt) {
         let codes = codes[range.start * code_bytes..range.end * code_bytes].chunks_exact(code_bytes);
-        for (value, code) in values[range].iter_mut().zip(codes) {
-            *value = layout.plan.segment(code, i);
-            counts[layout.split(i, *value).0 as usize] += 1;
+        for (row, code) in range.zip(codes) {
+            for (g, column) in (first..).zip(columns.iter_mut()) {
+                column[row] = layout.plan.segment(code, g);
+            }
+        }
+    }
+}
+
+/// The entries of indexed segment `i` from its `values` (one a row, in ordinal order,
+/// [`segment_values`]), each `value << 32 | ordinal`, sorted, into `entries` (one element a row;
+/// its contents are overwritten), and the segment's directory, returned.
+///
+/// The entries are put in order by a counting sort by the directory's prefix (the counts are the
+/// directory), which keeps the ordinals of a prefix ascending, and each prefix's run sorted alone
+/// (a run holds about one row per prefix on uniform codes: the directory has about one prefix per
+/// row), short runs by insertion.
+pub fn entries_of_values(
+    layout: &Layout,
+    i: u32,
+    values: &[u32],
+    entries: &mut [u64],
+    interrupt: Interrupt,
+) -> Vec<u32> {
+    let rows = entries.len();
+    assert!(values.len() == rows);
+    assert!(u32::try_from(rows).is_ok(), "ordinals are u32");
+    let mut counts = vec![0u32; layout.directory_len(i) - 1];
+    let low_bits = layout.low_bits_of(i);
+    for range in crate::interrupt::ranges(rows, interrupt) {
+        for &value in &values[range] {
+            counts[(value as u64 >> low_bits) as usize] += 1;
         }
     }
     let directory = directory_of_counts(&counts);
@@ -151,16 +197,30 @@ pub fn segment_entries(
     counts.copy_from_slice(&directory[..prefixes]);
     for range in crate::interrupt::ranges(rows, interrupt) {
         for (ordinal, &value) in range.clone().zip(&values[range]) {
-            let next = &mut counts[layout.split(i, value).0 as usize];
+            let next = &mut counts[(value as u64 >> low_bits) as usize];
             entries[*next as usize] = u64::from(value) << 32 | ordinal as u64;
             *next += 1;
         }
     }
+    // Each run by its low bits, stably (its ordinals are ascending): short ones by insertion,
+    // longer ones by a counting sort through `scratch` (clustered codes put most rows in runs of
+    // thousands), the longest by comparison.
+    let lows = 1usize << low_bits;
+    let mut low_counts = vec![0u32; lows + 1];
+    let mut scratch: Vec<u64> = Vec::new();
     let mut since_check = 0;
     for run in directory.windows(2) {
         let (start, end) = (run[0] as usize, run[1] as usize);
-        if end - start > 1 {
-            sort_checked(&mut entries[start..end], &|a, b| a.cmp(b), interrupt);
+        let run = &mut entries[start..end];
+        if run.len() <= SHORT_RUN {
+            insertion_sort(run);
+        } else if run.len() <= COUNTED_RUN && run.len() >= lows {
+            if scratch.len() < run.len() {
+                scratch.resize(run.len().next_power_of_two().min(COUNTED_RUN), 0);
+            }
+            counting_sort_by_low(run, low_bits, &mut low_counts, &mut scratch[..run.len()]);
+        } else {
+            sort_checked(run, &|a, b| a.cmp(b), interrupt);
         }
         since_check += end - start;
         if since_check >= STEP {
@@ -169,6 +229,46 @@ pub fn segment_entries(
         }
     }
     directory
+}
+
+/// The longest run of a segment sorted by insertion.
+const SHORT_RUN: usize = 32;
+
+/// The longest run of a segment sorted by counting (the scratch space it takes at most).
+const COUNTED_RUN: usize = 1 << 16;
+
+/// Sorts a short slice by insertion.
+fn insertion_sort(items: &mut [u64]) {
+    for n in 1..items.len() {
+        let item = items[n];
+        let mut at = n;
+        while at > 0 && items[at - 1] > item {
+            items[at] = items[at - 1];
+            at -= 1;
+        }
+        items[at] = item;
+    }
+}
+
+/// Sorts `run` (entries `value << 32 | ordinal` of one prefix, ordinals ascending) by the value's
+/// `low_bits` low bits, stably: so by (value, ordinal). `counts` has `2^low_bits + 1` elements,
+/// `scratch` as many as `run` (the contents of both are overwritten).
+fn counting_sort_by_low(run: &mut [u64], low_bits: u32, counts: &mut [u32], scratch: &mut [u64]) {
+    let mask = (1u64 << low_bits) - 1;
+    let low = |entry: u64| (entry >> 32 & mask) as usize;
+    counts.fill(0);
+    for &entry in run.iter() {
+        counts[low(entry) + 1] += 1;
+    }
+    for n in 1..counts.len() {
+        counts[n] += counts[n - 1];
+    }
+    for &entry in run.iter() {
+        let next = &mut counts[low(entry)];
+        scratch[*next as usize] = entry;
+        *next += 1;
+    }
+    run.copy_from_slice(scratch);
 }
 
 /// `items.sort_unstable_by(compare)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a

@@ -191,7 +191,8 @@ unsafe extern "C-unwind" fn build_callback(
 
 /// Bytes a built row takes in memory at the build's peak besides its code: its TID, then its sort
 /// key (`u64`) while the rows are put in the code store's order, then its entry (`u64`) and its
-/// value (`u32`) of the segment being written (`code_build`).
+/// value (`u32`) of the segment being written (`code_build`; the values of more segments at once
+/// only in what `maintenance_work_mem` has left).
 const BUILD_BYTES_PER_ROW: usize = 6 + 8 + 4;
 
 /// `ambuild` of an index of codes.
@@ -322,17 +323,31 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
             });
         }
 
-        // Each indexed segment: its entries sorted by (value, ordinal), its directory.
+        // Each indexed segment: its entries sorted by (value, ordinal), its directory. The values
+        // of up to VALUES_AT_ONCE segments are read from the codes in one pass, as many as
+        // maintenance_work_mem has room for besides the rows and the entries (one at least).
+        let held = state.codes.capacity() + state.tids.capacity() * TID + rows * 8;
+        let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
+        let at_once = room.clamp(1, VALUES_AT_ONCE.min(layout.indexed as usize));
         let (mut values, mut entries): (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
-        memory::reserve(&mut values, rows);
+        memory::reserve(&mut values, rows * at_once);
         memory::reserve(&mut entries, rows);
-        values.resize(rows, 0);
+        values.resize(rows * at_once, 0);
         entries.resize(rows, 0);
-        for i in 0..layout.indexed {
-            let directory =
-                code_build::segment_entries(layout, i, &state.codes, code_bytes, &mut values, &mut entries, interrupt);
-            let mut next = entries.iter();
-            out.segment(layout, i, &directory, rows, &mut || *next.next().expect("an entry per row"));
+        let mut first = 0;
+        while first < layout.indexed {
+            let n = at_once.min((layout.indexed - first) as usize);
+            let values = &mut values[..rows * n];
+            code_build::segment_values(layout, first, &state.codes, code_bytes, values, interrupt);
+            for (i, values) in (first..).zip(values.chunks_exact(rows)) {
+                let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt);
+                let mut next = entries.iter();
+                out.segment(layout, i, &directory, rows, &mut || *next.next().expect("an entry per row"));
+            }
+            first += n as u32;
         }
     }
 }
+
+/// The most segments whose values a build reads from the codes in one pass.
+const VALUES_AT_ONCE: usize = 16;

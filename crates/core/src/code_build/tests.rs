@@ -158,3 +158,58 @@ fn long_builds_check_for_interrupts() {
     assert!(!stopped && calls >= 3 * rows / STEP, "{calls} checks");
     assert!(run_stopping(2, segment).0);
 }
+
+#[test]
+fn values_of_several_segments_at_once() {
+    let layout = Layout::for_table(1000, 3000, code_index::MAX_INDEXED_SEGMENTS).unwrap();
+    let (rows, code_bytes) = (3000, 125);
+    let codes = codes(rows, code_bytes, 17);
+    for n in [1, 3, 16, layout.plan.count as usize] {
+        let mut first = 0;
+        while first < layout.plan.count {
+            let n = n.min((layout.plan.count - first) as usize);
+            let mut values = vec![0u32; n * rows];
+            segment_values(&layout, first, &codes, code_bytes, &mut values, Interrupt::NEVER);
+            for (g, column) in (first..).zip(values.chunks_exact(rows)) {
+                let expected: Vec<u32> = codes.chunks_exact(code_bytes).map(|c| layout.plan.segment(c, g)).collect();
+                assert!(column == expected, "segment {g} in a group of {n}");
+            }
+            first += n as u32;
+        }
+    }
+}
+
+/// Runs long enough for the counting sort by low bits (rows of a few codes, as clustered codes
+/// give), and runs longer than it takes.
+#[test]
+fn long_runs_sort_as_by_value_then_ordinal() {
+    let custom = |bits, width, prefix_bits| {
+        let plan = SegmentPlan::with_width(bits, width).unwrap();
+        Layout { plan, indexed: plan.count, prefix_bits }
+    };
+    let mut state = 3u64;
+    for (layout, rows, kinds) in [
+        (custom(64, 16, 12), 20_000, 40),
+        (custom(64, 16, 8), 5000, 3),
+        (custom(64, 20, 16), 4000, 7),
+        (custom(64, 16, 1), COUNTED_RUN * 2 + 10, 5),
+    ] {
+        let code_bytes = 8;
+        let centres: Vec<u64> = (0..kinds).map(|_| xorshift(&mut state)).collect();
+        let mut codes: Vec<u8> = Vec::new();
+        for _ in 0..rows {
+            let centre = centres[(xorshift(&mut state) % kinds) as usize];
+            // A few of the low bits of each segment flipped.
+            let flips = xorshift(&mut state) & xorshift(&mut state) & 0x000f_000f_000f_000f;
+            codes.extend_from_slice(&(centre ^ flips).to_be_bytes());
+        }
+        let (mut values, mut entries) = (vec![0u32; rows], vec![0u64; rows]);
+        for i in 0..layout.indexed {
+            let directory =
+                segment_entries(&layout, i, &codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER);
+            let (expected, expected_directory) = reference_segment(&layout, i, &codes, code_bytes);
+            assert!(entries == expected, "entries of segment {i}, {layout:?}");
+            assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
+        }
+    }
+}
