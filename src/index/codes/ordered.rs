@@ -146,10 +146,11 @@ impl Nearest {
     /// ([`Meetings`]): a round reads only the rows no earlier one read.
     ///
     /// The radius: `r`, or the distance of the nearest row carried when it is beyond (no round in
-    /// between would find a row among those read). Unless the radii of that radius would have to
-    /// probe afresh and those of a smaller one would keep the rows met: then the smaller one, the
-    /// nearest row carried or the next radius (a round that probes only new segments costs little,
-    /// one that probes afresh costs all its probes again).
+    /// between would find a row among those read). Unless the radii of that radius would probe a
+    /// segment again at a new radius, or do not pay, and those of a smaller one keep the rows met:
+    /// then the smaller one, the nearest row carried or one more than the last radius, else `r`
+    /// (a round that probes only new segments costs little, one that probes afresh costs all its
+    /// probes again).
     unsafe fn round_of_store(&mut self, reader: &mut Reader, r: u32) -> Option<(u32, Vec<(u32, u64)>)> {
         unsafe {
             let query = self.query.as_deref().expect("rounds have a query");
@@ -157,19 +158,33 @@ impl Nearest {
             let last = self.done.map(|(d, _)| d);
             let nearest = self.carry.iter().map(|&(d, _)| d).min();
             let far = r.max(nearest.unwrap_or(0)).min(self.bound);
-            let mut r = far;
-            let mut radii = reader.layout.radii(far, rows)?;
-            if !self.meetings.extended_by(&radii) {
-                let near = last.map_or(0, |last| last + 1).max(nearest.unwrap_or(0)).min(far);
-                if near < far {
-                    if let Some(near_radii) = reader.layout.radii(near, rows) {
-                        if self.meetings.extended_by(&near_radii) {
-                            (r, radii) = (near, near_radii);
+            let near = last.map_or(0, |last| last + 1).max(nearest.unwrap_or(0)).min(far);
+            // The first of these radii whose probing keeps the rows met and pays, else the first
+            // that pays (each looked up once, when it comes).
+            let fresh = self.meetings.units() == 0;
+            let mut options: Vec<(u32, Option<Vec<Option<u32>>>)> = Vec::with_capacity(3);
+            let mut chosen = None;
+            'choice: for keeps in [true, false] {
+                for k in [far, near, r.min(far)] {
+                    let at = match options.iter().position(|&(seen, _)| seen == k) {
+                        Some(at) => at,
+                        None => {
+                            options.push((k, reader.layout.radii(k, rows)));
+                            options.len() - 1
                         }
+                    };
+                    let Some(radii) = &options[at].1 else { continue };
+                    if keeps && !fresh && !self.meetings.extended_by(radii) {
+                        continue;
+                    }
+                    if let Some(units) = reader.radii_pay_after(radii, k, self.spent) {
+                        chosen = Some((k, radii.clone(), units));
+                        break 'choice;
                     }
                 }
             }
-            self.spent += reader.radii_pay_after(&radii, r, self.spent)?;
+            let (r, radii, units) = chosen?;
+            self.spent += units;
             if !reader.meet(&mut self.meetings, query, &radii, work_mem_bytes() / 16)? {
                 // (probed afresh: the rows carried may be read again)
                 self.carry.clear();

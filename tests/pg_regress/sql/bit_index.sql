@@ -333,3 +333,40 @@ RESET enable_seqscan;
 RESET enable_sort;
 SELECT array(SELECT bit_count(code # ('x' || md5('17'))::bit(64)) FROM cparts ORDER BY 1 LIMIT 8) AS by_sort;
 DROP TABLE cparts;
+-- Nearest rows of clustered codes (simhash_bits of vectors around 20 centres, as embeddings are),
+-- where the rounds through the segments keep the rows met and read (those beyond a round's
+-- radius carried to the next) and jump to the nearest row carried: with every segment indexed
+-- and with the default, in the order of a scan and sort, at several LIMITs, and with work_mem too
+-- small for the rows met (then passes over the code store).
+CREATE TABLE cl (i int, code bit(1024));
+CREATE TEMP TABLE cl_centres AS
+    SELECT c, array_agg((2 * random() - 1)::real ORDER BY d) AS v FROM generate_series(0, 19) c, generate_series(1, 32) d GROUP BY c;
+INSERT INTO cl SELECT i, simhash_bits((SELECT array_agg(x + (0.3 * (random() - 0.5))::real) FROM unnest(ce.v) x), 1024)
+    FROM generate_series(1, 3000) i JOIN cl_centres ce ON ce.c = i % 20;
+CREATE TEMP TABLE cl_q AS SELECT n, simhash_bits((SELECT array_agg(x + (0.3 * (random() - 0.5))::real) FROM unnest(ce.v) x), 1024) AS q
+    FROM generate_series(1, 4) n JOIN cl_centres ce ON ce.c = n * 3;
+INSERT INTO cl_q SELECT 5, simhash_bits(array(SELECT (2 * random() - 1)::real FROM generate_series(1, 32)), 1024);
+CREATE FUNCTION pg_temp.cl_same(lim int) RETURNS TABLE (n int, same boolean)
+LANGUAGE plpgsql AS $$
+DECLARE a tid[]; b tid[];
+BEGIN
+    FOR n IN SELECT cl_q.n FROM cl_q ORDER BY 1 LOOP
+        SET LOCAL enable_seqscan = off;
+        SELECT array(SELECT ctid FROM cl ORDER BY code <-> simhash_code_ball((SELECT q FROM cl_q WHERE cl_q.n = cl_same.n), 0) LIMIT lim) INTO a;
+        RESET enable_seqscan;
+        SELECT array(SELECT ctid FROM cl ORDER BY bit_count(code # (SELECT q FROM cl_q WHERE cl_q.n = cl_same.n)), ctid LIMIT lim) INTO b;
+        same := a = b AND cardinality(a) = lim;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+CREATE INDEX cl_all ON cl USING simhash (code) WITH (segments = 256);
+SELECT n, bool_and(same) AS same FROM (SELECT * FROM pg_temp.cl_same(1) UNION ALL SELECT * FROM pg_temp.cl_same(10)
+    UNION ALL SELECT * FROM pg_temp.cl_same(200)) s GROUP BY n ORDER BY n;
+SET work_mem = 64;
+SELECT n, bool_and(same) AS same FROM (SELECT * FROM pg_temp.cl_same(10) UNION ALL SELECT * FROM pg_temp.cl_same(500)) s GROUP BY n ORDER BY n;
+RESET work_mem;
+DROP INDEX cl_all;
+CREATE INDEX cl_code ON cl USING simhash (code);
+SELECT n, bool_and(same) AS same FROM (SELECT * FROM pg_temp.cl_same(1) UNION ALL SELECT * FROM pg_temp.cl_same(10)
+    UNION ALL SELECT * FROM pg_temp.cl_same(200)) s GROUP BY n ORDER BY n;
+DROP TABLE cl;

@@ -112,14 +112,7 @@ fn segments_sort_as_by_value_then_ordinal() {
         let mut codes = codes(rows, code_bytes, 99 + rows as u64);
         let mut tids: Vec<u64> = (0..rows as u64).collect();
         sort_rows(&mut codes, code_bytes, &mut tids, |&t| t, &mut vec![0; rows], Interrupt::NEVER);
-        let (mut values, mut entries) = (vec![0u32; rows], vec![0u64; rows]);
-        for i in 0..layout.indexed {
-            let directory =
-                segment_entries(&layout, i, &codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER);
-            let (expected, expected_directory) = reference_segment(&layout, i, &codes, code_bytes);
-            assert!(entries == expected, "entries of segment {i}, {layout:?}");
-            assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
-        }
+        assert_segments_as_reference(&layout, &codes, code_bytes, rows);
     }
 }
 
@@ -203,13 +196,17 @@ fn long_runs_sort_as_by_value_then_ordinal() {
             let flips = xorshift(&mut state) & xorshift(&mut state) & 0x000f_000f_000f_000f;
             codes.extend_from_slice(&(centre ^ flips).to_be_bytes());
         }
-        let (mut values, mut entries) = (vec![0u32; rows], vec![0u64; rows]);
-        for i in 0..layout.indexed {
-            let directory =
-                segment_entries(&layout, i, &codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER);
-            let (expected, expected_directory) = reference_segment(&layout, i, &codes, code_bytes);
-            assert!(entries == expected, "entries of segment {i}, {layout:?}");
-            assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
-        }
+        assert_segments_as_reference(&layout, &codes, code_bytes, rows);
+    }
+}
+
+/// Every indexed segment's entries and directory from [`segment_entries`] equal the reference's.
+fn assert_segments_as_reference(layout: &Layout, codes: &[u8], code_bytes: usize, rows: usize) {
+    let (mut values, mut entries) = (vec![0u32; rows], vec![0u64; rows]);
+    for i in 0..layout.indexed {
+        let directory = segment_entries(layout, i, codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER);
+        let (expected, expected_directory) = reference_segment(layout, i, codes, code_bytes);
+        assert!(entries == expected, "entries of segment {i}, {layout:?}");
+        assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
     }
 }

@@ -78,6 +78,21 @@ fn planted(rows: usize, bits: u32, seed: u64) -> Vec<Vec<u8>> {
     codes
 }
 
+/// A query: one of `codes` with `flips` bits flipped at random, or a random code (`random`).
+fn query_of(codes: &[Vec<u8>], bits: u32, state: &mut u64, random: bool, flips: u32) -> Vec<u8> {
+    let mut query = codes[xorshift(state) as usize % codes.len()].clone();
+    if random {
+        query.iter_mut().for_each(|b| *b = xorshift(state) as u8);
+    }
+    for _ in 0..flips {
+        let bit = (xorshift(state) % u64::from(bits)) as usize;
+        query[bit / 8] ^= 0x80 >> (bit % 8);
+    }
+    let bytes = query.len();
+    query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
+    query
+}
+
 fn check_exact(rows: usize, bits: u32, seed: u64, layout_rows: u64) {
     check_exact_indexing(rows, bits, seed, layout_rows, DEFAULT_INDEXED_SEGMENTS);
 }
@@ -91,16 +106,7 @@ fn check_exact_indexing(rows: usize, bits: u32, seed: u64, layout_rows: u64, seg
     let mut state = seed ^ 0x5555;
     for q in 0..40 {
         // Queries: stored codes with a few bits flipped, and random codes.
-        let mut query = codes[xorshift(&mut state) as usize % rows].clone();
-        if q % 4 == 3 {
-            query.iter_mut().for_each(|b| *b = xorshift(&mut state) as u8);
-        }
-        for _ in 0..q % 7 {
-            let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
-            query[bit / 8] ^= 0x80 >> (bit % 8);
-        }
-        let bytes = query.len();
-        query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
+        let query = query_of(&codes, bits, &mut state, q % 4 == 3, q % 7);
         for k in 0..=40 {
             let expected: Vec<u32> =
                 (0..rows as u32).filter(|&o| hamming_bytes(&codes[o as usize], &query).unwrap() <= k).collect();
@@ -243,16 +249,7 @@ fn rounds_of_meetings_hand_out_each_row_once() {
         let mut state = seed ^ 0x7777;
         let mut kept_rounds = 0;
         for q in 0..12 {
-            let mut query = codes[xorshift(&mut state) as usize % rows].clone();
-            if q % 4 == 3 {
-                query.iter_mut().for_each(|b| *b = xorshift(&mut state) as u8);
-            }
-            for _ in 0..q % 5 {
-                let bit = (xorshift(&mut state) % u64::from(bits)) as usize;
-                query[bit / 8] ^= 0x80 >> (bit % 8);
-            }
-            let bytes = query.len();
-            query[bytes - 1] &= 0xffu8 << ((bytes * 8) as u32 - bits);
+            let query = query_of(&codes, bits, &mut state, q % 4 == 3, q % 5);
             let distance = |o: u32| hamming_bytes(&codes[o as usize], &query).unwrap();
             let mut meetings = Meetings::default();
             let mut carry: Vec<(u32, u32)> = Vec::new();
