@@ -92,7 +92,8 @@ impl Ours {
         let mut identities = Vec::new();
         identities.try_reserve_exact(rows.len()).ok()?;
         identities.extend(rows.iter().map(|r| identity(r.tid, r.xmin)));
-        identities.sort_unstable();
+        // (interruptible: a transaction of ten million rows takes about a second to sort)
+        crate::index::sort_interruptibly_by(&mut identities, 1 << 20, &<Identity as Ord>::cmp);
         Some(Ours::Remembered(identities))
     }
 

@@ -122,6 +122,9 @@ CREATE TEMP TABLE near (a bigint, b bigint);
 CREATE TEMP TABLE cover (attempt bigint, stored bigint);
 \copy near FROM '$work/near.tsv'
 \copy cover FROM '$work/cover.tsv'
+-- (statistics of every table joined below: without them, a plan of nested loops over the
+-- unstored attempts and the cover ran for more than five minutes once)
+ANALYZE near, cover, docs, attempts;
 -- "Near": within k, and with verification also at least 0.7 similar (the default threshold).
 SELECT CASE WHEN :verify THEN 0.7 ELSE 0 END AS t \gset
 SELECT (SELECT count(*) FROM attempts) AS attempted,
