@@ -22,7 +22,9 @@
 //! - Nearest rows in passes of bounded memory ([`Smallest`]): the next `capacity` rows in
 //!   (distance, TID) order after a cursor.
 
-use std::collections::{BinaryHeap, TryReserveError};
+use std::cell::RefCell;
+use std::collections::{BinaryHeap, HashMap, TryReserveError};
+use std::rc::Rc;
 
 use crate::multi_index::{self, LookupCosts, PlanError, SegmentPlan, Work};
 
@@ -39,7 +41,7 @@ pub const MAX_LOW_BITS: u32 = 16;
 
 /// How an index of codes is cut: the segment plan, the segments indexed, the prefix bits of the
 /// directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     pub plan: SegmentPlan,
     /// The first `indexed` segments of the plan are indexed.
@@ -123,6 +125,42 @@ impl Layout {
     pub fn work(&self, radii: &[Option<u32>], k: u32, rows: u64) -> Work {
         multi_index::expected_work_within(&self.indexed_plan(), radii, k, rows)
     }
+
+    /// [`Layout::radii`] for a lookup within `k` among `rows` rows and their [`Layout::work`],
+    /// remembered by this thread for the next lookups of the same layout, `k` and rows (the
+    /// rounds of a nearest-rows search and the planner ask for the same few again and again;
+    /// working them out takes microseconds, a good part of a short search).
+    pub fn lookup(&self, k: u32, rows: u64) -> Option<Rc<Lookup>> {
+        thread_local! {
+            static LOOKUPS: RefCell<Lookups> = RefCell::new(HashMap::new());
+        }
+        LOOKUPS.with(|lookups| {
+            let key = (*self, k, rows);
+            if let Some(found) = lookups.borrow().get(&key) {
+                return found.clone();
+            }
+            let found = self.radii(k, rows).map(|radii| Rc::new(Lookup { work: self.work(&radii, k, rows), radii }));
+            let mut lookups = lookups.borrow_mut();
+            if lookups.len() >= REMEMBERED_LOOKUPS {
+                lookups.clear();
+            }
+            lookups.insert(key, found.clone());
+            found
+        })
+    }
+}
+
+/// The lookups a thread remembers ([`Layout::lookup`]): by layout, `k` and rows.
+type Lookups = HashMap<(Layout, u32, u64), Option<Rc<Lookup>>>;
+
+/// How many lookups a thread remembers ([`Layout::lookup`]), each a few kilobytes at most.
+const REMEMBERED_LOOKUPS: usize = 1024;
+
+/// The radii of a lookup and their expected work ([`Layout::lookup`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lookup {
+    pub radii: Vec<Option<u32>>,
+    pub work: Work,
 }
 
 /// The costs of a lookup's work in units of a random page access of the index, for choosing its
@@ -330,8 +368,7 @@ impl Meetings {
         for (old, new) in self.radii.iter_mut().zip(radii) {
             *old = old.or(*new);
         }
-        sort_by_ordinal(&mut new);
-        sum_slacks(&mut new);
+        sum_by_ordinal(&mut new);
         if self.merge(new).is_none() {
             *self = Meetings::default();
             return None;
@@ -413,6 +450,59 @@ fn sum_slacks(met: &mut Vec<u64>) {
         to += 1;
     }
     met.truncate(to);
+}
+
+/// Sorts meetings `ordinal << 32 | slack` (none read) by ordinal and sums the slacks of each
+/// ordinal into one ([`sum_slacks`]). Unless they are in order already: by hashing when many
+/// meetings are of the same rows (the rows of a cluster of similar codes, met in most segments),
+/// else by [`sort_by_ordinal`].
+pub fn sum_by_ordinal(met: &mut Vec<u64>) {
+    if met.is_sorted_by_key(|m| m >> 32) {
+        // (one probe's run, as a round that probes one more segment at radius 0 meets)
+    } else if met.len() < 64 || sum_by_hashing(met).is_none() {
+        sort_by_ordinal(met);
+    }
+    sum_slacks(met);
+}
+
+/// [`sum_by_ordinal`] by summing the slacks of each ordinal in a hash table, then sorting the
+/// ordinals met, when they are at most a quarter of the meetings; `None` (and `met` as it was)
+/// else, or when memory for the table is refused.
+fn sum_by_hashing(met: &mut Vec<u64>) -> Option<()> {
+    const EMPTY: u64 = u64::MAX;
+    let most = met.len() / 4;
+    // (at most half full)
+    let slots = (most * 2).next_power_of_two().max(2);
+    let mut table: Vec<u64> = Vec::new();
+    table.try_reserve_exact(slots).ok()?;
+    table.resize(slots, EMPTY);
+    let shift = 64 - slots.trailing_zeros();
+    let mut distinct = 0;
+    for &m in met.iter() {
+        debug_assert!(m & READ == 0);
+        let ordinal = m >> 32;
+        let mut at = (ordinal.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize;
+        loop {
+            let slot = &mut table[at];
+            if *slot == EMPTY {
+                if distinct == most {
+                    return None;
+                }
+                distinct += 1;
+                *slot = m;
+                break;
+            }
+            if *slot >> 32 == ordinal {
+                *slot = ordinal << 32 | ((*slot & SLACK) + (m & SLACK)).min(SLACK);
+                break;
+            }
+            at = (at + 1) & (slots - 1);
+        }
+    }
+    met.clear();
+    met.extend(table.iter().filter(|&&slot| slot != EMPTY));
+    sort_by_ordinal(met);
+    Some(())
 }
 
 /// Sorts meetings `ordinal << 32 | slack` by ordinal (the meetings of one ordinal then adjacent,

@@ -33,7 +33,7 @@ pub const MAX_SEGMENT_BITS: u32 = 32;
 
 /// How a code of `code_bits` bits is cut: `count` segments, all `width` bits wide but the last,
 /// which is `last_width` bits (1..=width).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentPlan {
     pub code_bits: u32,
     pub width: u32,

@@ -90,7 +90,7 @@ pub(in crate::index) unsafe fn estimate(path: *mut pg_sys::IndexPath) -> Option<
             let tail = f64::from(meta.tail_pages);
             let probed = (rows > 0)
                 .then(|| meta.layout())
-                .and_then(|layout| layout.radii(k, rows).map(|radii| layout.work(&radii, k, rows)))
+                .and_then(|layout| layout.lookup(k, rows).map(|lookup| lookup.work))
                 .filter(|&work| code_index::probing_pays(work, rows));
             let cost = match probed {
                 // A probe: a directory position and a binary search in cached pages; a candidate

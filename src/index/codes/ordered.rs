@@ -160,32 +160,25 @@ impl Nearest {
             let far = r.max(nearest.unwrap_or(0)).min(self.bound);
             let near = last.map_or(0, |last| last + 1).max(nearest.unwrap_or(0)).min(far);
             // The first of these radii whose probing keeps the rows met and pays, else the first
-            // that pays (each looked up once, when it comes).
+            // that pays (their lookups remembered: `Layout::lookup`).
             let fresh = self.meetings.units() == 0;
-            let mut options: Vec<(u32, Option<Vec<Option<u32>>>)> = Vec::with_capacity(3);
             let mut chosen = None;
             'choice: for keeps in [true, false] {
                 for k in [far, near, r.min(far)] {
-                    let at = match options.iter().position(|&(seen, _)| seen == k) {
-                        Some(at) => at,
-                        None => {
-                            options.push((k, reader.layout.radii(k, rows)));
-                            options.len() - 1
-                        }
-                    };
-                    let Some(radii) = &options[at].1 else { continue };
-                    if keeps && !fresh && !self.meetings.extended_by(radii) {
+                    let Some(lookup) = reader.layout.lookup(k, rows) else { continue };
+                    if keeps && !fresh && !self.meetings.extended_by(&lookup.radii) {
                         continue;
                     }
-                    if let Some(units) = reader.radii_pay_after(radii, k, self.spent) {
-                        chosen = Some((k, radii.clone(), units));
+                    if let Some(units) = reader.pays_after(&lookup, self.spent) {
+                        chosen = Some((k, lookup, units));
                         break 'choice;
                     }
                 }
             }
-            let (r, radii, units) = chosen?;
+            let (r, lookup, units) = chosen?;
+            let radii = &lookup.radii;
             self.spent += units;
-            if !reader.meet(&mut self.meetings, query, &radii, work_mem_bytes() / 16)? {
+            if !reader.meet(&mut self.meetings, query, radii, work_mem_bytes() / 16)? {
                 // (probed afresh: the rows carried may be read again)
                 self.carry.clear();
             }

@@ -4,10 +4,11 @@
 //! before it is followed (ERROR XX002), and every chain walk is bounded by the index's size.
 
 use pgrx::pg_sys::{self, BlockNumber, Page};
-use simhash_core::code_index::{self, Layout};
+use simhash_core::code_index::{self, Layout, Lookup};
+use std::rc::Rc;
 
 use super::segment_pages::SegmentPages;
-use simhash_core::multi_index::hamming_bytes;
+use simhash_core::multi_index::{hamming_bytes, Work};
 
 use super::super::buffers::{number_of_blocks, read_locked};
 use super::super::page::{self, corrupt, Kind, INVALID_BLOCK, TID};
@@ -234,23 +235,25 @@ impl Reader {
     }
 
     /// Whether a lookup within `k` probes the segments (or reads the code store whole): its radii.
-    pub fn probes_pay(&self, k: u32) -> Option<Vec<Option<u32>>> {
+    pub fn probes_pay(&self, k: u32) -> Option<Rc<Lookup>> {
         if self.meta.rows == 0 {
             // (the tail alone: `probe` looks it up)
-            return Some(Vec::new());
+            return Some(Rc::new(Lookup {
+                radii: Vec::new(),
+                work: Work { probes: 0.0, candidates: 0.0, checks: 0.0 },
+            }));
         }
-        let radii = self.layout.radii(k, u64::from(self.meta.rows))?;
-        self.radii_pay_after(&radii, k, 0.0)?;
-        Some(radii)
+        let lookup = self.layout.lookup(k, u64::from(self.meta.rows))?;
+        self.pays_after(&lookup, 0.0)?;
+        Some(lookup)
     }
 
-    /// Whether a lookup within `k` probing the segments with `radii` pays after `spent` units of
-    /// probing already: its units. The index holds rows in its code store.
-    pub fn radii_pay_after(&self, radii: &[Option<u32>], k: u32, spent: f64) -> Option<f64> {
+    /// Whether `lookup` pays after `spent` units of probing already: its units. The index holds
+    /// rows in its code store.
+    pub fn pays_after(&self, lookup: &Lookup, spent: f64) -> Option<f64> {
         let rows = u64::from(self.meta.rows);
-        let work = self.layout.work(radii, k, rows);
-        let units = code_index::units(work);
-        let total = simhash_core::multi_index::Work { probes: work.probes + spent, ..work };
+        let units = code_index::units(lookup.work);
+        let total = Work { probes: lookup.work.probes + spent, ..lookup.work };
         code_index::probing_pays(total, rows).then_some(units)
     }
 
@@ -341,7 +344,6 @@ impl Reader {
                     }
                 }
             });
-            self.pages.release();
             super::tail::for_each_within(self, query, k, &mut |d, key, code| {
                 if keep(code) {
                     found.push((d, key));

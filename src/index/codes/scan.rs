@@ -100,9 +100,9 @@ unsafe fn probe(index: pg_sys::Relation, balls: &[CodeBall]) -> Option<Vec<(u32,
         }
         let mut reader = Reader::new(index);
         let k = ball.radius.min(i32::try_from(reader.meta.code_bits).unwrap_or(i32::MAX)) as u32;
-        let radii = reader.probes_pay(k)?;
-        let found =
-            reader.probe(&ball.bytes, k, &radii, work_mem_bytes() / 16, &mut |code| Nearest::keeps_all(balls, code))?;
+        let lookup = reader.probes_pay(k)?;
+        let found = reader
+            .probe(&ball.bytes, k, &lookup.radii, work_mem_bytes() / 16, &mut |code| Nearest::keeps_all(balls, code))?;
         (found.len() <= work_mem_bytes() / 16).then_some(found)
     }
 }
@@ -255,7 +255,8 @@ pub(in crate::index) unsafe fn rows_within(
             // (no code of another length is a near-duplicate at commit: see dedup::value::Code)
             return Vec::new();
         }
-        let probed = reader.probes_pay(k).and_then(|radii| reader.probe(code, k, &radii, usize::MAX, &mut |_| true));
+        let probed =
+            reader.probes_pay(k).and_then(|lookup| reader.probe(code, k, &lookup.radii, usize::MAX, &mut |_| true));
         let mut keys: Vec<u64> = match probed {
             Some(found) => found.into_iter().map(|(_, key)| key).collect(),
             None => {

@@ -408,6 +408,47 @@ fn sort_by_ordinal_orders_by_ordinal() {
     }
 }
 
+/// [`sum_by_ordinal`] gives what a full sort and a sum of the slacks of each ordinal give: in
+/// order already, by hashing (many meetings of few rows) and by sorting (rows met once or twice),
+/// with large slacks kept at most [`SLACK`].
+#[test]
+fn sum_by_ordinal_equals_a_sort_and_sum() {
+    let mut state = 0x0fed_cba9_8765_4321u64;
+    for (len, base, spread, slacks) in [
+        (0usize, 0u64, 1u64, 3u64),
+        (63, 5, 10, 3),
+        (64, 5, 10, 3),
+        (64, 5, 16, 3),
+        (64, 5, 17, 3),
+        (5000, 40_000, 1000, 2),
+        (5000, 40_000, 20_000, 2),
+        (5000, 0, 1 << 20, 4),
+        (300, u64::from(u32::MAX) - 50, 50, 3),
+        (100, 7, 3, SLACK),
+        (30_000, 0, 1 << 30, 1),
+    ] {
+        let mut met: Vec<u64> = (0..len)
+            .map(|_| (base + xorshift(&mut state) % spread) << 32 | (1 + xorshift(&mut state) % slacks))
+            .collect();
+        let mut expected = met.clone();
+        expected.sort_unstable();
+        let mut summed: Vec<u64> = Vec::new();
+        for m in expected {
+            match summed.last_mut() {
+                Some(last) if *last >> 32 == m >> 32 => {
+                    *last = (*last >> 32) << 32 | ((*last & SLACK) + (m & SLACK)).min(SLACK)
+                }
+                _ => summed.push(m),
+            }
+        }
+        sum_by_ordinal(&mut met);
+        assert_eq!(met, summed, "{len} meetings around {base} within {spread}");
+    }
+    let mut sorted: Vec<u64> = (0..100u64).map(|at| (at / 3) << 32 | 1).collect();
+    sum_by_ordinal(&mut sorted);
+    assert_eq!(sorted, (0..34u64).map(|at| at << 32 | if at < 33 { 3 } else { 1 }).collect::<Vec<_>>());
+}
+
 /// A segment's tables that do not fit in memory are refused (`Err`), not an abort: here more
 /// entries than an address space holds.
 #[test]
@@ -467,4 +508,29 @@ fn meetings_beyond_memory_are_refused() {
     radii[0] = Some(0);
     let query = [0u8; 32];
     assert_eq!(candidates(&layout, &radii, 0, &query, &mut Crowded, usize::MAX, crate::Interrupt::NEVER), None);
+}
+
+/// [`Layout::lookup`] gives what [`Layout::radii`] and [`Layout::work`] work out, the first time
+/// and when remembered, for more lookups than a thread remembers.
+#[test]
+fn lookups_remembered_equal_lookups_worked_out() {
+    for round in 0..2 {
+        for (bits, rows, segments) in
+            [(64u32, 1000u64, 4u32), (256, 1_000_000, 16), (1024, 1_000_000, 256), (1024, 5, 16)]
+        {
+            let layout = Layout::for_table(bits, rows, segments).unwrap();
+            // (an index's rows change with its tail and VACUUM: the same layout, more rows)
+            for rows in [rows, rows * 3] {
+                for k in 0..=(REMEMBERED_LOOKUPS as u32 / 6) {
+                    let worked_out =
+                        layout.radii(k, rows).map(|radii| Lookup { work: layout.work(&radii, k, rows), radii });
+                    assert_eq!(
+                        layout.lookup(k, rows).as_deref(),
+                        worked_out.as_ref(),
+                        "round {round}: {layout:?} k {k}"
+                    );
+                }
+            }
+        }
+    }
 }
