@@ -145,8 +145,8 @@ pub(super) unsafe fn suspects_through_index(
                 ControlFlow::Continue(())
             });
             for fp in batch.iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)) {
-                if super::memory::push(&mut suspects, fp).is_none() {
-                    super::memory::out_of_memory(&format!(
+                if crate::memory::push(&mut suspects, fp).is_none() {
+                    crate::memory::constraint_out_of_memory(&format!(
                         "the near-duplicate recheck of {} values",
                         fingerprints.len()
                     ));

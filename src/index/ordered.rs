@@ -95,7 +95,7 @@ impl Ordered {
                         self.ready.retain(|&(key, _)| key != UNRESOLVED);
                         let ready = &mut self.ready;
                         dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
-                            super::memory::push(ready, (crate::pg::tid::tid_order(&tid), fp))
+                            crate::memory::push_entry(ready, (crate::pg::tid::tid_order(&tid), fp))
                         });
                         self.ready.sort_unstable();
                     }
@@ -110,7 +110,7 @@ impl Ordered {
                     self.ready_distance = None;
                     chain::read_chain(index, &self.meta, ChainSlot::Nulls, |entries| {
                         for (_, tid) in entries.iter() {
-                            super::memory::push(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
+                            crate::memory::push_entry(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
                         }
                     });
                     self.ready.sort_unstable();

@@ -199,7 +199,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                             .into_iter()
                             .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
                             .collect();
-                        super::memory::sort_interruptibly(&mut found, |&found| found);
+                        crate::memory::sort_interruptibly(&mut found, |&found| found);
                         state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
                         state.distances = found.into_iter().map(|(d, _)| d).collect();
                     }

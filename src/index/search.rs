@@ -76,7 +76,7 @@ pub(super) unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<
         search_fingerprints(index, balls, &mut |fp, tid| {
             if over {
             } else if found.len() < budget {
-                super::memory::push(&mut found, (fp, tid));
+                crate::memory::push_entry(&mut found, (fp, tid));
             } else {
                 over = true;
                 found = Vec::new();
@@ -85,7 +85,7 @@ pub(super) unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<
         if over {
             return None;
         }
-        super::memory::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
+        crate::memory::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
         found.dedup_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
         Some(found)
     }
@@ -135,7 +135,7 @@ pub(super) unsafe fn search_fingerprints(
                                         dense_read::rows_of(index, &built, &mut unresolved, &mut *found);
                                         unresolved.clear();
                                     }
-                                    super::memory::push(&mut unresolved, fp);
+                                    crate::memory::push_entry(&mut unresolved, fp);
                                 }
                             }
                         }
@@ -259,10 +259,10 @@ pub(super) unsafe fn search_many(
                             }
                             match part.tids.map(|tids| tids.get(i)) {
                                 Some(tid) if dense::is_live(&tid) => {
-                                    super::memory::push(&mut results, (q as usize, tid))
+                                    crate::memory::push_entry(&mut results, (q as usize, tid))
                                 }
                                 Some(_) => {}
-                                None => super::memory::push(&mut unresolved, (fp, q)),
+                                None => crate::memory::push_entry(&mut unresolved, (fp, q)),
                             }
                             if results.len() + unresolved.len() > budget {
                                 too_many(index);
@@ -276,7 +276,7 @@ pub(super) unsafe fn search_many(
                 let mut found = |fp: u64, q: u32, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
                     let query = queries[q as usize];
                     if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
-                        super::memory::push(&mut results, (q as usize, tid()));
+                        crate::memory::push_entry(&mut results, (q as usize, tid()));
                         if results.len() + unresolved.len() > budget {
                             too_many(index);
                         }
@@ -298,13 +298,13 @@ pub(super) unsafe fn search_many(
             });
         }
         if let (Some(built), false) = (built, unresolved.is_empty()) {
-            super::memory::sort_interruptibly(&mut unresolved, |&pair| pair);
+            crate::memory::sort_interruptibly(&mut unresolved, |&pair| pair);
             unresolved.dedup();
             let mut fps: Vec<u64> = unresolved.iter().map(|&(fp, _)| fp).collect();
             dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
                 let from = unresolved.partition_point(|&(f, _)| f < fp);
                 for &(_, q) in unresolved[from..].iter().take_while(|&&(f, _)| f == fp) {
-                    super::memory::push(&mut results, (q as usize, tid));
+                    crate::memory::push_entry(&mut results, (q as usize, tid));
                 }
                 if results.len() > budget {
                     too_many(index);

@@ -234,7 +234,7 @@ impl Nearest {
                     Some((r, mut found)) if found.len() + self.carry.len() <= capacity => {
                         let after = self.done;
                         found.retain(|&key| after.is_none_or(|after| key > after));
-                        super::super::memory::sort_interruptibly(&mut found, |&key| key);
+                        crate::memory::sort_interruptibly(&mut found, |&key| key);
                         self.batch = found;
                         self.done = Some((r, u64::MAX));
                         self.codes_done = r >= self.bound;

@@ -126,11 +126,11 @@ pub(in crate::index) unsafe fn gettuple(scan: pg_sys::IndexScanDesc, state: &mut
                     match (found, order) {
                         (Some(mut found), None) => {
                             found.iter_mut().for_each(|f| f.0 = 0);
-                            super::super::memory::sort_interruptibly(&mut found, |f| f.1);
+                            crate::memory::sort_interruptibly(&mut found, |f| f.1);
                             state.results = found;
                         }
                         (Some(mut found), Some(Some(query))) if tightest(&balls).is_some_and(|b| b.bytes == query) => {
-                            super::super::memory::sort_interruptibly(&mut found, |&f| f);
+                            crate::memory::sort_interruptibly(&mut found, |&f| f);
                             state.results = found;
                         }
                         (_, order) => {
