@@ -6,9 +6,9 @@
 //! 53200 (out_of_memory) that ends the statement alone. Sorts of many items check for interrupts
 //! between their pieces.
 //!
-//! - `None` when memory is refused: [`vec_with_room`], [`push`].
+//! - `None` when memory is refused: [`vec_with_room`], [`push`], [`reserve`].
 //! - ERROR 53200 in the words of the index ([`index_out_of_memory`]): [`reserve_entries`],
-//!   [`reserve_entries_exact`], [`push_entry`].
+//!   [`reserve_entries_exact`], [`push_entry`], [`entries_with_room`].
 //! - ERROR 53200 in the words of the near-duplicate constraint: [`constraint_out_of_memory`].
 
 use pgrx::PgSqlErrorCode;
@@ -27,6 +27,11 @@ pub(crate) fn push<T>(vec: &mut Vec<T>, item: T) -> Option<()> {
     vec.try_reserve(1).ok()?;
     vec.push(item);
     Some(())
+}
+
+/// `vec.reserve(more)`, or `None` when memory runs out.
+pub(crate) fn reserve<T>(vec: &mut Vec<T>, more: usize) -> Option<()> {
+    vec.try_reserve(more).ok()
 }
 
 /// ERROR 53200 (out_of_memory) with `message` and `hint`.
@@ -82,6 +87,14 @@ pub(crate) fn push_entry<T>(vec: &mut Vec<T>, item: T) {
         reserve_entries(vec, vec.len().max(1024));
     }
     vec.push(item);
+}
+
+/// An empty vector with room for `n` entries, or [`index_out_of_memory`].
+#[track_caller]
+pub(crate) fn entries_with_room<T>(n: usize) -> Vec<T> {
+    let mut v = Vec::new();
+    reserve_entries_exact(&mut v, n);
+    v
 }
 
 /// Elements that [`sort_interruptibly`] sorts in one go (about 30 ms for 16-byte keys).

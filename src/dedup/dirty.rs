@@ -132,8 +132,17 @@ pub(super) unsafe fn suspects_through_index(
             pg_sys::check_for_interrupts!();
             let mut candidates = crate::index::rows_within_each(index, batch, k);
             // In table order, for the heap reads.
-            candidates.sort_unstable_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
-            let tids: Vec<pg_sys::ItemPointerData> = candidates.iter().map(|&(_, tid)| tid).collect();
+            crate::memory::sort_interruptibly(&mut candidates, |(_, tid)| crate::pg::tid::tid_order(tid));
+            let mut tids: Vec<pg_sys::ItemPointerData> =
+                crate::memory::vec_with_room(candidates.len()).unwrap_or_else(|| {
+                    crate::memory::constraint_out_of_memory(&format!(
+                        "the {} rows of relation \"{}\" that the near-duplicate recheck of {} values fetches",
+                        candidates.len(),
+                        crate::pg::names::relation_name(rel),
+                        batch.len()
+                    ))
+                });
+            tids.extend(candidates.iter().map(|&(_, tid)| tid));
             let mut suspect = vec![false; batch.len()];
             let mut dirty = dirty_snapshot();
             for_each_fetched::<u64>(rel, attnum, &mut dirty, &tids, &mut |i, tuple, value| {

@@ -90,14 +90,15 @@ impl Ordered {
                 if let Some(distance) = self.nearest.pop_ready(&mut self.ready) {
                     self.ready_distance = Some(distance);
                     if let Some(built) = self.built.filter(|_| self.ready.iter().any(|&(key, _)| key == UNRESOLVED)) {
-                        let mut fps: Vec<u64> =
-                            self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).map(|&(_, fp)| fp).collect();
+                        let unresolved = self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).count();
+                        let mut fps: Vec<u64> = crate::memory::entries_with_room(unresolved);
+                        fps.extend(self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).map(|&(_, fp)| fp));
                         self.ready.retain(|&(key, _)| key != UNRESOLVED);
                         let ready = &mut self.ready;
                         dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
                             crate::memory::push_entry(ready, (crate::pg::tid::tid_order(&tid), fp))
                         });
-                        self.ready.sort_unstable();
+                        crate::memory::sort_interruptibly(&mut self.ready, |&entry| entry);
                     }
                     continue;
                 }
@@ -113,7 +114,7 @@ impl Ordered {
                             crate::memory::push_entry(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
                         }
                     });
-                    self.ready.sort_unstable();
+                    crate::memory::sort_interruptibly(&mut self.ready, |&entry| entry);
                 } else {
                     return None;
                 }

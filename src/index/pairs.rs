@@ -74,10 +74,11 @@ pub(super) unsafe fn for_each_pair(
                 });
                 keys
             });
-            let mut rows: Vec<(u64, u64)> = group.iter().copied().filter(|&(_, key)| key != UNRESOLVED).collect();
-            crate::memory::reserve_entries(&mut rows, keys.len());
+            let stored = group.iter().filter(|&&(_, key)| key != UNRESOLVED).count();
+            let mut rows: Vec<(u64, u64)> = crate::memory::entries_with_room(stored + keys.len());
+            rows.extend(group.iter().copied().filter(|&(_, key)| key != UNRESOLVED));
             rows.extend(keys.iter().map(|&key| (fp, key)));
-            rows.sort_unstable();
+            crate::memory::sort_interruptibly(&mut rows, |&row| row);
             rows.dedup();
             Some(rows)
         };

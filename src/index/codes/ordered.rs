@@ -139,7 +139,7 @@ impl Nearest {
 
     /// A round through the segments of the code store within `r` bits or more (while the rounds
     /// so far and this one cost less than a read of the code store: `None` else, or when the rows
-    /// met do not fit in `work_mem`): its radius and the rows within it read by this round or
+    /// met do not fit in `work_mem` or memory for them is refused): its radius and the rows within it read by this round or
     /// carried from earlier ones (with those of the tail), as (distance, TID order) in no
     /// particular order. The rows it reads beyond its radius are carried to the next rounds, and
     /// the rows met in the segments an earlier round probed at the same radii are kept
@@ -193,21 +193,29 @@ impl Nearest {
             let carry = &mut self.carry;
             let mut found = Vec::new();
             let ordinals = self.meetings.unread_within(r)?;
+            // (memory refused for a row: the round is `None`, and passes follow, as when it does
+            // not fit in work_mem)
+            let mut refused = false;
             reader.for_each_store_row_at(&ordinals, &mut |code, tid| {
                 if let Some(d) = hamming_bytes(code, query) {
-                    if Self::keeps_all(filter, code) {
-                        if d <= r { &mut found } else { &mut *carry }.push((d, tid_order(tid)));
+                    if !refused && Self::keeps_all(filter, code) {
+                        let into = if d <= r { &mut found } else { &mut *carry };
+                        refused = crate::memory::push(into, (d, tid_order(tid))).is_none();
                     }
                 }
             });
+            let carried = carry.iter().filter(|&&(d, _)| d <= r).count();
+            if refused || crate::memory::reserve(&mut found, carried).is_none() {
+                return None;
+            }
             found.extend(carry.iter().filter(|&&(d, _)| d <= r));
             carry.retain(|&(d, _)| d > r);
             super::tail::for_each_within(reader, query, r, &mut |d, key, code| {
-                if Self::keeps_all(filter, code) {
-                    found.push((d, key));
+                if !refused && Self::keeps_all(filter, code) {
+                    refused = crate::memory::push(&mut found, (d, key)).is_none();
                 }
             });
-            Some((r, found))
+            (!refused).then_some((r, found))
         }
     }
 
