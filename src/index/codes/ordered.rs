@@ -127,7 +127,7 @@ impl Nearest {
     unsafe fn null_pass(&mut self, index: pg_sys::Relation) {
         unsafe {
             let mut pass = Smallest::new(work_mem_bytes() / 24, self.nulls_after.map(|key| (0, key)));
-            Reader::new(index).for_each_null_row(&mut |key| pass.offer((0, key)));
+            Reader::new(index).for_each_null_row(&mut |key| offer_or_raise(&mut pass, (0, key)));
             let (batch, all) = pass.finish();
             self.nulls_after = batch.last().map(|&(_, key)| key).or(self.nulls_after);
             self.nulls_all = all;
@@ -262,7 +262,7 @@ impl Nearest {
             let (query, bound) = (self.query.as_deref(), self.bound);
             let mut offer = |d: u32, key: u64, code: &[u8]| {
                 if d <= bound && pass.bound().is_none_or(|top| (d, 0) <= top) && Self::keeps_all(filter, code) {
-                    pass.offer((d, key));
+                    offer_or_raise(&mut pass, (d, key));
                 }
             };
             match query {
@@ -282,5 +282,13 @@ impl Nearest {
             self.batch = batch;
             self.codes_done = all;
         }
+    }
+}
+
+/// `pass.offer(key)`, or an ERROR 53200 when memory for the first key is refused (beyond that, a
+/// refusal makes the pass keep fewer rows).
+fn offer_or_raise(pass: &mut Smallest, key: (u32, u64)) {
+    if pass.offer(key).is_err() {
+        crate::memory::index_out_of_memory::<(u32, u64)>(1, 0);
     }
 }
