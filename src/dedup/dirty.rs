@@ -136,10 +136,9 @@ pub(super) unsafe fn suspects_through_index(
             let mut tids: Vec<pg_sys::ItemPointerData> =
                 crate::memory::vec_with_room(candidates.len()).unwrap_or_else(|| {
                     crate::memory::constraint_out_of_memory(&format!(
-                        "the {} rows of relation \"{}\" that the near-duplicate recheck of {} values fetches",
+                        "the {} rows of relation \"{}\" that the near-duplicate check at commit fetches",
                         candidates.len(),
                         crate::pg::names::relation_name(rel),
-                        batch.len()
                     ))
                 });
             tids.extend(candidates.iter().map(|&(_, tid)| tid));

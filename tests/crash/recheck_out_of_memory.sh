@@ -71,8 +71,12 @@ index_out_of_memory="ERROR:  53200: out of memory for .* more entries of a simha
 run 8 "$index_out_of_memory" "$(commit_row t "X'00000000000000ff'::bit(64)")"
 run 26 "$index_out_of_memory" "$(commit_row t "X'00000000000000ff'::bit(64)")"
 run 60 "ERROR:  23505: .*is a near-duplicate" "$(commit_row t "X'00000000000000ff'::bit(64)")"
-# simhash64 (the matches within work_mem, here 1 GB): the same.
+# simhash64 (the matches within work_mem, here 1 GB; all the rows' values looked up at once): 8 MB:
+# the matches do not fit; 40 MB: they do (32 MB), but not the TIDs fetched beside them (seen:
+# "out of memory for the 2000001 rows of relation "s" that the near-duplicate check at commit
+# fetches"); 80 MB: everything fits.
 run 8 "$index_out_of_memory" "$(commit_row s "'00000000000000ff'::simhash64")"
+run 40 "ERROR:  53200: out of memory for " "$(commit_row s "'00000000000000ff'::simhash64")"
 run 80 "ERROR:  23505: .*is a near-duplicate" "$(commit_row s "'00000000000000ff'::simhash64")"
 # A radius scan of codes whose matches are refused memory reads in passes (each keeping what it
 # was granted), and a bitmap scan streams them: every row all the same.
