@@ -91,6 +91,8 @@ test_major() (
         7:verify:deferred 9:verify:simhash:deferred 7:code 9:code:deferred
     log "PostgreSQL $PG_MAJOR: crash recovery of the simhash index"
     "$REPO_ROOT/tests/crash/index_am.sh"
+    log "PostgreSQL $PG_MAJOR: memory refused to the check at commit is an ERROR 53200, not a restart of the cluster"
+    "$REPO_ROOT/tests/crash/recheck_out_of_memory.sh"
     log "PostgreSQL $PG_MAJOR: the simhash index on a streaming standby"
     "$REPO_ROOT/tests/replica/index_am.sh"
     if command -v sqlsmith >/dev/null; then

@@ -5,7 +5,8 @@
 //! length as `bit(n)`), `index` (the `simhash` index
 //! access method: its pages, build, insert, scans, VACUUM and check), `lookup` (how a radius test
 //! uses the indexes), `dedup` (the near-duplicate constraint), `pairs` (batch pairs and clusters)
-//! and `pg` (small PostgreSQL helpers); each folder's `mod.rs` tells its story.
+//! and `pg` (small PostgreSQL helpers); each folder's `mod.rs` tells its story. `memory` grows the
+//! vectors of a statement's rows with `try_reserve` (an ERROR 53200, never an abort).
 //! All SQL objects are declared by hand in `sql/simhash.sql` (the Rust functions are
 //! `#[pg_extern(sql = false)]`), so the install script reads like pgvector's and every object
 //! carries its COMMENT.
@@ -17,6 +18,7 @@ mod dedup;
 mod fingerprint;
 mod index;
 mod lookup;
+mod memory;
 mod pairs;
 mod pg;
 

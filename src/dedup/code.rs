@@ -50,7 +50,10 @@ impl Code {
 fn allocated(bytes: &[u8]) -> Box<[u8]> {
     let mut copy = Vec::new();
     if copy.try_reserve_exact(bytes.len()).is_err() {
-        super::memory::out_of_memory(&format!("a code of {} bytes of the near-duplicate check", bytes.len()));
+        crate::memory::constraint_out_of_memory(&format!(
+            "a code of {} bytes of the near-duplicate check",
+            bytes.len()
+        ));
     }
     copy.extend_from_slice(bytes);
     copy.into_boxed_slice()

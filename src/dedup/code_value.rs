@@ -8,8 +8,8 @@ use simhash_core::cost::RecheckRoute;
 use simhash_core::dedup::{NearSetError, Verdict};
 use simhash_core::interrupt::STEP;
 
-use super::memory::{push, vec_with_room};
 use super::value::{Code, Fingerprint, NearLookup};
+use crate::memory::{push, vec_with_room};
 
 impl Fingerprint for Code {
     type Set = CodeSet;
@@ -153,7 +153,7 @@ impl Fingerprint for Code {
             }
             keys.push((code.bits(), prefix(code), i));
         }
-        crate::index::sort_interruptibly_by(&mut keys, 1 << 20, &<(u32, u64, usize)>::cmp);
+        crate::memory::sort_interruptibly_by(&mut keys, 1 << 20, &<(u32, u64, usize)>::cmp);
         let mut sorted: Vec<Code> = vec_with_room(n).unwrap_or_else(|| out_of_memory(n));
         for (g, same) in keys.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)).enumerate() {
             if g % STEP == STEP - 1 {
@@ -164,7 +164,7 @@ impl Fingerprint for Code {
             sorted.extend(same.iter().map(|&(_, _, i)| std::mem::replace(&mut values[i], Code::new(0, &[]))));
             if same.len() > 1 {
                 // (Codes alike in their first 8 bytes, perhaps many: in pieces too.)
-                crate::index::sort_interruptibly_by(&mut sorted[start..], 1 << 16, &Code::cmp);
+                crate::memory::sort_interruptibly_by(&mut sorted[start..], 1 << 16, &Code::cmp);
             }
         }
         drop(values);
@@ -200,7 +200,7 @@ impl Fingerprint for Code {
 
 /// ERROR 53200 for `n` values of the commit-time check.
 fn out_of_memory(n: usize) -> ! {
-    super::memory::out_of_memory(&format!("the {n} codes of the near-duplicate check at commit"))
+    crate::memory::constraint_out_of_memory(&format!("the {n} codes of the near-duplicate check at commit"))
 }
 
 /// A [`CodeNearSet`] for each length of the codes, numbered one after the other.

@@ -16,7 +16,6 @@ use pgrx::prelude::*;
 
 use super::config::{Action, Config};
 use super::dirty::{own_row, stored_row, RecheckIndex};
-use super::memory::vec_with_room;
 use super::messages::{column_datum, key_if_visible, raise_near_duplicate};
 use super::near_others::{NearOther, NearOthers};
 use super::pending::{
@@ -26,6 +25,7 @@ use super::recheck::{delete_at_commit, quiet_delete_allowed, recheck, suspects};
 use super::texts::same_text;
 use super::texts::OwnTexts;
 use super::trigger::warn_once_without_indexes;
+use crate::memory::vec_with_room;
 use crate::pg::errors::raise;
 use crate::pg::names::{relation_name, trigger_name};
 
@@ -204,7 +204,7 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
         }
         let n = rows.len();
         let out_of_memory = || -> ! {
-            super::memory::out_of_memory(&format!(
+            crate::memory::constraint_out_of_memory(&format!(
                 "the deferred near-duplicate check of {n} rows of relation \"{}\"",
                 relation_name(rel)
             ))
@@ -218,7 +218,7 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             let mut order: Vec<usize> = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             order.extend(0..n);
             let place = |&i: &usize| (pgrx::itemptr::item_pointer_get_both(rows[i].tid), i);
-            crate::index::sort_interruptibly_by(&mut order, 1 << 20, &|a, b| place(a).cmp(&place(b)));
+            crate::memory::sort_interruptibly_by(&mut order, 1 << 20, &|a, b| place(a).cmp(&place(b)));
             for pair in order.windows(2) {
                 let tid = |i: usize| pgrx::itemptr::item_pointer_get_both(rows[i].tid);
                 reused[pair[0]] = tid(pair[0]) == tid(pair[1]);
@@ -230,7 +230,9 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             let mut order: Vec<usize> = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             order.extend(0..n);
             // (By place, then as written: a stable sort's scratch space for millions is not free.)
-            crate::index::sort_interruptibly_by(&mut order, 1 << 20, &|&a, &b| (rows[a].seq, a).cmp(&(rows[b].seq, b)));
+            crate::memory::sort_interruptibly_by(&mut order, 1 << 20, &|&a, &b| {
+                (rows[a].seq, a).cmp(&(rows[b].seq, b))
+            });
             let mut sorted = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             let mut taken: Vec<Option<WrittenRow<F>>> = vec_with_room(n).unwrap_or_else(|| out_of_memory());
             taken.extend(rows.into_iter().map(Some));

@@ -132,8 +132,16 @@ pub(super) unsafe fn suspects_through_index(
             pg_sys::check_for_interrupts!();
             let mut candidates = crate::index::rows_within_each(index, batch, k);
             // In table order, for the heap reads.
-            candidates.sort_unstable_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
-            let tids: Vec<pg_sys::ItemPointerData> = candidates.iter().map(|&(_, tid)| tid).collect();
+            crate::memory::sort_interruptibly(&mut candidates, |(_, tid)| crate::pg::tid::tid_order(tid));
+            let mut tids: Vec<pg_sys::ItemPointerData> =
+                crate::memory::vec_with_room(candidates.len()).unwrap_or_else(|| {
+                    crate::memory::constraint_out_of_memory(&format!(
+                        "the {} rows of relation \"{}\" that the near-duplicate check at commit fetches",
+                        candidates.len(),
+                        crate::pg::names::relation_name(rel),
+                    ))
+                });
+            tids.extend(candidates.iter().map(|&(_, tid)| tid));
             let mut suspect = vec![false; batch.len()];
             let mut dirty = dirty_snapshot();
             for_each_fetched::<u64>(rel, attnum, &mut dirty, &tids, &mut |i, tuple, value| {
@@ -145,8 +153,8 @@ pub(super) unsafe fn suspects_through_index(
                 ControlFlow::Continue(())
             });
             for fp in batch.iter().zip(suspect).filter_map(|(&fp, s)| s.then_some(fp)) {
-                if super::memory::push(&mut suspects, fp).is_none() {
-                    super::memory::out_of_memory(&format!(
+                if crate::memory::push(&mut suspects, fp).is_none() {
+                    crate::memory::constraint_out_of_memory(&format!(
                         "the near-duplicate recheck of {} values",
                         fingerprints.len()
                     ));

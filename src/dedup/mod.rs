@@ -79,7 +79,6 @@ mod config;
 mod deferred;
 mod dirty;
 mod lookup;
-mod memory;
 mod messages;
 mod mixed_checks;
 mod near_others;

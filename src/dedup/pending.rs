@@ -93,7 +93,7 @@ impl Ours {
         identities.try_reserve_exact(rows.len()).ok()?;
         identities.extend(rows.iter().map(|r| identity(r.tid, r.xmin)));
         // (interruptible: a transaction of ten million rows takes about a second to sort)
-        crate::index::sort_interruptibly_by(&mut identities, 1 << 20, &<Identity as Ord>::cmp);
+        crate::memory::sort_interruptibly_by(&mut identities, 1 << 20, &<Identity as Ord>::cmp);
         Some(Ours::Remembered(identities))
     }
 
@@ -211,7 +211,7 @@ fn with_entry<F: Pendable>(
     });
     if added.is_none() {
         let check = if skip.is_some() { "deferred near-duplicate check" } else { "near-duplicate recheck at commit" };
-        super::memory::out_of_memory(&format!("the rows the {check} remembers"));
+        crate::memory::constraint_out_of_memory(&format!("the rows the {check} remembers"));
     }
 }
 
@@ -231,7 +231,7 @@ pub(super) fn remember<F: Pendable>(
             entry.updated_older_rows.try_reserve(1).ok()?;
             entry.updated_older_rows.insert(fp.clone());
         }
-        super::memory::push(&mut entry.fingerprints, fp)
+        crate::memory::push(&mut entry.fingerprints, fp)
     });
 }
 

@@ -14,12 +14,12 @@ use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
-use super::memory::{push, vec_with_room};
 use super::messages::{key_if_visible, raise_near_duplicate};
 use super::pending::{AnyPending, Ours, Pending, PENDING};
 pub(super) use super::skip_at_commit::{delete_at_commit, quiet_delete_allowed};
 use super::texts::{text_is_out_of_line, text_set};
 use super::value::{Fingerprint, NearLookup};
+use crate::memory::{push, vec_with_room};
 use crate::pg::errors::raise;
 use crate::pg::names::relation_name;
 
@@ -215,7 +215,7 @@ unsafe fn suspects_in_one_pass<F: Fingerprint>(
         use simhash_core::dedup::NearSetError;
         let count = fingerprints.len();
         let out_of_memory = || -> ! {
-            super::memory::out_of_memory(&format!(
+            crate::memory::constraint_out_of_memory(&format!(
                 "the near-duplicate recheck of {count} rows of relation \"{}\"",
                 relation_name(rel)
             ))
@@ -225,7 +225,7 @@ unsafe fn suspects_in_one_pass<F: Fingerprint>(
             Err(NearSetError::OutOfMemory) => out_of_memory(),
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
-        let mut suspect = super::memory::vec_with_room(count).unwrap_or_else(|| out_of_memory());
+        let mut suspect = crate::memory::vec_with_room(count).unwrap_or_else(|| out_of_memory());
         suspect.resize(count, false);
         let mut dirty = dirty_snapshot();
         for_each_row(rel, pending.attnum, &mut dirty, &mut |tuple, value: Option<F>| {
@@ -287,7 +287,7 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
         };
         // (With verification, the rows of one fingerprint may be many.)
         let out_of_memory = || -> ! {
-            super::memory::out_of_memory(&format!(
+            crate::memory::constraint_out_of_memory(&format!(
                 "the rows within {} bits of {} = {} in relation \"{}\"",
                 pending.k,
                 pending.column,

@@ -64,7 +64,7 @@ impl<'a> OwnTexts<'a> {
                     }
                     self.kept_bytes += bytes;
                     if self.kept.try_reserve(1).is_err() {
-                        super::memory::out_of_memory("the texts of the deferred near-duplicate check");
+                        crate::memory::constraint_out_of_memory("the texts of the deferred near-duplicate check");
                     }
                     self.kept.insert(j, set);
                 }

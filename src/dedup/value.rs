@@ -155,7 +155,7 @@ impl Fingerprint for u64 {
     const VARLENA: bool = false;
 
     fn sorted_distinct(mut values: Vec<u64>) -> Vec<u64> {
-        crate::index::sort_interruptibly_by(&mut values, 1 << 20, &u64::cmp);
+        crate::memory::sort_interruptibly_by(&mut values, 1 << 20, &u64::cmp);
         values.dedup();
         values
     }
@@ -178,8 +178,10 @@ impl Fingerprint for u64 {
 impl NearLookup<u64> for NearSet {
     fn members_chosen(&self, chosen: &[bool]) -> Vec<u64> {
         let count = chosen.iter().filter(|&&c| c).count();
-        let mut members = super::memory::vec_with_room(count).unwrap_or_else(|| {
-            super::memory::out_of_memory(&format!("the {count} fingerprints of the near-duplicate check at commit"))
+        let mut members = crate::memory::vec_with_room(count).unwrap_or_else(|| {
+            crate::memory::constraint_out_of_memory(&format!(
+                "the {count} fingerprints of the near-duplicate check at commit"
+            ))
         });
         members.extend(self.fingerprints().iter().zip(chosen).filter_map(|(&fp, &c)| c.then_some(fp)));
         members

@@ -202,7 +202,7 @@ unsafe fn write_index(
             };
         let values = 1usize << SEGMENT_BITS;
         let mut sorted = Vec::new();
-        super::memory::reserve(&mut sorted, entries.len());
+        crate::memory::reserve_entries(&mut sorted, entries.len());
         sorted.resize(entries.len(), Entry { fp: 0, tid: pg_sys::ItemPointerData::default() });
         for segment in 0..SEGMENTS {
             let mut starts = vec![0usize; values + 1];

@@ -261,7 +261,7 @@ pub(super) unsafe fn read_buckets(
         let per_page = directory_entries_per_page() as u32;
         // (position in `buckets`, first page) of each bucket that has one.
         let mut heads: Vec<(usize, BlockNumber)> = Vec::new();
-        super::memory::reserve(&mut heads, buckets.len());
+        crate::memory::reserve_entries(&mut heads, buckets.len());
         let mut first = 0;
         for run in buckets.chunk_by(|a, b| a / per_page == b / per_page) {
             let (block, _) = directory_position(meta, segment, run[0]);
@@ -286,7 +286,7 @@ pub(super) unsafe fn read_buckets(
         }
         let runs = values.filter(|_| meta.sorts_pages());
         let mut blocks: Vec<BlockNumber> = Vec::new();
-        super::memory::reserve(&mut blocks, heads.len());
+        crate::memory::reserve_entries(&mut blocks, heads.len());
         blocks.extend(heads.iter().map(|&(_, head)| head));
         let mut pages = ReadAhead::new(index, &blocks);
         let request = |j: usize, page: Page| prefetch_entries(page, runs.map(|v| v[heads[j].0].as_slice()), meta.bits);

@@ -75,7 +75,7 @@ pub(super) unsafe fn runs(index: pg_sys::Relation, dense: &Dense, n: u32, values
     unsafe {
         let mut reader = Reader::new(index);
         let mut runs = Vec::new();
-        super::memory::reserve(&mut runs, values.len());
+        crate::memory::reserve_entries(&mut runs, values.len());
         // The positions asked for, requested from memory a page at a time ahead of their reads.
         let per = directory_per_page();
         let mut requested = usize::MAX;
@@ -158,7 +158,7 @@ pub(super) unsafe fn read_runs(
             while at < end {
                 let (block, slot) = dense.position(n, at);
                 let on_page = (per_page(n) - slot).min((end - at) as usize);
-                super::memory::push(&mut parts, (block, j as u32, slot as u16, (slot + on_page) as u16));
+                crate::memory::push_entry(&mut parts, (block, j as u32, slot as u16, (slot + on_page) as u16));
                 at += on_page as u32;
             }
         }
@@ -214,7 +214,7 @@ pub(super) unsafe fn rows_of(
     mut each: impl FnMut(u64, pg_sys::ItemPointerData),
 ) {
     unsafe {
-        super::memory::sort_interruptibly(fps, |&fp| fp);
+        crate::memory::sort_interruptibly(fps, |&fp| fp);
         fps.dedup();
         if fps.is_empty() {
             return;
@@ -255,7 +255,7 @@ pub(super) unsafe fn read_values(
     unsafe {
         // Where each value's run starts: the entries' values.
         let mut starts = Vec::new();
-        super::memory::reserve(&mut starts, to - from + 1);
+        crate::memory::reserve_entries(&mut starts, to - from + 1);
         let mut reader = Reader::new(index);
         for value in from..=to {
             starts.push(directory_at(&mut reader, dense, n, value));

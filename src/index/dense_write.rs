@@ -39,7 +39,7 @@ impl<'a> InMemory<'a> {
     /// The rows of `entries` (at most `u32::MAX`).
     pub fn new(entries: &'a [page::Entry]) -> InMemory<'a> {
         let mut keys = Vec::new();
-        super::memory::reserve(&mut keys, entries.len());
+        crate::memory::reserve_entries(&mut keys, entries.len());
         InMemory { entries, keys, at: 0 }
     }
 }
@@ -51,7 +51,7 @@ impl SortedRows for InMemory<'_> {
     fn begin(&mut self, n: u32) -> Vec<u32> {
         self.keys.clear();
         self.keys.extend(self.entries.iter().enumerate().map(|(i, entry)| (order_key(entry.fp, n), i as u32)));
-        super::memory::sort_interruptibly(&mut self.keys, |&key| key);
+        crate::memory::sort_interruptibly(&mut self.keys, |&key| key);
         self.at = 0;
         layout::directory(self.keys.iter().map(|&(key, _)| (key >> 48) as u16))
     }

@@ -26,7 +26,6 @@
 //!   `ordered` (the ordered scan), `cost` (cost and selectivity);
 //! - for other subsystems: `pairs` (all pairs through the index, `simhash_pairs` of a table),
 //!   `check` (`simhash_index_check`);
-//! - `memory` (allocations that fail with an ERROR, sorts that check for interrupts);
 //! - `tests` (the `#[pg_test]` tests: page formats, damaged indexes).
 
 use pgrx::pg_sys::{self, Datum};
@@ -46,8 +45,6 @@ mod dense_read;
 mod dense_write;
 mod entries;
 mod insert;
-mod memory;
-pub(crate) use memory::sort_interruptibly_by;
 mod meta;
 mod options;
 mod ordered;

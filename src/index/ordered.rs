@@ -90,14 +90,15 @@ impl Ordered {
                 if let Some(distance) = self.nearest.pop_ready(&mut self.ready) {
                     self.ready_distance = Some(distance);
                     if let Some(built) = self.built.filter(|_| self.ready.iter().any(|&(key, _)| key == UNRESOLVED)) {
-                        let mut fps: Vec<u64> =
-                            self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).map(|&(_, fp)| fp).collect();
+                        let unresolved = self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).count();
+                        let mut fps: Vec<u64> = crate::memory::entries_with_room(unresolved);
+                        fps.extend(self.ready.iter().filter(|&&(key, _)| key == UNRESOLVED).map(|&(_, fp)| fp));
                         self.ready.retain(|&(key, _)| key != UNRESOLVED);
                         let ready = &mut self.ready;
                         dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
-                            super::memory::push(ready, (crate::pg::tid::tid_order(&tid), fp))
+                            crate::memory::push_entry(ready, (crate::pg::tid::tid_order(&tid), fp))
                         });
-                        self.ready.sort_unstable();
+                        crate::memory::sort_interruptibly(&mut self.ready, |&entry| entry);
                     }
                     continue;
                 }
@@ -110,10 +111,10 @@ impl Ordered {
                     self.ready_distance = None;
                     chain::read_chain(index, &self.meta, ChainSlot::Nulls, |entries| {
                         for (_, tid) in entries.iter() {
-                            super::memory::push(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
+                            crate::memory::push_entry(&mut self.ready, (crate::pg::tid::tid_order(&tid), 0));
                         }
                     });
-                    self.ready.sort_unstable();
+                    crate::memory::sort_interruptibly(&mut self.ready, |&entry| entry);
                 } else {
                     return None;
                 }

@@ -42,14 +42,14 @@ pub(super) unsafe fn for_each_pair(
                 let from = bucket as usize * width;
                 dense_read::read_values(index, &built, segment, from, from + width, |fp, tid| match tid {
                     Some(tid) if dense::is_live(&tid) => {
-                        super::memory::push(entries, (fp, crate::pg::tid::tid_order(&tid)))
+                        crate::memory::push_entry(entries, (fp, crate::pg::tid::tid_order(&tid)))
                     }
                     Some(_) => {}
-                    None => super::memory::push(entries, (fp, UNRESOLVED)),
+                    None => crate::memory::push_entry(entries, (fp, UNRESOLVED)),
                 });
             }
             chain::read_buckets(index, &meta, segment, &[bucket], None, |_, page_entries, _| {
-                super::memory::reserve(entries, page_entries.len());
+                crate::memory::reserve_entries(entries, page_entries.len());
                 entries.extend(page_entries.iter().map(|(fp, tid)| (fp, crate::pg::tid::tid_order(&tid))));
             });
         };
@@ -70,14 +70,15 @@ pub(super) unsafe fn for_each_pair(
             let keys = resolved.entry(fp).or_insert_with(|| {
                 let mut keys = Vec::new();
                 dense_read::rows_of(index, &built, &mut vec![fp], |_, tid| {
-                    super::memory::push(&mut keys, crate::pg::tid::tid_order(&tid))
+                    crate::memory::push_entry(&mut keys, crate::pg::tid::tid_order(&tid))
                 });
                 keys
             });
-            let mut rows: Vec<(u64, u64)> = group.iter().copied().filter(|&(_, key)| key != UNRESOLVED).collect();
-            super::memory::reserve(&mut rows, keys.len());
+            let stored = group.iter().filter(|&&(_, key)| key != UNRESOLVED).count();
+            let mut rows: Vec<(u64, u64)> = crate::memory::entries_with_room(stored + keys.len());
+            rows.extend(group.iter().copied().filter(|&(_, key)| key != UNRESOLVED));
             rows.extend(keys.iter().map(|&key| (fp, key)));
-            rows.sort_unstable();
+            crate::memory::sort_interruptibly(&mut rows, |&row| row);
             rows.dedup();
             Some(rows)
         };

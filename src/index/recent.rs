@@ -68,7 +68,7 @@ pub(super) unsafe fn guesses(
 ) -> Vec<Buffer> {
     unsafe {
         let mut guesses = Vec::new();
-        super::memory::reserve(&mut guesses, blocks.len());
+        crate::memory::reserve_entries(&mut guesses, blocks.len());
         let temporary = (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as core::ffi::c_char;
         if temporary || pg_sys::VacuumCostActive {
             guesses.extend(blocks.map(|_| 0));

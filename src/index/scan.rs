@@ -188,22 +188,26 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(
                 // a scan priced out by amcostestimate): every row.
                 None if state.balls.is_empty() => state.nearest = Some(Box::new(Ordered::new(index, None))),
                 None => match search::collect(index, &state.balls) {
-                    Some(found) => state.results = found.into_iter().map(|(_, tid)| tid).collect(),
-                    None => state.fall_back(index, None),
+                    Ok(found) => {
+                        state.results = crate::memory::entries_with_room(found.len());
+                        state.results.extend(found.into_iter().map(|(_, tid)| tid));
+                    }
+                    Err(_) => state.fall_back(index, None),
                 },
                 // A radius test too: its matches, by distance.
                 Some(order) if !state.balls.is_empty() => match search::collect(index, &state.balls) {
-                    Some(found) => {
+                    Ok(mut found) => {
                         let query = order.unwrap_or(0);
-                        let mut found: Vec<(u32, u64)> = found
-                            .into_iter()
-                            .map(|(fp, tid)| (simhash_core::hamming(fp, query), crate::pg::tid::tid_order(&tid)))
-                            .collect();
-                        super::memory::sort_interruptibly(&mut found, |&found| found);
-                        state.results = found.iter().map(|&(_, key)| crate::pg::tid::tid_of_order(key)).collect();
-                        state.distances = found.into_iter().map(|(d, _)| d).collect();
+                        let distance = |fp: u64| simhash_core::hamming(fp, query);
+                        crate::memory::sort_interruptibly(&mut found, |&(fp, tid)| {
+                            (distance(fp), crate::pg::tid::tid_order(&tid))
+                        });
+                        state.results = crate::memory::entries_with_room(found.len());
+                        state.results.extend(found.iter().map(|&(_, tid)| tid));
+                        state.distances = crate::memory::entries_with_room(found.len());
+                        state.distances.extend(found.into_iter().map(|(fp, _)| distance(fp)));
                     }
-                    None => state.fall_back(index, order),
+                    Err(_) => state.fall_back(index, order),
                 },
                 Some(order) => state.nearest = Some(Box::new(Ordered::new(index, order))),
             }

@@ -39,13 +39,29 @@ pub(super) fn within(fp: u64, ball: (u64, i32)) -> bool {
     i64::from(simhash_core::hamming(fp, ball.0)) <= i64::from(ball.1)
 }
 
-/// The TIDs of the rows in every ball, ascending, or an ERROR (54000) when they take more than
-/// `work_mem`.
+/// The TIDs of the rows in every ball, ascending, or an ERROR when they take more than `work_mem`
+/// (54000) or memory for them is refused (53200).
 pub(super) unsafe fn search(index: pg_sys::Relation, balls: &[Ball]) -> Vec<pg_sys::ItemPointerData> {
     unsafe {
-        let Some(found) = collect(index, balls) else { too_many(index) };
-        found.into_iter().map(|(_, tid)| tid).collect()
+        let found = match collect(index, balls) {
+            Ok(found) => found,
+            Err(Unfit::OverBudget) => too_many(index),
+            Err(Unfit::Refused { held }) => {
+                crate::memory::index_out_of_memory::<(u64, pg_sys::ItemPointerData)>(held, held)
+            }
+        };
+        let mut tids = crate::memory::entries_with_room(found.len());
+        tids.extend(found.into_iter().map(|(_, tid)| tid));
+        tids
     }
+}
+
+/// Why [`collect`] has no rows.
+pub(super) enum Unfit {
+    /// More than `work_mem` of them.
+    OverBudget,
+    /// Memory refused for more than the `held` rows found so far.
+    Refused { held: usize },
 }
 
 /// The ERROR (54000) of a lookup whose matches do not fit in `work_mem`.
@@ -67,27 +83,32 @@ pub(super) fn match_budget() -> usize {
     (unsafe { pg_sys::work_mem } as usize * 1024 / 16).max(1024)
 }
 
-/// The rows in every ball: fingerprint and TID, by TID; `None` when they take more than `work_mem`.
-pub(super) unsafe fn collect(index: pg_sys::Relation, balls: &[Ball]) -> Option<Vec<(u64, pg_sys::ItemPointerData)>> {
+/// The rows in every ball: fingerprint and TID, by TID; none when they take more than `work_mem`
+/// or memory for them is refused (a scan then reads in passes, which need less).
+pub(super) unsafe fn collect(
+    index: pg_sys::Relation,
+    balls: &[Ball],
+) -> Result<Vec<(u64, pg_sys::ItemPointerData)>, Unfit> {
     unsafe {
         let budget = match_budget();
         let mut found = Vec::new();
-        let mut over = false;
+        let mut unfit = None;
         search_fingerprints(index, balls, &mut |fp, tid| {
-            if over {
-            } else if found.len() < budget {
-                super::memory::push(&mut found, (fp, tid));
-            } else {
-                over = true;
+            if unfit.is_some() {
+            } else if found.len() >= budget {
+                unfit = Some(Unfit::OverBudget);
+                found = Vec::new();
+            } else if crate::memory::push(&mut found, (fp, tid)).is_none() {
+                unfit = Some(Unfit::Refused { held: found.len() });
                 found = Vec::new();
             }
         });
-        if over {
-            return None;
+        if let Some(unfit) = unfit {
+            return Err(unfit);
         }
-        super::memory::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
+        crate::memory::sort_interruptibly(&mut found, |(_, tid)| crate::pg::tid::tid_order(tid));
         found.dedup_by_key(|(_, tid)| crate::pg::tid::tid_order(tid));
-        Some(found)
+        Ok(found)
     }
 }
 
@@ -135,7 +156,7 @@ pub(super) unsafe fn search_fingerprints(
                                         dense_read::rows_of(index, &built, &mut unresolved, &mut *found);
                                         unresolved.clear();
                                     }
-                                    super::memory::push(&mut unresolved, fp);
+                                    crate::memory::push_entry(&mut unresolved, fp);
                                 }
                             }
                         }
@@ -259,10 +280,10 @@ pub(super) unsafe fn search_many(
                             }
                             match part.tids.map(|tids| tids.get(i)) {
                                 Some(tid) if dense::is_live(&tid) => {
-                                    super::memory::push(&mut results, (q as usize, tid))
+                                    crate::memory::push_entry(&mut results, (q as usize, tid))
                                 }
                                 Some(_) => {}
-                                None => super::memory::push(&mut unresolved, (fp, q)),
+                                None => crate::memory::push_entry(&mut unresolved, (fp, q)),
                             }
                             if results.len() + unresolved.len() > budget {
                                 too_many(index);
@@ -276,7 +297,7 @@ pub(super) unsafe fn search_many(
                 let mut found = |fp: u64, q: u32, tid: &dyn Fn() -> pg_sys::ItemPointerData| {
                     let query = queries[q as usize];
                     if simhash_core::hamming(fp, query) <= k && reported_in(fp, query, segment, k) {
-                        super::memory::push(&mut results, (q as usize, tid()));
+                        crate::memory::push_entry(&mut results, (q as usize, tid()));
                         if results.len() + unresolved.len() > budget {
                             too_many(index);
                         }
@@ -298,13 +319,14 @@ pub(super) unsafe fn search_many(
             });
         }
         if let (Some(built), false) = (built, unresolved.is_empty()) {
-            super::memory::sort_interruptibly(&mut unresolved, |&pair| pair);
+            crate::memory::sort_interruptibly(&mut unresolved, |&pair| pair);
             unresolved.dedup();
-            let mut fps: Vec<u64> = unresolved.iter().map(|&(fp, _)| fp).collect();
+            let mut fps: Vec<u64> = crate::memory::entries_with_room(unresolved.len());
+            fps.extend(unresolved.iter().map(|&(fp, _)| fp));
             dense_read::rows_of(index, &built, &mut fps, |fp, tid| {
                 let from = unresolved.partition_point(|&(f, _)| f < fp);
                 for &(_, q) in unresolved[from..].iter().take_while(|&&(f, _)| f == fp) {
-                    super::memory::push(&mut results, (q as usize, tid));
+                    crate::memory::push_entry(&mut results, (q as usize, tid));
                 }
                 if results.len() > budget {
                     too_many(index);

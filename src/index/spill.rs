@@ -65,9 +65,7 @@ impl BuildState {
                 self.spill();
                 return self.add(fp, tid);
             }
-            if rows.try_reserve_exact(more.max(1)).is_err() {
-                super::memory::reserve(rows, more.max(1)); // (the ERROR of a failed allocation)
-            }
+            crate::memory::reserve_entries_exact(rows, more.max(1));
         }
         rows.push(Entry { fp: fp.unwrap_or(0), tid });
     }

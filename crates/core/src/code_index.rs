@@ -547,7 +547,8 @@ pub fn sort_by_ordinal(met: &mut Vec<u64>) {
 
 /// The `capacity` smallest keys offered that are above a cursor, for nearest rows in passes of
 /// bounded memory: a pass offers every row's (distance, TID order) key; the keys kept are the
-/// next ones in order after the cursor.
+/// next ones in order after the cursor. When memory for one more key is refused, the keys held
+/// are the pass's capacity from then on (a smaller batch, and one more pass).
 pub struct Smallest {
     heap: BinaryHeap<(u32, u64)>,
     capacity: usize,
@@ -560,17 +561,29 @@ impl Smallest {
         Smallest { heap: BinaryHeap::new(), capacity: capacity.max(1), after }
     }
 
-    /// Offers a key.
-    pub fn offer(&mut self, key: (u32, u64)) {
+    /// Offers a key; an error only when memory for the first key kept is refused.
+    pub fn offer(&mut self, key: (u32, u64)) -> Result<(), TryReserveError> {
         if self.after.is_some_and(|after| key <= after) {
-            return;
+            return Ok(());
         }
         if self.heap.len() < self.capacity {
+            if self.heap.len() == self.heap.capacity() {
+                if let Err(refused) = self.heap.try_reserve(1) {
+                    if self.heap.is_empty() {
+                        return Err(refused);
+                    }
+                    // (the keys held are all this pass keeps: the key is offered to them as full)
+                    self.capacity = self.heap.len();
+                    return self.offer(key);
+                }
+            }
             self.heap.push(key);
         } else if self.heap.peek().is_some_and(|&top| key < top) {
+            // (in place: a pop leaves room for the push)
             self.heap.pop();
             self.heap.push(key);
         }
+        Ok(())
     }
 
     /// The largest key that could still be kept (`None`: any), to skip work on rows beyond it.

@@ -14,11 +14,12 @@ use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
 use simhash_core::Interrupt;
 
+use super::super::buffers;
 use super::super::page::TID;
-use super::super::{buffers, memory};
 use super::build_pages::{write_slot, Writer};
 use super::meta::{self, CodesMeta, Places};
 use super::spill::Spilled;
+use crate::memory;
 use crate::pg::errors::raise;
 use crate::pg::tid::tid_order;
 
@@ -67,10 +68,10 @@ impl BuildState {
             }
             match code {
                 Some(_) => {
-                    reserve_exact(&mut self.tids, more);
-                    reserve_exact(&mut self.codes, more * code_bytes);
+                    memory::reserve_entries_exact(&mut self.tids, more);
+                    memory::reserve_entries_exact(&mut self.codes, more * code_bytes);
                 }
-                None => reserve_exact(&mut self.nulls, more),
+                None => memory::reserve_entries_exact(&mut self.nulls, more),
             }
         }
         match code {
@@ -113,13 +114,6 @@ impl BuildState {
 /// Rows moved to the sorts at a time when the build spills, after which their memory is given
 /// back.
 const SPILLED_AT_ONCE: usize = 1 << 18;
-
-/// `vec.reserve_exact(more)`, or an ERROR (53200) when memory runs out.
-fn reserve_exact<T>(vec: &mut Vec<T>, more: usize) {
-    if vec.try_reserve_exact(more).is_err() {
-        memory::reserve(vec, more); // (the ERROR of a failed allocation)
-    }
-}
 
 /// The code length a column's type fixes (`bit(n)`; not `bit varying(n)`, whose `n` is a
 /// maximum), if any, checked.
@@ -310,7 +304,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
         // The code store: the rows sorted by code (then TID).
         {
             let mut keys: Vec<u64> = Vec::new();
-            memory::reserve(&mut keys, rows);
+            memory::reserve_entries(&mut keys, rows);
             keys.resize(rows, 0);
             code_build::sort_rows(&mut state.codes, code_bytes, &mut state.tids, tid_order, &mut keys, interrupt);
         }
@@ -330,8 +324,8 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
         let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
         let at_once = room.clamp(1, VALUES_AT_ONCE.min(layout.indexed as usize));
         let (mut values, mut entries): (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
-        memory::reserve(&mut values, rows * at_once);
-        memory::reserve(&mut entries, rows);
+        memory::reserve_entries(&mut values, rows * at_once);
+        memory::reserve_entries(&mut entries, rows);
         values.resize(rows * at_once, 0);
         entries.resize(rows, 0);
         let mut first = 0;

@@ -70,14 +70,15 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
             {
                 corrupt(index, format!("the directory of segment {i} is not monotone from 0 to {}", meta.rows));
             }
-            let mut seen = vec![false; meta.rows as usize];
+            let mut seen = crate::memory::entries_with_room(meta.rows as usize);
+            seen.resize(meta.rows as usize, false);
             // Each entry's value against its row's code: the values of a window of ordinals read
             // from the code store in order (4 bytes a row, within maintenance_work_mem), then the
             // entries read once per window (the other checks in the first pass).
             let window = (pg_sys::maintenance_work_mem.max(1024) as usize * 256).div_ceil(per_page).max(1) * per_page;
             for start in (0..meta.rows as usize).step_by(window) {
                 let end = (start + window).min(meta.rows as usize);
-                let mut values = Vec::with_capacity(end - start);
+                let mut values = crate::memory::entries_with_room(end - start);
                 for p in start / per_page..end.div_ceil(per_page) {
                     reader.pages.release();
                     pgrx::check_for_interrupts!();

@@ -127,7 +127,7 @@ impl Nearest {
     unsafe fn null_pass(&mut self, index: pg_sys::Relation) {
         unsafe {
             let mut pass = Smallest::new(work_mem_bytes() / 24, self.nulls_after.map(|key| (0, key)));
-            Reader::new(index).for_each_null_row(&mut |key| pass.offer((0, key)));
+            Reader::new(index).for_each_null_row(&mut |key| offer_or_raise(&mut pass, (0, key)));
             let (batch, all) = pass.finish();
             self.nulls_after = batch.last().map(|&(_, key)| key).or(self.nulls_after);
             self.nulls_all = all;
@@ -139,7 +139,7 @@ impl Nearest {
 
     /// A round through the segments of the code store within `r` bits or more (while the rounds
     /// so far and this one cost less than a read of the code store: `None` else, or when the rows
-    /// met do not fit in `work_mem`): its radius and the rows within it read by this round or
+    /// met do not fit in `work_mem` or memory for them is refused): its radius and the rows within it read by this round or
     /// carried from earlier ones (with those of the tail), as (distance, TID order) in no
     /// particular order. The rows it reads beyond its radius are carried to the next rounds, and
     /// the rows met in the segments an earlier round probed at the same radii are kept
@@ -186,21 +186,29 @@ impl Nearest {
             let carry = &mut self.carry;
             let mut found = Vec::new();
             let ordinals = self.meetings.unread_within(r)?;
+            // (memory refused for a row: the round is `None`, and passes follow, as when it does
+            // not fit in work_mem)
+            let mut refused = false;
             reader.for_each_store_row_at(&ordinals, &mut |code, tid| {
                 if let Some(d) = hamming_bytes(code, query) {
-                    if Self::keeps_all(filter, code) {
-                        if d <= r { &mut found } else { &mut *carry }.push((d, tid_order(tid)));
+                    if !refused && Self::keeps_all(filter, code) {
+                        let into = if d <= r { &mut found } else { &mut *carry };
+                        refused = crate::memory::push(into, (d, tid_order(tid))).is_none();
                     }
                 }
             });
+            let carried = carry.iter().filter(|&&(d, _)| d <= r).count();
+            if refused || crate::memory::reserve(&mut found, carried).is_none() {
+                return None;
+            }
             found.extend(carry.iter().filter(|&&(d, _)| d <= r));
             carry.retain(|&(d, _)| d > r);
             super::tail::for_each_within(reader, query, r, &mut |d, key, code| {
-                if Self::keeps_all(filter, code) {
-                    found.push((d, key));
+                if !refused && Self::keeps_all(filter, code) {
+                    refused = crate::memory::push(&mut found, (d, key)).is_none();
                 }
             });
-            Some((r, found))
+            (!refused).then_some((r, found))
         }
     }
 
@@ -227,7 +235,7 @@ impl Nearest {
                     Some((r, mut found)) if found.len() + self.carry.len() <= capacity => {
                         let after = self.done;
                         found.retain(|&key| after.is_none_or(|after| key > after));
-                        super::super::memory::sort_interruptibly(&mut found, |&key| key);
+                        crate::memory::sort_interruptibly(&mut found, |&key| key);
                         self.batch = found;
                         self.done = Some((r, u64::MAX));
                         self.codes_done = r >= self.bound;
@@ -247,7 +255,7 @@ impl Nearest {
             let (query, bound) = (self.query.as_deref(), self.bound);
             let mut offer = |d: u32, key: u64, code: &[u8]| {
                 if d <= bound && pass.bound().is_none_or(|top| (d, 0) <= top) && Self::keeps_all(filter, code) {
-                    pass.offer((d, key));
+                    offer_or_raise(&mut pass, (d, key));
                 }
             };
             match query {
@@ -267,5 +275,13 @@ impl Nearest {
             self.batch = batch;
             self.codes_done = all;
         }
+    }
+}
+
+/// `pass.offer(key)`, or an ERROR 53200 when memory for the first key is refused (beyond that, a
+/// refusal makes the pass keep fewer rows).
+fn offer_or_raise(pass: &mut Smallest, key: (u32, u64)) {
+    if pass.offer(key).is_err() {
+        crate::memory::index_out_of_memory::<(u32, u64)>(1, 0);
     }
 }

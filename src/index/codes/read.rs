@@ -313,7 +313,8 @@ impl Reader {
     /// (complete for `k`; none when the build had no rows) and then the tail's (`super::tail`), as (distance, TID order) in no particular order, or
     /// `None` when more than `limit` candidates were met (nothing read then but the segments; a
     /// candidate takes 8 bytes while they are collected, in a vector that grows by doubling, and 8
-    /// more while they are sorted: at most about `limit * 24` bytes).
+    /// more while they are sorted: at most about `limit * 24` bytes) or memory for the candidates
+    /// or the rows found was refused (the callers then read the code store whole, which needs none).
     pub unsafe fn probe(
         &mut self,
         query: &[u8],
@@ -337,19 +338,24 @@ impl Reader {
             self.pages.release();
             let ordinals = ordinals?;
             let mut found = Vec::new();
+            // (memory refused for a row found: the rest is skipped, and the lookup is `None`)
+            let mut refused = false;
             self.for_each_store_row_at(&ordinals, &mut |code, tid| {
                 if let Some(d) = hamming_bytes(code, query).filter(|&d| d <= k) {
-                    if keep(code) {
-                        found.push((d, tid_order(tid)));
+                    if !refused && keep(code) {
+                        refused = crate::memory::push(&mut found, (d, tid_order(tid))).is_none();
                     }
                 }
             });
+            if refused {
+                return None;
+            }
             super::tail::for_each_within(self, query, k, &mut |d, key, code| {
-                if keep(code) {
-                    found.push((d, key));
+                if !refused && keep(code) {
+                    refused = crate::memory::push(&mut found, (d, key)).is_none();
                 }
             });
-            Some(found)
+            (!refused).then_some(found)
         }
     }
 }

@@ -11,6 +11,7 @@ use pgrx::pg_sys::{self, Datum};
 use super::ordered::{work_mem_bytes, Nearest};
 use super::read::Reader;
 use super::CodeBall;
+use crate::memory;
 use crate::pg::tid::tid_of_order;
 
 #[derive(Default)]
@@ -126,11 +127,11 @@ pub(in crate::index) unsafe fn gettuple(scan: pg_sys::IndexScanDesc, state: &mut
                     match (found, order) {
                         (Some(mut found), None) => {
                             found.iter_mut().for_each(|f| f.0 = 0);
-                            super::super::memory::sort_interruptibly(&mut found, |f| f.1);
+                            memory::sort_interruptibly(&mut found, |f| f.1);
                             state.results = found;
                         }
                         (Some(mut found), Some(Some(query))) if tightest(&balls).is_some_and(|b| b.bytes == query) => {
-                            super::super::memory::sort_interruptibly(&mut found, |&f| f);
+                            memory::sort_interruptibly(&mut found, |&f| f);
                             state.results = found;
                         }
                         (_, order) => {
@@ -255,22 +256,33 @@ pub(in crate::index) unsafe fn rows_within(
             // (no code of another length is a near-duplicate at commit: see dedup::value::Code)
             return Vec::new();
         }
+        // (None too when memory for the candidates or the rows found is refused: the code store is
+        // then read whole, which needs memory only for the rows found)
         let probed =
             reader.probes_pay(k).and_then(|lookup| reader.probe(code, k, &lookup.radii, usize::MAX, &mut |_| true));
-        let mut keys: Vec<u64> = match probed {
-            Some(found) => found.into_iter().map(|(_, key)| key).collect(),
+        // (sorted and made distinct where they were collected, then the TIDs made: no copy of
+        // them all in between)
+        match probed {
+            Some(mut found) => {
+                memory::sort_interruptibly(&mut found, |&(_, key)| key);
+                found.dedup_by_key(|&mut (_, key)| key);
+                let mut tids = memory::entries_with_room(found.len());
+                tids.extend(found.iter().map(|&(_, key)| tid_of_order(key)));
+                tids
+            }
             None => {
                 let mut keys = Vec::new();
                 reader.for_each_row(&mut |c, tid| {
                     if simhash_core::multi_index::hamming_bytes(c, code).is_some_and(|d| d <= k) {
-                        keys.push(crate::pg::tid::tid_order(tid));
+                        memory::push_entry(&mut keys, crate::pg::tid::tid_order(tid));
                     }
                 });
-                keys
+                memory::sort_interruptibly(&mut keys, |&key| key);
+                keys.dedup();
+                let mut tids = memory::entries_with_room(keys.len());
+                tids.extend(keys.iter().map(|&key| tid_of_order(key)));
+                tids
             }
-        };
-        keys.sort_unstable();
-        keys.dedup();
-        keys.into_iter().map(tid_of_order).collect()
+        }
     }
 }

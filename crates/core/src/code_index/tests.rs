@@ -376,7 +376,7 @@ fn smallest_in_passes_equals_a_sort() {
     let mut after = None;
     loop {
         let mut pass = Smallest::new(37, after);
-        keys.iter().for_each(|&key| pass.offer(key));
+        keys.iter().for_each(|&key| pass.offer(key).unwrap());
         let (mut batch, all) = pass.finish();
         batch.dedup();
         after = batch.last().copied().or(after);
@@ -533,4 +533,49 @@ fn lookups_remembered_equal_lookups_worked_out() {
             }
         }
     }
+}
+
+/// Under a limit of the address space (`ulimit -v`, in a child process), a pass whose keys outgrow
+/// the memory the system grants keeps those it holds (its capacity shrinks to them) instead of
+/// aborting, and passes of such batches still give every key in order.
+#[test]
+fn smallest_beyond_memory_keeps_what_it_holds() {
+    const LIMITED: &str = "SIMHASH_CORE_TEST_ULIMIT";
+    if std::env::var_os(LIMITED).is_none() {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(
+                "ulimit -v 131072 && exec \"$0\" --exact code_index::tests::smallest_beyond_memory_keeps_what_it_holds",
+            )
+            .arg(std::env::current_exe().expect("the test binary"))
+            .env(LIMITED, "1")
+            .status()
+            .expect("sh runs");
+        assert!(status.success(), "under ulimit -v: {status}");
+        return;
+    }
+    // 12M keys, 192 MB if all were kept, under a limit of 128 MB (offered in ascending order: once
+    // a pass is full, the rest are skipped at once).
+    const KEYS: u64 = 12 << 20;
+    let mut after = None;
+    let mut next = 0u64;
+    let mut passes = 0;
+    loop {
+        let mut pass = Smallest::new(usize::MAX, after);
+        for key in 0..KEYS {
+            pass.offer((0, key)).expect("memory for the first key");
+        }
+        let (batch, all) = pass.finish();
+        passes += 1;
+        for &(_, key) in &batch {
+            assert_eq!(key, next);
+            next += 1;
+        }
+        after = batch.last().copied().or(after);
+        if all {
+            break;
+        }
+    }
+    assert_eq!(next, KEYS);
+    assert!(passes > 1, "every key fitted: {passes} pass");
 }

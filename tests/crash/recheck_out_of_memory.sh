@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Memory refused to a backend in the middle of a statement over a big table, the near-duplicate
+# constraint's check at commit through a simhash index and radius scans: the statement ends with
+# ERROR 53200 (out_of_memory) or takes a path that needs less memory, never the abort of a failed
+# Rust allocation, which would make the postmaster restart every backend of the cluster.
+#
+# Two tables of 2,000,000 rows with one value (a bit(64) code; a simhash64 fingerprint), each with
+# its simhash index and the deferred constraint (radius 2). Before each statement, the backend's
+# address space is limited (prlimit --as, run as the postgres user: lowering one's own limit needs
+# no privilege) to its size plus a few megabytes, with work_mem = 1GB (so that work_mem is not what
+# bounds them). One more row with that value is committed: its check looks up the 2,000,000 rows
+# within 2 through the index (codes: `index::codes::scan::rows_within`, the segments probed, else,
+# memory refused, the code store read whole; then the TIDs); and radius scans count them. In each
+# case the same backend answers a query afterwards, and the server log written meanwhile shows no
+# backend terminated by a signal (no restart of the cluster). About 30 s.
+#   usage: tests/crash/recheck_out_of_memory.sh     (PG_MAJOR=15|18; the scripts/common.sh cluster)
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+set -euo pipefail
+db=simhash_oom
+command -v prlimit >/dev/null || die "prlimit (util-linux) is needed"
+start_cluster
+fresh_database "$db"
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" <<'SQL'
+CREATE TABLE t (id bigserial PRIMARY KEY, code bit(64));
+INSERT INTO t (code) SELECT X'00000000000000ff'::bit(64) FROM generate_series(1, 2000000);
+CREATE INDEX t_code ON t USING simhash (code);
+SELECT simhash_add_dedup('t', 'code', 2, 'error', deferred => true) IS NOT NULL AS attached;
+CREATE TABLE s (id bigserial PRIMARY KEY, fp simhash64);
+INSERT INTO s (fp) SELECT '00000000000000ff'::simhash64 FROM generate_series(1, 2000000);
+CREATE INDEX s_fp ON s USING simhash (fp);
+SELECT simhash_add_dedup('s', 'fp', 2, 'error', deferred => true) IS NOT NULL AS attached;
+ANALYZE t, s;
+SQL
+log_offset=$(stat -c %s "$SIMHASH_PGDATA/server.log")
+failures=0
+# run EXTRA_MB EXPECTED SQL: SQL run in a backend whose address space is limited to its size plus
+# EXTRA_MB megabytes; EXPECTED: a pattern of its output (the errors as "ERROR:  SQLSTATE: ...").
+run() {
+    local out
+    out=$(psql -X -d "$db" -v extra_mb="$1" 2>&1 <<SQL
+\\set VERBOSITY verbose
+-- (the library loaded before the limit, and the tables' pages read once)
+LOAD '\$libdir/simhash';
+SELECT count(*) >= 2000000 AS read FROM t;
+SELECT count(*) >= 2000000 AS read FROM s;
+SET work_mem = '1GB';
+SET enable_seqscan = off;
+SELECT pg_backend_pid() AS pid \\gset
+\\setenv PID :pid
+\\setenv EXTRA_MB :extra_mb
+\\! v=\$(awk '/VmSize/ {print \$2}' /proc/\$PID/status) && runuser -u postgres -- prlimit --pid "\$PID" --as=\$(( (v + EXTRA_MB * 1024) * 1024 ))
+$3
+SELECT 'backend ' || 'alive' AS after;
+SQL
+    ) || true
+    if grep -q -- "$2" <<<"$out" && grep -q "backend alive" <<<"$out"; then
+        echo "ok: $1 MB more: $2"
+    else
+        echo "FAILED: $1 MB more: expected $2 and the backend alive, got:" >&2
+        echo "$out" >&2
+        failures=$((failures + 1))
+    fi
+}
+commit_row() {
+    echo "BEGIN; INSERT INTO $1 VALUES (DEFAULT, $2); COMMIT;"
+}
+index_out_of_memory="ERROR:  53200: out of memory for .* more entries of a simhash index"
+# The check at commit, codes: 8 MB: the rows found by the pass over the code store (after the
+# probe of the segments was refused) do not fit; 26 MB: they do (16 MB), but not their TIDs beside
+# them (12 MB more); 60 MB: everything fits, and the row is a near-duplicate.
+run 8 "$index_out_of_memory" "$(commit_row t "X'00000000000000ff'::bit(64)")"
+run 26 "$index_out_of_memory" "$(commit_row t "X'00000000000000ff'::bit(64)")"
+run 60 "ERROR:  23505: .*is a near-duplicate" "$(commit_row t "X'00000000000000ff'::bit(64)")"
+# simhash64 (the matches within work_mem, here 1 GB; all the rows' values looked up at once): 8 MB:
+# the matches do not fit; 40 MB: they do (32 MB), but not the TIDs fetched beside them (seen:
+# "out of memory for the 2000001 rows of relation "s" that the near-duplicate check at commit
+# fetches"); 80 MB: everything fits.
+run 8 "$index_out_of_memory" "$(commit_row s "'00000000000000ff'::simhash64")"
+run 40 "ERROR:  53200: out of memory for " "$(commit_row s "'00000000000000ff'::simhash64")"
+run 80 "ERROR:  23505: .*is a near-duplicate" "$(commit_row s "'00000000000000ff'::simhash64")"
+# A radius scan of codes whose matches are refused memory reads in passes (each keeping what it
+# was granted), and a bitmap scan streams them: every row all the same.
+run 8 "^ 2000000$" "SELECT count(*) FROM t WHERE simhash_hamming(code, X'00000000000000fe'::bit(64)) <= 2;"
+run 8 "^ 2000000$" "SET enable_indexscan = off; SELECT count(*) FROM t WHERE simhash_hamming(code, X'00000000000000fe'::bit(64)) <= 2;"
+# simhash64: the bitmap scan streams; the index scan's passes find no memory either: 53200.
+run 8 "^ 2000000$" "SET enable_indexscan = off; SELECT count(*) FROM s WHERE fp <~> '00000000000000fe' <= 2;"
+run 8 "ERROR:  53200: out of memory for the rows of an ordered simhash index scan" "SELECT count(*) FROM s WHERE fp <~> '00000000000000fe' <= 2;"
+if tail -c +"$((log_offset + 1))" "$SIMHASH_PGDATA/server.log" | grep -E "terminated by signal|was terminated|all server processes terminated"; then
+    echo "FAILED: a backend was terminated (the cluster restarted)" >&2
+    failures=$((failures + 1))
+fi
+psql -X -q -d postgres -c "DROP DATABASE $db"
+[ "$failures" = 0 ] || die "$failures checks failed"
+echo "out of memory in a backend: all checks passed"
