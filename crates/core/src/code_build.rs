@@ -65,9 +65,12 @@ pub fn store_order<T>(
         start = end;
         if run.len() > 1 {
             if next_bits < code_bytes * 8 {
-                for key in run.iter_mut() {
-                    let row = (*key & row_mask) as usize;
-                    *key = bits_at(code(codes, code_bytes, row), next_bits) >> row_bits << row_bits | row as u64;
+                // (a run may be every row: codes alike in their first bits)
+                for range in crate::interrupt::ranges(run.len(), interrupt) {
+                    for key in &mut run[range] {
+                        let row = (*key & row_mask) as usize;
+                        *key = bits_at(code(codes, code_bytes, row), next_bits) >> row_bits << row_bits | row as u64;
+                    }
                 }
                 sort_checked(run, &|a, b| a.cmp(b), interrupt);
                 let mut tie = 0;
@@ -75,6 +78,11 @@ pub fn store_order<T>(
                     let end = run_end(run, tie, row_bits);
                     if end - tie > 1 {
                         sort_checked(&mut run[tie..end], &whole, interrupt);
+                    }
+                    since_check += end - tie;
+                    if since_check >= STEP {
+                        interrupt.check();
+                        since_check = 0;
                     }
                     tie = end;
                 }
@@ -245,6 +253,16 @@ pub fn entries_of_values(
 #[derive(Debug, PartialEq, Eq)]
 pub struct ThreadFailed;
 
+/// What [`segments_on_thread`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OnThread {
+    /// Every segment was written.
+    Written,
+    /// The system refused the second thread (a limit of processes or memory): nothing was
+    /// written, `first` not called; the caller builds on its own thread.
+    NotStarted,
+}
+
 /// The entries of every indexed segment ([`segment_values`] through `order`, then
 /// [`entries_of_values`]) made on a second thread, while this one runs `first(context)` and then
 /// `write(context, i, directory, entries)` for each segment `i` in order as its entries come.
@@ -256,7 +274,7 @@ pub struct ThreadFailed;
 /// after (in PostgreSQL it blocks every signal, which the new thread inherits, so that the signals
 /// reach this thread alone). This thread checks `interrupt` while it waits; when it unwinds
 /// (`first`, `write` or `interrupt` unwinding), the second thread stops at its next check, and this
-/// returns once it has.
+/// returns once it has. A thread the system refuses is [`OnThread::NotStarted`], not an error.
 #[allow(clippy::too_many_arguments)]
 pub fn segments_on_thread<C, G>(
     layout: &Layout,
@@ -270,7 +288,7 @@ pub fn segments_on_thread<C, G>(
     context: &mut C,
     first: impl FnOnce(&mut C),
     mut write: impl FnMut(&mut C, u32, &[u32], &[u64]),
-) -> Result<(), ThreadFailed> {
+) -> Result<OnThread, ThreadFailed> {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     use std::sync::mpsc;
     let rows = order.len();
@@ -319,7 +337,7 @@ pub fn segments_on_thread<C, G>(
             }
         };
         let guard = spawning();
-        let thread = scope.spawn(move || {
+        let thread = std::thread::Builder::new().spawn_scoped(scope, move || {
             // (a stop unwinds quietly: resume_unwind calls no panic hook)
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| {
                 if !payload.is::<Stopped>() {
@@ -328,6 +346,7 @@ pub fn segments_on_thread<C, G>(
             });
         });
         drop(guard);
+        let Ok(thread) = thread else { return Ok(OnThread::NotStarted) };
         first(context);
         for i in 0..layout.indexed {
             let (segment, directory, entries) = loop {
@@ -344,7 +363,7 @@ pub fn segments_on_thread<C, G>(
             write(context, i, &directory, &entries);
             let _ = free.send(entries);
         }
-        thread.join().map_err(|_| ThreadFailed)
+        thread.join().map(|()| OnThread::Written).map_err(|_| ThreadFailed)
     })
 }
 

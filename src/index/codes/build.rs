@@ -10,7 +10,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::code_build;
+use simhash_core::code_build::{self, OnThread, ThreadFailed};
 use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
 use simhash_core::Interrupt;
@@ -322,9 +322,10 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
         // maintenance_work_mem has room for a second buffer of entries and the values of one
         // segment besides the codes, the order and the TIDs, and parallel maintenance workers are
         // allowed at all (the thread takes a second CPU, as a worker would).
-        let held = state.codes.capacity() + rows * (4 + TID + 8 * 2);
+        let held = state.codes.capacity() + state.tids.capacity() * TID + rows * (4 + 8 * 2);
         let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
-        if rows >= THREAD_ROWS && room >= 1 && pg_sys::max_parallel_maintenance_workers > 0 {
+        let thread_allowed = pg_sys::max_parallel_maintenance_workers > 0 && pg_sys::max_parallel_workers > 0;
+        if rows >= THREAD_ROWS && room >= 1 && thread_allowed {
             let at_once = room.min(VALUES_AT_ONCE.min(layout.indexed as usize));
             let mut values: Vec<u32> = Vec::new();
             let mut entries = [Vec::new(), Vec::new()];
@@ -356,17 +357,23 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
                     out.segment(layout, i, directory, rows, || *next.next().expect("an entry per row"));
                 },
             );
-            if written.is_err() {
-                error!("simhash index build: the thread making the segments' entries failed");
+            match written {
+                Ok(OnThread::Written) => return,
+                // (the system refused the thread: the build goes on here, nothing written yet)
+                Ok(OnThread::NotStarted) => (state.codes, state.tids) = (codes, tids),
+                Err(ThreadFailed) => raise(
+                    PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                    "simhash index build: the thread making the segments' entries failed".into(),
+                    Some("The server log has its message.".into()),
+                    Some("SET max_parallel_maintenance_workers = 0 builds on one thread.".into()),
+                ),
             }
-            return;
         }
 
         // Else on this thread: the values of up to VALUES_AT_ONCE segments read from the codes in
         // one pass, as many as maintenance_work_mem has room for besides the codes, the order and
-        // the entries (one at least; the TIDs, fewer bytes than the entries, are gone when those
-        // come).
-        let held = state.codes.capacity() + rows * (4 + 8);
+        // the TIDs or the entries (one at least; the TIDs are gone when the entries come).
+        let held = state.codes.capacity() + rows * 4 + (state.tids.capacity() * TID).max(rows * 8);
         let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
         let at_once = room.clamp(1, VALUES_AT_ONCE.min(layout.indexed as usize));
         let mut values: Vec<u32> = Vec::new();

@@ -280,7 +280,7 @@ fn segments_on_a_thread_as_reference() {
                     events.push(format!("{i}"));
                 },
             );
-            assert_eq!(result, Ok(()));
+            assert_eq!(result, Ok(OnThread::Written));
             assert_eq!(spawned.get(), 1);
             let expected: Vec<String> =
                 std::iter::once("first".into()).chain((0..layout.indexed).map(|i| format!("{i}"))).collect();
@@ -316,7 +316,10 @@ fn segments_on_a_thread_stop() {
                 *written += 1;
             },
         )
-        .map(|()| written)
+        .map(|on_thread| {
+            assert_eq!(on_thread, OnThread::Written);
+            written
+        })
     };
     assert_eq!(run(&order, Interrupt::NEVER, u32::MAX), Ok(layout.indexed));
     // An error while writing segment 2.
