@@ -1,5 +1,5 @@
-//! Times the in-memory build of an index of codes (`simhash_core::code_build`): the rows put in
-//! the code store's order, then each indexed segment's entries.
+//! Times the in-memory build of an index of codes (`simhash_core::code_build`): the order of the
+//! code store, then each indexed segment's values (read through that order) and entries.
 //!
 //!   cargo run --release -p simhash-core --example code_build_timing [FILE [SEGMENTS]]
 //!
@@ -9,7 +9,7 @@
 //! (default 16; 256: all).
 use std::time::Instant;
 
-use simhash_core::code_build::{entries_of_values, segment_values, sort_rows};
+use simhash_core::code_build::{entries_of_values, segment_values, store_order};
 use simhash_core::code_index::Layout;
 use simhash_core::Interrupt;
 
@@ -62,7 +62,7 @@ fn clustered(rows: usize, bits: u32) -> Vec<u8> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (bits, mut codes) = match args.get(1) {
+    let (bits, codes) = match args.get(1) {
         Some(path) if path != "-" => read_copy(path),
         _ => (1024, clustered(1_000_000, 1024)),
     };
@@ -71,10 +71,10 @@ fn main() {
     let rows = codes.len() / code_bytes;
     let layout = Layout::for_table(bits, rows as u64, segments).unwrap();
     println!("{rows} rows of {bits} bits, {} of {} segments indexed", layout.indexed, layout.plan.count);
-    let mut tids: Vec<u64> = (0..rows as u64).collect();
+    let tids: Vec<u64> = (0..rows as u64).collect();
     let t = Instant::now();
-    let mut keys = vec![0u64; rows];
-    sort_rows(&mut codes, code_bytes, &mut tids, |&t| t, &mut keys, Interrupt::NEVER);
+    let (mut keys, mut order) = (vec![0u64; rows], vec![0u32; rows]);
+    store_order(&codes, code_bytes, &tids, |&t| t, &mut keys, &mut order, Interrupt::NEVER);
     println!("code store order: {:.3} s", t.elapsed().as_secs_f64());
     let group: usize = args.get(3).map_or(8, |s| s.parse().expect("a number"));
     let (mut values, mut entries) = (vec![0u32; rows * group], vec![0u64; rows]);
@@ -85,7 +85,7 @@ fn main() {
     while first < layout.indexed {
         let n = (layout.indexed - first).min(group as u32) as usize;
         let t = Instant::now();
-        segment_values(&layout, first, &codes, code_bytes, &mut values[..n * rows], Interrupt::NEVER);
+        segment_values(&layout, first, &codes, code_bytes, Some(&order), &mut values[..n * rows], Interrupt::NEVER);
         in_values += t.elapsed().as_secs_f64();
         let t = Instant::now();
         for (g, values) in (first..).zip(values.chunks_exact(rows).take(n)) {

@@ -17,90 +17,96 @@ use crate::Interrupt;
 /// Elements a comparison sort takes in one go between two checks for interrupts (about 30 ms).
 const SORTED_AT_ONCE: usize = 1 << 20;
 
-/// Puts the `rows` rows of `codes` (`code_bytes` bytes each) and `tids` in the order of the code
-/// store, in place: by code, then by `tid_order` of the TID. `keys` is scratch space of `rows`
-/// elements (its contents are overwritten).
+/// The order of the code store, by code then by `tid_order` of the TID, into `order`: `order[p]`
+/// is the row (of `codes`, `code_bytes` bytes each, and of `tids`) at place `p`. `keys` is scratch
+/// space of `rows` elements (its contents are overwritten). The rows themselves stay where they
+/// are: the build reads them in this order (a gather, whose reads can overlap, where moving each
+/// row to its place in turn waits for every read).
 ///
 /// The rows are sorted as `u64` keys, the code's first bits above the row's number, so most rows
-/// are ordered without reading their codes again; only the rows whose keys tie on those bits
-/// (equal codes, or codes alike in their first `64 - log2(rows)` bits) are compared whole. Then
-/// each row moves to its place along the cycles of the permutation, once.
-pub fn sort_rows<T: Copy>(
-    codes: &mut [u8],
+/// are ordered without reading their codes again; the rows whose keys tie on those bits (codes
+/// alike in their first `64 - log2(rows)` bits, as those of a cluster are) get keys of their
+/// code's next bits and are sorted again, and only those that tie again (equal codes, or codes
+/// alike in twice as many bits) are compared whole.
+pub fn store_order<T>(
+    codes: &[u8],
     code_bytes: usize,
-    tids: &mut [T],
+    tids: &[T],
     tid_order: impl Fn(&T) -> u64,
     keys: &mut [u64],
+    order: &mut [u32],
     interrupt: Interrupt,
 ) {
     let rows = tids.len();
-    assert!(code_bytes > 0 && codes.len() == rows * code_bytes && keys.len() == rows);
+    assert!(code_bytes > 0 && codes.len() == rows * code_bytes && keys.len() == rows && order.len() == rows);
     assert!(u32::try_from(rows).is_ok(), "rows are numbered by u32");
     let row_bits = 64 - (rows.max(2) as u64 - 1).leading_zeros();
     let row_mask = (1u64 << row_bits) - 1;
     for range in crate::interrupt::ranges(rows, interrupt) {
         for row in range {
-            keys[row] = first_bits(code(codes, code_bytes, row)) >> row_bits << row_bits | row as u64;
+            keys[row] = bits_at(code(codes, code_bytes, row), 0) >> row_bits << row_bits | row as u64;
         }
     }
     sort_checked(keys, &|a, b| a.cmp(b), interrupt);
-    // The runs of keys equal on the code's bits: by the whole code, then by TID.
-    let mut start = 0;
+    // The runs of keys equal on the code's first bits: by the code's next bits (the keys of the
+    // run rewritten), then the runs equal on those by the whole code, then by TID.
+    let whole = |a: &u64, b: &u64| -> Ordering {
+        let (a, b) = ((a & row_mask) as usize, (b & row_mask) as usize);
+        code(codes, code_bytes, a)
+            .cmp(code(codes, code_bytes, b))
+            .then_with(|| tid_order(&tids[a]).cmp(&tid_order(&tids[b])))
+    };
+    let next_bits = 64 - row_bits as usize;
     let mut since_check = 0;
+    let mut start = 0;
     while start < rows {
-        let mut end = start + 1;
-        while end < rows && keys[end] >> row_bits == keys[start] >> row_bits {
-            end += 1;
+        let end = run_end(keys, start, row_bits);
+        let run = &mut keys[start..end];
+        start = end;
+        if run.len() > 1 {
+            if next_bits < code_bytes * 8 {
+                // (a run may be every row: codes alike in their first bits)
+                for range in crate::interrupt::ranges(run.len(), interrupt) {
+                    for key in &mut run[range] {
+                        let row = (*key & row_mask) as usize;
+                        *key = bits_at(code(codes, code_bytes, row), next_bits) >> row_bits << row_bits | row as u64;
+                    }
+                }
+                sort_checked(run, &|a, b| a.cmp(b), interrupt);
+                let mut tie = 0;
+                while tie < run.len() {
+                    let end = run_end(run, tie, row_bits);
+                    if end - tie > 1 {
+                        sort_checked(&mut run[tie..end], &whole, interrupt);
+                    }
+                    since_check += end - tie;
+                    if since_check >= STEP {
+                        interrupt.check();
+                        since_check = 0;
+                    }
+                    tie = end;
+                }
+            } else {
+                sort_checked(run, &whole, interrupt);
+            }
         }
-        if end - start > 1 {
-            let codes = &*codes;
-            let tids = &*tids;
-            let whole = |a: &u64, b: &u64| -> Ordering {
-                let (a, b) = ((a & row_mask) as usize, (b & row_mask) as usize);
-                code(codes, code_bytes, a)
-                    .cmp(code(codes, code_bytes, b))
-                    .then_with(|| tid_order(&tids[a]).cmp(&tid_order(&tids[b])))
-            };
-            sort_checked(&mut keys[start..end], &whole, interrupt);
-        }
-        since_check += end - start;
+        since_check += run.len();
         if since_check >= STEP {
             interrupt.check();
             since_check = 0;
         }
-        start = end;
     }
-    // keys[p] is now the row that goes to place p. Each cycle of that permutation is followed
-    // from its first place, each row moved once; a place done is marked `u64::MAX`.
-    for key in keys.iter_mut() {
-        *key &= row_mask;
-    }
-    let mut held = vec![0u8; code_bytes];
-    let mut moved = 0;
-    for first in 0..rows {
-        if keys[first] == u64::MAX {
-            continue;
-        }
-        held.copy_from_slice(code(codes, code_bytes, first));
-        let held_tid = tids[first];
-        let mut place = first;
-        loop {
-            let from = keys[place] as usize;
-            keys[place] = u64::MAX;
-            if from == first {
-                codes[place * code_bytes..(place + 1) * code_bytes].copy_from_slice(&held);
-                tids[place] = held_tid;
-                break;
-            }
-            codes.copy_within(from * code_bytes..(from + 1) * code_bytes, place * code_bytes);
-            tids[place] = tids[from];
-            place = from;
-            moved += 1;
-            if moved % STEP == 0 {
-                interrupt.check();
-            }
+    for range in crate::interrupt::ranges(rows, interrupt) {
+        for (place, key) in order[range.clone()].iter_mut().zip(&keys[range]) {
+            *place = (key & row_mask) as u32;
         }
     }
+}
+
+/// The end of the run of `keys` from `start` equal above their `low_bits` low bits.
+fn run_end(keys: &[u64], start: usize, low_bits: u32) -> usize {
+    let high = keys[start] >> low_bits;
+    start + 1 + keys[start + 1..].iter().take_while(|&&key| key >> low_bits == high).count()
 }
 
 /// Row `row` of `codes`, `code_bytes` bytes a row.
@@ -108,11 +114,17 @@ fn code(codes: &[u8], code_bytes: usize, row: usize) -> &[u8] {
     &codes[row * code_bytes..(row + 1) * code_bytes]
 }
 
-/// The first 64 bits of `code` (zeros beyond its end), as an unsigned number.
-fn first_bits(code: &[u8]) -> u64 {
-    match code.get(..8) {
+/// The 64 bits of `code` from bit `from` (zeros beyond its end), as an unsigned number.
+fn bits_at(code: &[u8], from: usize) -> u64 {
+    let (byte, shift) = (from / 8, from % 8);
+    let word = |at: usize| match code.get(at..at + 8) {
         Some(bytes) => u64::from_be_bytes(bytes.try_into().expect("8 bytes")),
-        None => code.iter().enumerate().fold(0, |w, (n, &b)| w | u64::from(b) << (56 - 8 * n)),
+        None => code.iter().skip(at).enumerate().fold(0, |w, (n, &b)| w | u64::from(b) << (56 - 8 * n)),
+    };
+    if shift == 0 {
+        word(byte)
+    } else {
+        word(byte) << shift | word(byte + 8) >> (64 - shift)
     }
 }
 
@@ -129,13 +141,14 @@ pub fn segment_entries(
     entries: &mut [u64],
     interrupt: Interrupt,
 ) -> Vec<u32> {
-    segment_values(layout, i, codes, code_bytes, values, interrupt);
+    segment_values(layout, i, codes, code_bytes, None, values, interrupt);
     entries_of_values(layout, i, values, entries, interrupt)
 }
 
-/// The values of segments `first..first + n` of the codes of the code store (`codes`, in ordinal
-/// order, `code_bytes` bytes each), into `values`: `n` arrays of one element a row, one after the
-/// other (`values.len()` is `n` times the rows).
+/// The values of segments `first..first + n` of the codes of the code store, into `values`: `n`
+/// arrays of one element a row (in ordinal order), one after the other (`values.len()` is `n`
+/// times the rows). The codes are `codes` (`code_bytes` bytes each), in ordinal order, or with
+/// `order` the rows of `codes` in that order ([`store_order`]).
 ///
 /// One pass over the codes for the `n` segments: a code is read from memory once for all of them
 /// (a pass per segment reads a cache line of every code each time, the build's slowest part on
@@ -145,6 +158,7 @@ pub fn segment_values(
     first: u32,
     codes: &[u8],
     code_bytes: usize,
+    order: Option<&[u32]>,
     values: &mut [u32],
     interrupt: Interrupt,
 ) {
@@ -152,17 +166,21 @@ pub fn segment_values(
     let rows = codes.len() / code_bytes;
     let n = values.len().checked_div(rows).unwrap_or(0);
     assert!(values.len() == n * rows && first + n as u32 <= layout.plan.count);
-    if rows == 0 {
-        return;
-    }
-    let mut columns: Vec<&mut [u32]> = values.chunks_exact_mut(rows).collect();
+    assert!(order.is_none_or(|order| order.len() == rows));
     for range in crate::interrupt::ranges(rows, interrupt) {
-        let codes = codes[range.start * code_bytes..range.end * code_bytes].chunks_exact(code_bytes);
-        for (row, code) in range.zip(codes) {
-            for (g, column) in (first..).zip(columns.iter_mut()) {
-                column[row] = layout.plan.segment(code, g);
-            }
+        for place in range {
+            let row = order.map_or(place, |order| order[place] as usize);
+            put_values(layout, first, code(codes, code_bytes, row), place, values, rows);
         }
+    }
+}
+
+/// The values of segments `first..first + n` of `code`, the code at ordinal `place`, into
+/// `values` ([`segment_values`]: `n` arrays of `rows` elements).
+#[inline]
+pub fn put_values(layout: &Layout, first: u32, code: &[u8], place: usize, values: &mut [u32], rows: usize) {
+    for (g, column) in (first..).zip(values.chunks_exact_mut(rows)) {
+        column[place] = layout.plan.segment(code, g);
     }
 }
 
@@ -230,6 +248,128 @@ pub fn entries_of_values(
     }
     directory
 }
+
+/// The second thread of [`segments_on_thread`] ended before its work was done (a panic: a bug).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ThreadFailed;
+
+/// What [`segments_on_thread`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OnThread {
+    /// Every segment was written.
+    Written,
+    /// The system refused the second thread (a limit of processes or memory): nothing was
+    /// written, `first` not called; the caller builds on its own thread.
+    NotStarted,
+}
+
+/// The entries of every indexed segment ([`segment_values`] through `order`, then
+/// [`entries_of_values`]) made on a second thread, while this one runs `first(context)` and then
+/// `write(context, i, directory, entries)` for each segment `i` in order as its entries come.
+/// `values` holds the values of up to `values.len() / rows` segments at once; `entries` are two
+/// buffers of one element a row, one filled there while the other is written here.
+///
+/// The second thread runs this crate's code alone, on the data given: nothing of the caller's.
+/// `spawning()` is called on this thread just before the thread starts and its result dropped just
+/// after (in PostgreSQL it blocks every signal, which the new thread inherits, so that the signals
+/// reach this thread alone). This thread checks `interrupt` while it waits; when it unwinds
+/// (`first`, `write` or `interrupt` unwinding), the second thread stops at its next check, and this
+/// returns once it has. A thread the system refuses is [`OnThread::NotStarted`], not an error.
+#[allow(clippy::too_many_arguments)]
+pub fn segments_on_thread<C, G>(
+    layout: &Layout,
+    codes: &[u8],
+    code_bytes: usize,
+    order: &[u32],
+    mut values: Vec<u32>,
+    entries: [Vec<u64>; 2],
+    interrupt: Interrupt,
+    spawning: impl FnOnce() -> G,
+    context: &mut C,
+    first: impl FnOnce(&mut C),
+    mut write: impl FnMut(&mut C, u32, &[u32], &[u64]),
+) -> Result<OnThread, ThreadFailed> {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::mpsc;
+    let rows = order.len();
+    assert!(entries.iter().all(|entries| entries.len() == rows) && rows > 0);
+    let at_once = values.len() / rows;
+    assert!(at_once > 0 && values.len() == at_once * rows);
+    let stop = AtomicBool::new(false);
+    // Tells the second thread to stop when this one leaves, done or unwinding.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Relaxed);
+        }
+    }
+    /// The payload of the second thread's unwinding when told to stop.
+    struct Stopped;
+    let stop = &stop;
+    std::thread::scope(|scope| {
+        let _stop = Stop(stop);
+        let (done_send, done) = mpsc::channel::<(u32, Vec<u32>, Vec<u64>)>();
+        let (free, free_receive) = mpsc::channel::<Vec<u64>>();
+        for buffer in entries {
+            free.send(buffer).expect("the receiver is here");
+        }
+        let work = move || {
+            let check = || {
+                if stop.load(Relaxed) {
+                    std::panic::resume_unwind(Box::new(Stopped));
+                }
+            };
+            let interrupt = Interrupt::new(&check);
+            let mut first = 0;
+            while first < layout.indexed {
+                let n = at_once.min((layout.indexed - first) as usize);
+                let values = &mut values[..rows * n];
+                segment_values(layout, first, codes, code_bytes, Some(order), values, interrupt);
+                for (i, values) in (first..).zip(values.chunks_exact(rows)) {
+                    // (an error: this thread's side has left)
+                    let Ok(mut entries) = free_receive.recv() else { return };
+                    let directory = entries_of_values(layout, i, values, &mut entries, interrupt);
+                    if done_send.send((i, directory, entries)).is_err() {
+                        return;
+                    }
+                }
+                first += n as u32;
+            }
+        };
+        let guard = spawning();
+        let thread = std::thread::Builder::new().spawn_scoped(scope, move || {
+            // (a stop unwinds quietly: resume_unwind calls no panic hook)
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| {
+                if !payload.is::<Stopped>() {
+                    std::panic::resume_unwind(payload);
+                }
+            });
+        });
+        drop(guard);
+        let Ok(thread) = thread else { return Ok(OnThread::NotStarted) };
+        first(context);
+        for i in 0..layout.indexed {
+            let (segment, directory, entries) = loop {
+                match done.recv_timeout(std::time::Duration::from_millis(WAIT_MS)) {
+                    Ok(made) => break made,
+                    Err(mpsc::RecvTimeoutError::Timeout) => interrupt.check(),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        let _ = thread.join();
+                        return Err(ThreadFailed);
+                    }
+                }
+            };
+            assert_eq!(segment, i, "segments in order");
+            write(context, i, &directory, &entries);
+            let _ = free.send(entries);
+        }
+        thread.join().map(|()| OnThread::Written).map_err(|_| ThreadFailed)
+    })
+}
+
+/// How long this thread of [`segments_on_thread`] waits for the other at a time between two checks
+/// for interrupts.
+const WAIT_MS: u64 = 10;
 
 /// The longest run of a segment sorted by insertion.
 const SHORT_RUN: usize = 32;

@@ -2,14 +2,15 @@
 //! one flat array) while they fit in `maintenance_work_mem`, beyond it into PostgreSQL's sorts,
 //! which spill to temporary files (`super::spill`); then the pages written in block order
 //! (metapage, code store sorted by code then TID, each indexed segment's directory and entries,
-//! the NULL rows in TID order: the same pages either way, `super::build_pages`) and WAL-logged
-//! whole at the end, as the `simhash64` kind's build does. All codes have one length: the
+//! the NULL rows in TID order: the same pages either way, `super::build_pages`), WAL-logged whole
+//! a few at a time as they are written. The segments' entries are made on a second thread
+//! meanwhile when the build is big enough (`code_build::segments_on_thread`). All codes have one length: the
 //! column's (`bit(n)`), else the first row's; another is an ERROR 22026.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::code_build;
+use simhash_core::code_build::{self, OnThread, ThreadFailed};
 use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
 use simhash_core::Interrupt;
@@ -183,10 +184,11 @@ unsafe extern "C-unwind" fn build_callback(
     }
 }
 
-/// Bytes a built row takes in memory at the build's peak besides its code: its TID, then its sort
-/// key (`u64`) while the rows are put in the code store's order, then its entry (`u64`) and its
-/// value (`u32`) of the segment being written (`code_build`; the values of more segments at once
-/// only in what `maintenance_work_mem` has left).
+/// Bytes a built row takes in memory at the build's peak besides its code: its TID, its sort key
+/// (`u64`) and its place in the code store's order (`u32`) while that order is found; later fewer
+/// (the order, then the value (`u32`) of the segment being written and the TID, then the order,
+/// the value and the entry (`u64`); `code_build`; the values of more segments at once only in
+/// what `maintenance_work_mem` has left).
 const BUILD_BYTES_PER_ROW: usize = 6 + 8 + 4;
 
 /// `ambuild` of an index of codes.
@@ -241,7 +243,7 @@ pub(in crate::index) unsafe fn build_empty(index: pg_sys::Relation) {
     unsafe { write_index(index, pg_sys::ForkNumber::INIT_FORKNUM, BuildState::new(declared_bits(index))) }
 }
 
-/// Writes the index of the rows of `state` to `fork`, page after page, then WAL-logs it whole.
+/// Writes the index of the rows of `state` to `fork`, page after page, WAL-logged whole.
 unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, mut state: BuildState) {
     unsafe {
         let spilled = state.spilled.take();
@@ -263,7 +265,8 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
         if null_pages > 0 {
             (meta.nulls_head, meta.nulls_tail) = (places.end, places.end + null_pages - 1);
         }
-        let mut out = Writer::new(index, fork, places.end + null_pages);
+        let wal = fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index);
+        let mut out = Writer::new(index, fork, places.end + null_pages, wal);
         out.page(&mut |meta_page| meta::write_meta(meta_page, &meta, true));
         match spilled {
             Some(mut spilled) => {
@@ -284,15 +287,12 @@ unsafe fn write_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, m
                 out.null_pages(nulls, &mut || *tids.next().expect("counted NULL rows"));
             }
         }
-        let blocks = out.finish();
-        if fork == pg_sys::ForkNumber::INIT_FORKNUM || crate::pg::compat::relation_needs_wal(index) {
-            pg_sys::log_newpage_range(index, fork, 0, blocks, true);
-        }
+        out.finish();
     }
 }
 
-/// Writes the built part of the rows held in memory (code store, segments), putting the rows of
-/// `state` in the code store's order on the way.
+/// Writes the built part of the rows held in memory (code store, segments), reading the rows of
+/// `state` in the code store's order (the TIDs are freed once the code store is written).
 unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout) {
     unsafe {
         let rows = state.tids.len();
@@ -301,45 +301,157 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
             pgrx::check_for_interrupts!();
         };
         let interrupt = Interrupt::new(&check);
-        // The code store: the rows sorted by code (then TID).
+        // The order of the code store: the rows by code (then TID), left where they are.
+        let mut order: Vec<u32> = Vec::new();
+        memory::reserve_entries(&mut order, rows);
+        order.resize(rows, 0);
         {
             let mut keys: Vec<u64> = Vec::new();
             memory::reserve_entries(&mut keys, rows);
             keys.resize(rows, 0);
-            code_build::sort_rows(&mut state.codes, code_bytes, &mut state.tids, tid_order, &mut keys, interrupt);
-        }
-        let per_page = meta::store_per_page(code_bytes);
-        for (codes, tids) in state.codes.chunks(per_page * code_bytes).zip(state.tids.chunks(per_page)) {
-            let mut rows = codes.chunks_exact(code_bytes).zip(tids);
-            out.store_page(code_bytes, tids.len(), &mut |slot| {
-                let (code, tid) = rows.next().expect("a row per slot");
-                write_slot(slot, *tid, code);
-            });
+            code_build::store_order(&state.codes, code_bytes, &state.tids, tid_order, &mut keys, &mut order, interrupt);
         }
 
-        // Each indexed segment: its entries sorted by (value, ordinal), its directory. The values
-        // of up to VALUES_AT_ONCE segments are read from the codes in one pass, as many as
-        // maintenance_work_mem has room for besides the rows and the entries (one at least).
-        let held = state.codes.capacity() + state.tids.capacity() * TID + rows * 8;
+        // A second thread makes the segments' entries while this one writes pages, when
+        // maintenance_work_mem has room for a second buffer of entries and the values of one
+        // segment besides the codes, the order and the TIDs, and parallel maintenance workers are
+        // allowed at all (the thread takes a second CPU, as a worker would).
+        let held = state.codes.capacity() + state.tids.capacity() * TID + rows * (4 + 8 * 2);
+        let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
+        let thread_allowed = pg_sys::max_parallel_maintenance_workers > 0 && pg_sys::max_parallel_workers > 0;
+        if rows >= THREAD_ROWS && room >= 1 && thread_allowed {
+            let at_once = room.min(VALUES_AT_ONCE.min(layout.indexed as usize));
+            let mut values: Vec<u32> = Vec::new();
+            let mut entries = [Vec::new(), Vec::new()];
+            memory::reserve_entries(&mut values, rows * at_once);
+            values.resize(rows * at_once, 0);
+            for entries in &mut entries {
+                memory::reserve_entries(entries, rows);
+                entries.resize(rows, 0);
+            }
+            let codes = std::mem::take(&mut state.codes);
+            let tids = std::mem::take(&mut state.tids);
+            let written = code_build::segments_on_thread(
+                layout,
+                &codes,
+                code_bytes,
+                &order,
+                values,
+                entries,
+                interrupt,
+                SignalsBlocked::new,
+                out,
+                |out| {
+                    write_store(out, code_bytes, &order, &mut |row| {
+                        (tids[row], &codes[row * code_bytes..(row + 1) * code_bytes])
+                    });
+                },
+                |out, i, directory, entries| {
+                    let mut next = entries.iter();
+                    out.segment(layout, i, directory, rows, || *next.next().expect("an entry per row"));
+                },
+            );
+            match written {
+                Ok(OnThread::Written) => return,
+                // (the system refused the thread: the build goes on here, nothing written yet)
+                Ok(OnThread::NotStarted) => (state.codes, state.tids) = (codes, tids),
+                Err(ThreadFailed) => raise(
+                    PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                    "simhash index build: the thread making the segments' entries failed".into(),
+                    Some("The server log has its message.".into()),
+                    Some("SET max_parallel_maintenance_workers = 0 builds on one thread.".into()),
+                ),
+            }
+        }
+
+        // Else on this thread: the values of up to VALUES_AT_ONCE segments read from the codes in
+        // one pass, as many as maintenance_work_mem has room for besides the codes, the order and
+        // the TIDs or the entries (one at least; the TIDs are gone when the entries come).
+        let held = state.codes.capacity() + rows * 4 + (state.tids.capacity() * TID).max(rows * 8);
         let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
         let at_once = room.clamp(1, VALUES_AT_ONCE.min(layout.indexed as usize));
-        let (mut values, mut entries): (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
+        let mut values: Vec<u32> = Vec::new();
         memory::reserve_entries(&mut values, rows * at_once);
-        memory::reserve_entries(&mut entries, rows);
         values.resize(rows * at_once, 0);
+
+        // The code store, and the values of the first segments from the same reads of the codes.
+        {
+            let (codes, tids) = (&state.codes, &state.tids);
+            let values = &mut values[..];
+            let mut place = 0;
+            write_store(out, code_bytes, &order, &mut |row| {
+                let code = &codes[row * code_bytes..(row + 1) * code_bytes];
+                code_build::put_values(layout, 0, code, place, values, rows);
+                place += 1;
+                (tids[row], code)
+            });
+        }
+        state.tids = Vec::new();
+
+        // Each indexed segment: its entries sorted by (value, ordinal), its directory.
+        let mut entries: Vec<u64> = Vec::new();
+        memory::reserve_entries(&mut entries, rows);
         entries.resize(rows, 0);
         let mut first = 0;
         while first < layout.indexed {
             let n = at_once.min((layout.indexed - first) as usize);
             let values = &mut values[..rows * n];
-            code_build::segment_values(layout, first, &state.codes, code_bytes, values, interrupt);
+            if first > 0 {
+                code_build::segment_values(layout, first, &state.codes, code_bytes, Some(&order), values, interrupt);
+            }
             for (i, values) in (first..).zip(values.chunks_exact(rows)) {
                 let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt);
                 let mut next = entries.iter();
-                out.segment(layout, i, &directory, rows, &mut || *next.next().expect("an entry per row"));
+                out.segment(layout, i, &directory, rows, || *next.next().expect("an entry per row"));
             }
             first += n as u32;
         }
+    }
+}
+
+/// Writes the code store: the rows of `order` in turn, `row` giving each one's TID and code.
+unsafe fn write_store<'a>(
+    out: &mut Writer,
+    code_bytes: usize,
+    order: &[u32],
+    row: &mut dyn FnMut(usize) -> (pg_sys::ItemPointerData, &'a [u8]),
+) {
+    let per_page = meta::store_per_page(code_bytes);
+    for chunk in order.chunks(per_page) {
+        let mut next = chunk.iter();
+        unsafe {
+            out.store_page(code_bytes, chunk.len(), |slot| {
+                let (tid, code) = row(*next.next().expect("a row per slot") as usize);
+                write_slot(slot, tid, code);
+            });
+        }
+    }
+}
+
+/// The fewest rows whose build makes the segments' entries on a second thread.
+const THREAD_ROWS: usize = 1 << 14;
+
+/// Every signal blocked on this thread while it lasts: a thread started meanwhile inherits the
+/// mask, so that PostgreSQL's signals (cancel, termination, latches) reach the backend's own
+/// thread alone, whose next check for interrupts handles them.
+struct SignalsBlocked(libc::sigset_t);
+
+impl SignalsBlocked {
+    fn new() -> SignalsBlocked {
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            let status = libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+            assert!(status == 0, "pthread_sigmask failed: {status}");
+            SignalsBlocked(before)
+        }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
     }
 }
 

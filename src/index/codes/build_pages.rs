@@ -16,6 +16,10 @@ pub(super) fn write_slot(slot: &mut [u8], tid: pg_sys::ItemPointerData, code: &[
     slot[TID..].copy_from_slice(code);
 }
 
+/// Pages WAL-logged at a time: as many as one WAL record of `log_newpage_range` takes
+/// (`XLR_MAX_BLOCK_ID`).
+const LOGGED_AT_ONCE: BlockNumber = pg_sys::XLR_MAX_BLOCK_ID;
+
 /// The pages of a build, appended one after the other to a fork of the index.
 pub(super) struct Writer {
     index: pg_sys::Relation,
@@ -26,12 +30,17 @@ pub(super) struct Writer {
     end: BlockNumber,
     /// Pages added ahead of `block`, pinned, in block order (reversed: the next one last).
     ahead: Vec<pg_sys::Buffer>,
+    /// Whether the pages are WAL-logged.
+    wal: bool,
+    /// The first block not WAL-logged yet.
+    logged: BlockNumber,
 }
 
 impl Writer {
-    /// Writes blocks `0..end` of `fork` of `index`, which has none yet.
-    pub fn new(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, end: BlockNumber) -> Writer {
-        Writer { index, fork, block: 0, end, ahead: Vec::new() }
+    /// Writes blocks `0..end` of `fork` of `index`, which has none yet, WAL-logging them whole
+    /// (`wal`) a few at a time as they are written, while they are still in the CPU's caches.
+    pub fn new(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type, end: BlockNumber, wal: bool) -> Writer {
+        Writer { index, fork, block: 0, end, ahead: Vec::new(), wal, logged: 0 }
     }
 
     /// The index written.
@@ -39,10 +48,19 @@ impl Writer {
         self.index
     }
 
-    /// The blocks written, all those counted.
-    pub fn finish(self) -> BlockNumber {
+    /// The blocks written, all those counted (and WAL-logged).
+    pub fn finish(mut self) -> BlockNumber {
         assert!(self.block == self.end && self.ahead.is_empty(), "simhash index build: fewer pages than counted");
+        self.log();
         self.block
+    }
+
+    /// WAL-logs the pages written since the last time, whole.
+    fn log(&mut self) {
+        if self.wal && self.logged < self.block {
+            unsafe { pg_sys::log_newpage_range(self.index, self.fork, self.logged, self.block, true) };
+        }
+        self.logged = self.block;
     }
 
     /// Appends a page filled by `fill`.
@@ -71,6 +89,9 @@ impl Writer {
             pg_sys::UnlockReleaseBuffer(buffer);
         }
         self.block += 1;
+        if self.block - self.logged >= LOGGED_AT_ONCE {
+            self.log();
+        }
         if self.block.is_multiple_of(64) {
             pgrx::check_for_interrupts!();
         }
@@ -78,7 +99,7 @@ impl Writer {
 
     /// Appends a page of the code store of `count` rows, `slot` filling each slot in turn
     /// ([`write_slot`]).
-    pub unsafe fn store_page(&mut self, code_bytes: usize, count: usize, slot: &mut dyn FnMut(&mut [u8])) {
+    pub unsafe fn store_page(&mut self, code_bytes: usize, count: usize, mut slot: impl FnMut(&mut [u8])) {
         let slot_bytes = meta::store_slot(code_bytes);
         unsafe {
             self.page(&mut |store_page| {
@@ -100,7 +121,7 @@ impl Writer {
         i: u32,
         directory: &[u32],
         rows: usize,
-        next: &mut dyn FnMut() -> u64,
+        mut next: impl FnMut() -> u64,
     ) {
         unsafe {
             for chunk in directory.chunks(meta::directory_per_page()) {

@@ -80,7 +80,7 @@ impl Spilled {
                 let mut codes = self.codes.take().expect("codes not written yet");
                 codes.sort();
                 for first in (0..rows).step_by(per_page) {
-                    out.store_page(code_bytes, per_page.min(rows - first), &mut |slot| {
+                    out.store_page(code_bytes, per_page.min(rows - first), |slot: &mut [u8]| {
                         let row = codes.next().expect("a row per slot");
                         let (code, tid) = row.bytes().split_at(code_bytes);
                         write_slot(slot, tid_of_order(u64::from_be_bytes(tid.try_into().expect("8 bytes"))), code);
@@ -105,7 +105,7 @@ impl Spilled {
                 }
                 entries.sort();
                 let directory = code_index::directory_of_counts(&counts);
-                out.segment(layout, i, &directory, rows, &mut || entries.next().expect("an entry per row"));
+                out.segment(layout, i, &directory, rows, || entries.next().expect("an entry per row"));
             }
         }
     }

@@ -58,6 +58,21 @@ RESET enable_indexscan;
 SET work_mem = 64;
 SELECT * FROM pg_temp.compare('c256', ARRAY[24, 40, 128]);
 RESET work_mem;
+-- A build of 16,384 rows or more makes the segments' entries on a second thread while parallel
+-- maintenance workers are allowed, else on the backend's own: the same answers either way (every
+-- segment indexed).
+CREATE TABLE c256t AS SELECT * FROM c256;
+SET max_parallel_maintenance_workers = 0;
+CREATE INDEX c256t_code ON c256t USING simhash (code) WITH (segments = 256);
+SELECT simhash_index_check('c256t_code') AS indexed;
+SELECT * FROM pg_temp.compare('c256t', ARRAY[0, 8, 24, 40, 128]);
+DROP INDEX c256t_code;
+SET max_parallel_maintenance_workers = 2;
+CREATE INDEX c256t_code ON c256t USING simhash (code) WITH (segments = 256);
+SELECT simhash_index_check('c256t_code') AS indexed;
+SELECT * FROM pg_temp.compare('c256t', ARRAY[0, 8, 24, 40, 128]);
+RESET max_parallel_maintenance_workers;
+DROP TABLE c256t;
 
 -- The planner takes the index for a selective ball, the sequential scan for one that reads all.
 -- (generic plans: the query code a parameter, printed alike on 15 and 18)

@@ -13,7 +13,8 @@ fn xorshift(state: &mut u64) -> u64 {
 }
 
 /// `rows` codes of `code_bytes` bytes, flat: some random, some copies of earlier ones, some alike
-/// in their first bytes (a few bits flipped near the end), some all zeros or all ones.
+/// in their first bytes (a bit flipped near the end, or in their second 8 bytes), some all zeros or
+/// all ones.
 fn codes(rows: usize, code_bytes: usize, seed: u64) -> Vec<u8> {
     let mut state = seed;
     let mut codes: Vec<u8> = Vec::with_capacity(rows * code_bytes);
@@ -28,6 +29,11 @@ fn codes(rows: usize, code_bytes: usize, seed: u64) -> Vec<u8> {
             codes.extend_from_within(other * code_bytes..(other + 1) * code_bytes);
             let byte = code_bytes - 1 - (xorshift(&mut state) as usize % code_bytes.min(3));
             codes[start + byte] ^= 1 << (xorshift(&mut state) % 8);
+        } else if row > 0 && kind == 7 {
+            let other = (xorshift(&mut state) % row as u64) as usize;
+            codes.extend_from_within(other * code_bytes..(other + 1) * code_bytes);
+            let byte = (8 + xorshift(&mut state) as usize % 8).min(code_bytes - 1);
+            codes[start + byte] ^= 1 << (xorshift(&mut state) % 8);
         } else if kind == 5 {
             codes.extend(std::iter::repeat_n(if row % 2 == 0 { 0 } else { 0xff }, code_bytes));
         } else {
@@ -37,7 +43,7 @@ fn codes(rows: usize, code_bytes: usize, seed: u64) -> Vec<u8> {
     codes
 }
 
-/// What the build did before [`sort_rows`]: the row numbers sorted by code, then TID.
+/// What the build did before [`store_order`]: the row numbers sorted by code, then TID.
 fn reference_order(codes: &[u8], code_bytes: usize, tids: &[u64]) -> Vec<usize> {
     let code = |row: usize| &codes[row * code_bytes..(row + 1) * code_bytes];
     let mut order: Vec<usize> = (0..tids.len()).collect();
@@ -45,34 +51,61 @@ fn reference_order(codes: &[u8], code_bytes: usize, tids: &[u64]) -> Vec<usize> 
     order
 }
 
+/// The order of the code store ([`store_order`]).
+fn order_of(codes: &[u8], code_bytes: usize, tids: &[u64], interrupt: Interrupt) -> Vec<u32> {
+    let rows = tids.len();
+    let mut order = vec![0u32; rows];
+    store_order(codes, code_bytes, tids, |&t| t, &mut vec![0; rows], &mut order, interrupt);
+    order
+}
+
+/// The codes in the code store's order.
+fn sorted(codes: &[u8], code_bytes: usize, tids: &[u64]) -> Vec<u8> {
+    let order = order_of(codes, code_bytes, tids, Interrupt::NEVER);
+    order.iter().flat_map(|&r| codes[r as usize * code_bytes..(r as usize + 1) * code_bytes].iter().copied()).collect()
+}
+
 #[test]
 fn rows_sort_as_by_code_then_tid() {
-    for (rows, code_bytes) in
-        [(0, 8), (1, 32), (2, 1), (3, 3), (1000, 1), (1000, 2), (5000, 8), (5000, 32), (3000, 128)]
-    {
+    for (rows, code_bytes) in [
+        (0, 8),
+        (1, 32),
+        (2, 1),
+        (3, 3),
+        (1000, 1),
+        (1000, 2),
+        (5000, 8),
+        (5000, 9),
+        (5000, 32),
+        (3000, 128),
+        (70_000, 16),
+    ] {
         let original = codes(rows, code_bytes, 0x1234_5678 + rows as u64 + code_bytes as u64);
         // TIDs in an order of their own (a scan that started in the middle of the table).
         let tids: Vec<u64> = (0..rows as u64).map(|r| (r * 7919 + 13) % (rows as u64).max(1) * 3).collect();
-        let order = reference_order(&original, code_bytes, &tids);
-        let (mut sorted, mut sorted_tids) = (original.clone(), tids.clone());
-        let mut keys = vec![0u64; rows];
-        sort_rows(&mut sorted, code_bytes, &mut sorted_tids, |&t| t, &mut keys, Interrupt::NEVER);
-        let expected: Vec<u8> =
-            order.iter().flat_map(|&r| original[r * code_bytes..(r + 1) * code_bytes].iter().copied()).collect();
-        assert!(sorted == expected, "codes, {rows} rows of {code_bytes} bytes");
-        assert_eq!(sorted_tids, order.iter().map(|&r| tids[r]).collect::<Vec<_>>(), "{rows} x {code_bytes}");
+        let expected = reference_order(&original, code_bytes, &tids);
+        let order = order_of(&original, code_bytes, &tids, Interrupt::NEVER);
+        assert!(order.iter().map(|&r| r as usize).eq(expected), "{rows} rows of {code_bytes} bytes");
     }
 }
 
 #[test]
 fn rows_of_one_code_sort_by_tid() {
     let rows = 4000;
-    let mut codes = vec![0xa5u8; rows * 16];
-    let mut tids: Vec<u64> = (0..rows as u64).rev().collect();
-    let mut keys = vec![0u64; rows];
-    sort_rows(&mut codes, 16, &mut tids, |&t| t, &mut keys, Interrupt::NEVER);
-    assert!(tids.iter().copied().eq(0..rows as u64));
-    assert!(codes.iter().all(|&b| b == 0xa5));
+    let codes = vec![0xa5u8; rows * 16];
+    let tids: Vec<u64> = (0..rows as u64).rev().collect();
+    let order = order_of(&codes, 16, &tids, Interrupt::NEVER);
+    assert!(order.iter().map(|&r| tids[r as usize]).eq(0..rows as u64));
+}
+
+#[test]
+fn bits_from_any_bit() {
+    let code: Vec<u8> = (0..19u8).map(|b| b.wrapping_mul(73) ^ 0x5c).collect();
+    let bit = |n: usize| n < code.len() * 8 && code[n / 8] >> (7 - n % 8) & 1 == 1;
+    for from in 0..code.len() * 8 + 3 {
+        let expected = (0..64).fold(0u64, |w, n| w << 1 | u64::from(bit(from + n)));
+        assert_eq!(bits_at(&code, from), expected, "from bit {from}");
+    }
 }
 
 /// The entries and directory as the build made them before [`segment_entries`] (value and ordinal
@@ -109,10 +142,9 @@ fn segments_sort_as_by_value_then_ordinal() {
     ];
     for (layout, rows) in layouts {
         let code_bytes = layout.plan.code_bits.div_ceil(8) as usize;
-        let mut codes = codes(rows, code_bytes, 99 + rows as u64);
-        let mut tids: Vec<u64> = (0..rows as u64).collect();
-        sort_rows(&mut codes, code_bytes, &mut tids, |&t| t, &mut vec![0; rows], Interrupt::NEVER);
-        assert_segments_as_reference(&layout, &codes, code_bytes, rows);
+        let codes = codes(rows, code_bytes, 99 + rows as u64);
+        let tids: Vec<u64> = (0..rows as u64).collect();
+        assert_segments_as_reference(&layout, &sorted(&codes, code_bytes, &tids), code_bytes, rows);
     }
 }
 
@@ -134,16 +166,12 @@ fn long_builds_check_for_interrupts() {
     let (rows, code_bytes) = (100_000, 32);
     let original = codes(rows, code_bytes, 5);
     let tids: Vec<u64> = (0..rows as u64).collect();
-    let sort = |interrupt: Interrupt<'_>| {
-        let (mut codes, mut tids) = (original.clone(), tids.clone());
-        sort_rows(&mut codes, code_bytes, &mut tids, |&t| t, &mut vec![0; rows], interrupt);
-        codes
-    };
+    let sort = |interrupt: Interrupt<'_>| order_of(&original, code_bytes, &tids, interrupt);
     let (stopped, calls) = run_stopping(usize::MAX, sort);
     assert!(!stopped && calls >= 3 * rows / STEP, "{calls} checks");
     assert!(run_stopping(2, sort).0);
     let layout = Layout::for_table(256, rows as u64, DEFAULT_INDEXED_SEGMENTS).unwrap();
-    let sorted = sort(Interrupt::NEVER);
+    let sorted = sorted(&original, code_bytes, &tids);
     let segment = |interrupt: Interrupt<'_>| {
         segment_entries(&layout, 0, &sorted, code_bytes, &mut vec![0; rows], &mut vec![0; rows], interrupt)
     };
@@ -157,15 +185,23 @@ fn values_of_several_segments_at_once() {
     let layout = Layout::for_table(1000, 3000, code_index::MAX_INDEXED_SEGMENTS).unwrap();
     let (rows, code_bytes) = (3000, 125);
     let codes = codes(rows, code_bytes, 17);
+    let order: Vec<u32> = (0..rows as u32).map(|r| (r * 1237 + 5) % rows as u32).collect();
     for n in [1, 3, 16, layout.plan.count as usize] {
         let mut first = 0;
         while first < layout.plan.count {
             let n = n.min((layout.plan.count - first) as usize);
             let mut values = vec![0u32; n * rows];
-            segment_values(&layout, first, &codes, code_bytes, &mut values, Interrupt::NEVER);
+            segment_values(&layout, first, &codes, code_bytes, None, &mut values, Interrupt::NEVER);
             for (g, column) in (first..).zip(values.chunks_exact(rows)) {
                 let expected: Vec<u32> = codes.chunks_exact(code_bytes).map(|c| layout.plan.segment(c, g)).collect();
                 assert!(column == expected, "segment {g} in a group of {n}");
+            }
+            // Through an order: the values of the rows in that order.
+            segment_values(&layout, first, &codes, code_bytes, Some(&order), &mut values, Interrupt::NEVER);
+            for (g, column) in (first..).zip(values.chunks_exact(rows)) {
+                let expected =
+                    order.iter().map(|&r| layout.plan.segment(&codes[r as usize * code_bytes..][..code_bytes], g));
+                assert!(column.iter().copied().eq(expected), "segment {g} in a group of {n}, in order");
             }
             first += n as u32;
         }
@@ -209,4 +245,92 @@ fn assert_segments_as_reference(layout: &Layout, codes: &[u8], code_bytes: usize
         assert!(entries == expected, "entries of segment {i}, {layout:?}");
         assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
     }
+}
+
+/// The segments made on a second thread: each handed over in order, after `first`, equal to the
+/// reference's, with the values of one, several or all segments at once.
+#[test]
+fn segments_on_a_thread_as_reference() {
+    let (rows, code_bits) = (3000, 1000);
+    let code_bytes = 125;
+    let codes = codes(rows, code_bytes, 23);
+    let tids: Vec<u64> = (0..rows as u64).collect();
+    let order = order_of(&codes, code_bytes, &tids, Interrupt::NEVER);
+    let sorted = sorted(&codes, code_bytes, &tids);
+    for segments in [1, 3, code_index::MAX_INDEXED_SEGMENTS] {
+        let layout = Layout::for_table(code_bits, rows as u64, segments).unwrap();
+        for at_once in [1, 4, layout.indexed as usize] {
+            let mut events: Vec<String> = Vec::new();
+            let spawned = std::cell::Cell::new(0);
+            let result = segments_on_thread(
+                &layout,
+                &codes,
+                code_bytes,
+                &order,
+                vec![0; rows * at_once],
+                [vec![0; rows], vec![0; rows]],
+                Interrupt::NEVER,
+                || spawned.set(spawned.get() + 1),
+                &mut events,
+                |events| events.push("first".into()),
+                |events, i, directory, entries| {
+                    let (expected, expected_directory) = reference_segment(&layout, i, &sorted, code_bytes);
+                    assert!(entries == expected, "entries of segment {i}, {layout:?}, {at_once} at once");
+                    assert_eq!(directory, expected_directory, "directory of segment {i}");
+                    events.push(format!("{i}"));
+                },
+            );
+            assert_eq!(result, Ok(OnThread::Written));
+            assert_eq!(spawned.get(), 1);
+            let expected: Vec<String> =
+                std::iter::once("first".into()).chain((0..layout.indexed).map(|i| format!("{i}"))).collect();
+            assert_eq!(events, expected);
+        }
+    }
+}
+
+/// This thread unwinding (an error while writing, or an interrupt while waiting) stops the second
+/// thread and unwinds out; the second thread failing is an error here.
+#[test]
+fn segments_on_a_thread_stop() {
+    let (rows, code_bytes) = (200_000, 128);
+    let codes = codes(rows, code_bytes, 31);
+    let tids: Vec<u64> = (0..rows as u64).collect();
+    let order = order_of(&codes, code_bytes, &tids, Interrupt::NEVER);
+    let layout = Layout::for_table(1024, rows as u64, code_index::MAX_INDEXED_SEGMENTS).unwrap();
+    let run = |order: &[u32], interrupt: Interrupt, fail_at: u32| {
+        let mut written = 0;
+        segments_on_thread(
+            &layout,
+            &codes,
+            code_bytes,
+            order,
+            vec![0; rows],
+            [vec![0; rows], vec![0; rows]],
+            interrupt,
+            || (),
+            &mut written,
+            |_| (),
+            |written, i, _, _| {
+                assert!(i != fail_at, "failing at segment {i}");
+                *written += 1;
+            },
+        )
+        .map(|on_thread| {
+            assert_eq!(on_thread, OnThread::Written);
+            written
+        })
+    };
+    assert_eq!(run(&order, Interrupt::NEVER, u32::MAX), Ok(layout.indexed));
+    // An error while writing segment 2.
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&order, Interrupt::NEVER, 2)));
+    assert!(unwound.is_err());
+    // An interrupt while waiting (the first check stops; the other thread takes far longer than
+    // a wait to make every segment).
+    let (stopped, calls) = run_stopping(1, |interrupt| run(&order, interrupt, u32::MAX));
+    assert!(stopped && calls == 1, "{calls} checks");
+    // The other thread failing (a row beyond the codes).
+    let mut broken = order.clone();
+    broken[rows / 2] = rows as u32;
+    assert_eq!(run(&broken, Interrupt::NEVER, u32::MAX), Err(ThreadFailed));
 }
