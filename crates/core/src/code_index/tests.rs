@@ -485,22 +485,32 @@ impl Segments for Crowded {
     }
 }
 
+/// Whether this is the run of `test` under a limit of the address space of `kib` KiB: else runs
+/// the test binary again for `test` alone under `ulimit -v` (so that the machine's memory does not
+/// matter), asserts that it passed, and is `false`.
+fn under_ulimit(kib: u64, test: &str) -> bool {
+    const LIMITED: &str = "SIMHASH_CORE_TEST_ULIMIT";
+    if std::env::var_os(LIMITED).is_some() {
+        return true;
+    }
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" --exact {test}"))
+        .arg(std::env::current_exe().expect("the test binary"))
+        .env(LIMITED, "1")
+        .status()
+        .expect("sh runs");
+    assert!(status.success(), "{test} under ulimit -v {kib}: {status}");
+    false
+}
+
 /// A lookup whose meetings do not fit in memory is refused (`None`: the caller compares the rows
 /// whole) instead of growing its vector until the allocation aborts the process: here 32 GB of
 /// meetings under an address space of 4 GB (the test runs itself again under `ulimit -v`, so that
 /// the machine's memory does not matter).
 #[test]
 fn meetings_beyond_memory_are_refused() {
-    const LIMITED: &str = "SIMHASH_CORE_TEST_ULIMIT";
-    if std::env::var_os(LIMITED).is_none() {
-        let status = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -v 4194304 && exec \"$0\" --exact code_index::tests::meetings_beyond_memory_are_refused")
-            .arg(std::env::current_exe().expect("the test binary"))
-            .env(LIMITED, "1")
-            .status()
-            .expect("sh runs");
-        assert!(status.success(), "under ulimit -v: {status}");
+    if !under_ulimit(4_194_304, "code_index::tests::meetings_beyond_memory_are_refused") {
         return;
     }
     let layout = Layout::for_table(256, 1000, DEFAULT_INDEXED_SEGMENTS).unwrap();
@@ -540,18 +550,7 @@ fn lookups_remembered_equal_lookups_worked_out() {
 /// aborting, and passes of such batches still give every key in order.
 #[test]
 fn smallest_beyond_memory_keeps_what_it_holds() {
-    const LIMITED: &str = "SIMHASH_CORE_TEST_ULIMIT";
-    if std::env::var_os(LIMITED).is_none() {
-        let status = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(
-                "ulimit -v 131072 && exec \"$0\" --exact code_index::tests::smallest_beyond_memory_keeps_what_it_holds",
-            )
-            .arg(std::env::current_exe().expect("the test binary"))
-            .env(LIMITED, "1")
-            .status()
-            .expect("sh runs");
-        assert!(status.success(), "under ulimit -v: {status}");
+    if !under_ulimit(131_072, "code_index::tests::smallest_beyond_memory_keeps_what_it_holds") {
         return;
     }
     // 12M keys, 192 MB if all were kept, under a limit of 128 MB (offered in ascending order: once
