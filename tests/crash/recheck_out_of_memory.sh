@@ -78,8 +78,9 @@ run 60 "ERROR:  23505: .*is a near-duplicate" "$(commit_row t "X'00000000000000f
 run 8 "$index_out_of_memory" "$(commit_row s "'00000000000000ff'::simhash64")"
 run 40 "ERROR:  53200: out of memory for " "$(commit_row s "'00000000000000ff'::simhash64")"
 run 80 "ERROR:  23505: .*is a near-duplicate" "$(commit_row s "'00000000000000ff'::simhash64")"
-# A radius scan of codes (an index scan: bitmap scans off) whose matches are refused memory reads in passes (each keeping what it
-# was granted), and a bitmap scan streams them: every row all the same.
+# A radius scan of codes whose matches are refused memory (an index scan: bitmap scans off) reads
+# in passes, each keeping what it was granted, and a bitmap scan streams them: every row all the
+# same.
 run 8 "^ 2000000$" "SET enable_bitmapscan = off; SELECT count(*) FROM t WHERE simhash_hamming(code, X'00000000000000fe'::bit(64)) <= 2;"
 run 8 "^ 2000000$" "SET enable_indexscan = off; SELECT count(*) FROM t WHERE simhash_hamming(code, X'00000000000000fe'::bit(64)) <= 2;"
 # simhash64: the bitmap scan streams; the index scan's passes find no memory either: 53200.
