@@ -141,9 +141,9 @@ impl Nearest {
     /// so far and this one cost less than a read of the code store: `None` else, or when the rows
     /// met do not fit in `work_mem` or memory for them is refused): its radius and the rows within
     /// it read by this round or carried from earlier ones (with those of the tail), as (distance,
-    /// TID order) in no particular order. The rows it reads beyond its radius are carried to the next rounds, and
-    /// the rows met in the segments an earlier round probed at the same radii are kept
-    /// ([`Meetings`]): a round reads only the rows no earlier one read.
+    /// TID order) in no particular order. The rows it reads beyond its radius are carried to the
+    /// next rounds, and the rows met in the segments an earlier round probed at the same radii are
+    /// kept ([`Meetings`]): a round reads only the rows no earlier one read.
     ///
     /// The radius: `r`, or the distance of the nearest row carried when it is beyond (no round in
     /// between would find a row among those read). Unless the radii of that radius would probe a
