@@ -73,6 +73,7 @@ use std::ffi::c_void;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod checking;
 mod code;
 mod code_value;
 mod config;

@@ -13,6 +13,7 @@ use pgrx::prelude::*;
 use simhash_core::cost::RecheckRoute;
 use simhash_core::shingles::{Overlap, ShingleSet};
 
+use super::checking;
 use super::dirty::{dirty_snapshot, for_each_row, for_each_within, RecheckIndex};
 use super::messages::{key_if_visible, raise_near_duplicate};
 use super::pending::{AnyPending, Ours, Pending, PENDING};
@@ -31,6 +32,11 @@ use crate::pg::names::relation_name;
 /// are still allowed.
 pub(super) unsafe fn recheck_all() {
     let mut pending: Vec<((Oid, Oid, String), AnyPending)> = PENDING.with(|p| p.borrow_mut().drain().collect());
+    if pending.is_empty() {
+        return;
+    }
+    // Before the first lookup: from now on, others that find our rows in progress wait or fail.
+    unsafe { checking::mark_this_transaction() };
     // In a fixed order (by table, then trigger): the same rows are refused from run to run.
     pending.sort_unstable_by_key(|((relid, trigger, _), _)| (relid.to_u32(), trigger.to_u32()));
     for ((relid, _, _), pending) in pending {
@@ -309,10 +315,37 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
             // With verification, a row can be reached through several segment indexes: each is
             // taken once (without it, only the first or nearest row of each kind is kept anyway).
             let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
+            // Writers in progress whose mark was tested (`checking`), and whether one has ended
+            // since its row was read.
+            let mut tested: Vec<(pg_sys::TransactionId, bool)> = Vec::new();
+            let mut ended = false;
             for_each_within(rel, index, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
                 let tid = (*tuple).t_self;
+                if xmin != pg_sys::InvalidTransactionId {
+                    // A row written by a transaction that has not begun its check is no conflict
+                    // yet: that check will find ours. (A row being deleted is waited for as before:
+                    // its deleter checks nothing.)
+                    let checking = match tested.iter().find(|(x, _)| *x == xmin) {
+                        Some(&(_, checking)) => checking,
+                        None => {
+                            let checking = match checking::writer(xmin) {
+                                checking::Writer::Checking => true,
+                                checking::Writer::NotYetChecking => false,
+                                checking::Writer::Ended => {
+                                    ended = true;
+                                    return ControlFlow::Break(());
+                                }
+                            };
+                            grown(push(&mut tested, (xmin, checking)));
+                            checking
+                        }
+                    };
+                    if !checking {
+                        return ControlFlow::Continue(());
+                    }
+                }
                 if verify.is_some() {
                     pg_sys::check_for_interrupts!();
                     grown(seen.try_reserve(1).ok());
@@ -348,6 +381,12 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                 }
                 ControlFlow::Continue(())
             });
+            if ended {
+                for (_, tuple, _) in others.drain(..) {
+                    pg_sys::heap_freetuple(tuple);
+                }
+                continue;
+            }
             // The row may be gone (a rolled-back savepoint, a later trigger or statement): then
             // there is nothing to wait for.
             let wait = writers
