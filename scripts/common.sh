@@ -127,9 +127,9 @@ start_cluster() {
         as_postgres "$PG_BIN/initdb" -D "$SIMHASH_PGDATA" -E UTF8 --locale=C.UTF-8 -U postgres --auth=trust >/dev/null
     fi
     # Prepared transactions: the tests of the commit-time check PREPARE a writer to hold it
-    # between its check and its end (tests/isolation, tests/pg_regress/sql/dedup.sql). A cluster
-    # made before gets the setting and, if running, a restart.
-    if ! grep -q '^max_prepared_transactions = 10' "$SIMHASH_PGDATA/postgresql.conf"; then
+    # between its check and its end (tests/isolation, tests/pg_regress). A cluster made before
+    # gets the setting and, if running, a restart.
+    if ! grep -q '^max_prepared_transactions' "$SIMHASH_PGDATA/postgresql.conf"; then
         echo 'max_prepared_transactions = 10' | as_postgres tee -a "$SIMHASH_PGDATA/postgresql.conf" >/dev/null
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -w -m fast stop >/dev/null 2>&1 || true
     fi

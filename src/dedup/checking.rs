@@ -1,56 +1,116 @@
-//! Which transactions have begun their commit-time check: a transaction marks itself before its
-//! first lookup at commit (or PREPARE) and stays marked until it ends, with a lock on a tag of its
-//! own (an advisory lock tag of this database and its top-level xid, kind `MARK`; `pg_locks` shows
-//! it as an `advisory` lock with `objid` the xid and `objsubid` 21320).
+//! Which writers in progress have begun their check at commit: a transaction that remembered
+//! rows for the check takes a lock on a tag of its own, *checking*, at COMMIT (or PREPARE) before
+//! the check's first lookup, and holds it until it ends (a prepared transaction keeps it until
+//! COMMIT PREPARED or ROLLBACK PREPARED). The tag is of an advisory kind that SQL cannot take:
+//! `pg_locks` shows it as an `advisory` lock with `classid` the top-level xid and `objsubid` 21320.
 //!
 //! Why: a row of a transaction still in progress that has not begun its check is no conflict yet.
-//! That transaction will look up its rows after now, and so will find ours (written before we
-//! looked). Without this, a big COPY lost to every small batch that was older than it and still
-//! in progress when the COPY committed, and a COPY beside a steady flow of such batches could be
-//! retried for ever (`crate::dedup`, "How the constraint stays right under concurrency").
+//! Its check begins after now, and will find ours (stored before we looked), marked *checking*.
+//! Without this, a big COPY lost to every small batch that was older than it and still in
+//! progress when the COPY committed, and a COPY beside a steady flow of such batches was retried
+//! for ever.
 //!
-//! The order that makes it right: the mark is taken before the check's first lookup, and a
-//! writer's mark is tested after this transaction's rows are stored. If the test finds no mark,
-//! the writer's lookups begin after the test, so they find our rows.
+//! The order that makes it right: *checking* is taken before the check's first lookup, and a
+//! writer's *checking* is tested after this transaction's rows are stored and its own *checking*
+//! is taken. A writer found in progress after a test that did not find its *checking* had not
+//! begun its check at that test.
+//!
+//! What it assumes: the writer's rows are checked by it at commit. Rows written while the
+//! constraint's trigger does not fire (disabled, `session_replication_role = replica`, a logical
+//! replication apply worker) are not, nor are those of a backend still running an older simhash
+//! library: a concurrent check no longer waits for such rows (`docs/reference.md`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use pgrx::pg_sys;
 
-/// `locktag_field4` of the mark: advisory locks taken from SQL use 1 and 2.
-const MARK: u16 = 0x5348;
+/// `locktag_field4` of *checking*: advisory locks taken from SQL use 1 and 2.
+const CHECKING: u16 = 0x5348;
+
+thread_local! {
+    /// Whether this transaction holds its *checking*.
+    static MARKED: Cell<bool> = const { Cell::new(false) };
+    /// What the tests of this transaction's check found, by writer's xid: checking (or not yet
+    /// checking) at a test stays so for the rest of the check.
+    static FOUND: RefCell<HashMap<u32, bool>> = RefCell::new(HashMap::new());
+}
 
 fn tag(top_xid: pg_sys::TransactionId) -> pg_sys::LOCKTAG {
     pg_sys::LOCKTAG {
         locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
         locktag_field2: top_xid.into_inner(),
         locktag_field3: 0,
-        locktag_field4: MARK,
+        locktag_field4: CHECKING,
         locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
         locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
     }
 }
 
-/// Marks this transaction as checking, until it ends (a prepared transaction keeps the mark until
-/// COMMIT PREPARED or ROLLBACK PREPARED). A transaction that wrote nothing has nothing to mark.
+/// Takes `tag` exclusively for the rest of the transaction. Another backend holds it at most for
+/// the moment of a test: retried rather than waited for in the lock manager (so `lock_timeout`
+/// does not apply).
+unsafe fn hold(tag: &pg_sys::LOCKTAG) {
+    unsafe {
+        // The transaction's own resource owner: a subtransaction's abort must not release it.
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        while pg_sys::LockAcquire(tag, pg_sys::ExclusiveLock as i32, false, true)
+            == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+        {
+            pg_sys::CurrentResourceOwner = owner;
+            pg_sys::check_for_interrupts!();
+            pg_sys::pg_usleep(100);
+            pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        }
+        pg_sys::CurrentResourceOwner = owner;
+    }
+}
+
+/// Whether another transaction holds `tag`. Never waits.
+unsafe fn held(tag: &pg_sys::LOCKTAG) -> bool {
+    unsafe {
+        let share = pg_sys::ShareLock as i32;
+        if pg_sys::LockAcquire(tag, share, false, true) == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
+            return true;
+        }
+        pg_sys::LockRelease(tag, share, false);
+        false
+    }
+}
+
+/// Marks this transaction *checking* until it ends; called at COMMIT or PREPARE before the check's
+/// first lookup, when there is something to check.
 ///
 /// # Safety
 ///
-/// In a transaction, before the check's first lookup.
-pub(super) unsafe fn mark_this_transaction() {
+/// At pre-commit or pre-prepare.
+pub(super) unsafe fn begin() {
+    FOUND.with(|f| f.borrow_mut().clear());
+    if MARKED.get() {
+        return;
+    }
     unsafe {
         let xid = pg_sys::GetTopTransactionIdIfAny();
         if xid != pg_sys::InvalidTransactionId {
-            // (Waits only while another backend tests the mark, which it releases at once.)
-            pg_sys::LockAcquire(&tag(xid), pg_sys::ExclusiveLock as i32, false, false);
+            hold(&tag(xid));
+            MARKED.set(true);
         }
     }
+}
+
+/// Forgets this transaction's mark and findings; called when it ends.
+pub(super) fn forget() {
+    MARKED.set(false);
+    FOUND.with(|f| f.borrow_mut().clear());
 }
 
 /// Where the transaction that wrote a row with xid `writer` (a subtransaction's xid or its
 /// top-level one), in progress when the row was read, stands now. Never waits.
 pub(super) enum Writer {
-    /// It has begun its check (or PREPAREd): the rule of ages decides (`super::recheck`).
+    /// It is checking (or PREPAREd): the rule of ages decides (`super::recheck`).
     Checking,
-    /// Still in progress and not yet checking: its row is no conflict yet (see above).
+    /// Still in progress, and its check will begin later: its row is no conflict yet.
     NotYetChecking,
     /// It has ended since the row was read: the row is to be read again.
     Ended,
@@ -58,21 +118,24 @@ pub(super) enum Writer {
 
 /// # Safety
 ///
-/// In a transaction; `writer` was in progress when its row was read.
+/// In this transaction's check (after [`begin`]); `writer` was in progress when its row was read.
 pub(super) unsafe fn writer(writer: pg_sys::TransactionId) -> Writer {
+    let key = writer.into_inner();
+    if let Some(checking) = FOUND.with(|f| f.borrow().get(&key).copied()) {
+        return if checking { Writer::Checking } else { Writer::NotYetChecking };
+    }
     unsafe {
-        let tag = tag(pg_sys::SubTransGetTopmostTransaction(writer));
-        let share = pg_sys::ShareLock as i32;
-        if pg_sys::LockAcquire(&tag, share, false, true) == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
-            return Writer::Checking;
+        let checking = held(&tag(pg_sys::SubTransGetTopmostTransaction(writer)));
+        // In progress after the test that did not find its *checking*: it had not begun. Else it
+        // may have checked, missed our rows and committed since.
+        if !checking && !pg_sys::TransactionIdIsInProgress(writer) {
+            return Writer::Ended;
         }
-        pg_sys::LockRelease(&tag, share, false);
-        // In progress after the test without its mark: it had not marked itself at the test (a mark
-        // is held to the end). Else it may have checked, missed our rows and committed since.
-        if pg_sys::TransactionIdIsInProgress(writer) {
-            Writer::NotYetChecking
+        FOUND.with(|f| f.borrow_mut().insert(key, checking));
+        if checking {
+            Writer::Checking
         } else {
-            Writer::Ended
+            Writer::NotYetChecking
         }
     }
 }

@@ -112,6 +112,7 @@ unsafe extern "C-unwind" fn on_transaction_end(event: pg_sys::XactEvent::Type, _
         | XACT_EVENT_PARALLEL_ABORT => {
             trigger::forget_transaction();
             pending::forget_all();
+            checking::forget();
         }
         _ => {}
     }

@@ -36,7 +36,7 @@ pub(super) unsafe fn recheck_all() {
         return;
     }
     // Before the first lookup: from now on, others that find our rows in progress wait or fail.
-    unsafe { checking::mark_this_transaction() };
+    unsafe { checking::begin() };
     // In a fixed order (by table, then trigger): the same rows are refused from run to run.
     pending.sort_unstable_by_key(|((relid, trigger, _), _)| (relid.to_u32(), trigger.to_u32()));
     for ((relid, _, _), pending) in pending {
@@ -315,9 +315,7 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
             // With verification, a row can be reached through several segment indexes: each is
             // taken once (without it, only the first or nearest row of each kind is kept anyway).
             let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
-            // Writers in progress whose mark was tested (`checking`), and whether one has ended
-            // since its row was read.
-            let mut tested: Vec<(pg_sys::TransactionId, bool)> = Vec::new();
+            // Whether a writer in progress has ended since its row was read.
             let mut ended = false;
             for_each_within(rel, index, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
@@ -325,25 +323,15 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                 let tid = (*tuple).t_self;
                 if xmin != pg_sys::InvalidTransactionId {
                     // A row written by a transaction that has not begun its check is no conflict
-                    // yet: that check will find ours. (A row being deleted is waited for as before:
-                    // its deleter checks nothing.)
-                    let checking = match tested.iter().find(|(x, _)| *x == xmin) {
-                        Some(&(_, checking)) => checking,
-                        None => {
-                            let checking = match checking::writer(xmin) {
-                                checking::Writer::Checking => true,
-                                checking::Writer::NotYetChecking => false,
-                                checking::Writer::Ended => {
-                                    ended = true;
-                                    return ControlFlow::Break(());
-                                }
-                            };
-                            grown(push(&mut tested, (xmin, checking)));
-                            checking
+                    // yet: that check will find ours (`checking`). A row being deleted is waited
+                    // for as before: its deleter checks nothing.
+                    match checking::writer(xmin) {
+                        checking::Writer::Checking => {}
+                        checking::Writer::NotYetChecking => return ControlFlow::Continue(()),
+                        checking::Writer::Ended => {
+                            ended = true;
+                            return ControlFlow::Break(());
                         }
-                    };
-                    if !checking {
-                        return ControlFlow::Continue(());
                     }
                 }
                 if verify.is_some() {
