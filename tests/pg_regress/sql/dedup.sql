@@ -157,9 +157,12 @@ ROLLBACK;
 -- the transaction stays checking until COMMIT PREPARED or ROLLBACK PREPARED). A writer that has not
 -- begun its check will find this transaction's rows itself when it does. So of two writers of
 -- near-duplicates that are merely in progress, the first to COMMIT wins and the second gets 23505
--- (or its row skipped); only a writer that is checking makes a COMMIT fail with 40001 (an older
--- one) or wait (a younger one). Here a transaction PREPAREs to be caught checking. (lock_timeout,
--- in both sessions: a wait where none is expected fails the test instead of hanging it.)
+-- (or its row skipped); only the row of a writer that is checking makes a COMMIT fail with 40001
+-- (an older writer) or wait (a younger one). (A row that a transaction in progress is deleting or
+-- updating away is another matter: the COMMIT waits for that transaction if it is younger, or fails
+-- with 40001 if it is older, whether it is checking or not; see the 40P01 case.) Here a transaction
+-- PREPAREs to be caught checking. (lock_timeout, in both sessions: a wait where none is expected
+-- fails the test instead of hanging it.)
 CREATE EXTENSION dblink;
 SELECT dblink_connect('other', pg_catalog.format('dbname=%s port=%s host=%s', current_database(),
     current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
