@@ -151,29 +151,67 @@ INSERT INTO radii VALUES (102, 'aaaaaaaaaaaaaaaa');
 ROLLBACK;
 
 -- Concurrent writers (a second session through dblink). The row trigger cannot see rows of
--- transactions in progress; every row it lets through is rechecked at commit.
+-- transactions in progress; every row it lets through is rechecked at commit. There a row of
+-- another transaction still in progress counts only if that transaction has begun its own
+-- commit-time check (it is committing, or it has PREPAREd: PREPARE TRANSACTION runs the check, and
+-- the transaction stays checking until COMMIT PREPARED or ROLLBACK PREPARED). A writer that has not
+-- begun its check will find this transaction's rows itself when it does. So of two writers of
+-- near-duplicates that are merely in progress, the first to COMMIT wins and the second gets 23505
+-- (or its row skipped); only the row of a writer that is checking makes a COMMIT fail with 40001
+-- (an older writer) or wait (a younger one). (A row that a transaction in progress is deleting or
+-- updating away is another matter: the COMMIT waits for that transaction if it is younger, or fails
+-- with 40001 if it is older, whether it is checking or not; see the 40P01 case.) Here a transaction
+-- PREPAREs to be caught checking. (lock_timeout, in both sessions: a wait where none is expected
+-- fails the test instead of hanging it.)
 CREATE EXTENSION dblink;
 SELECT dblink_connect('other', pg_catalog.format('dbname=%s port=%s host=%s', current_database(),
     current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+SELECT pid AS other_pid FROM dblink('other', 'SELECT pg_backend_pid()') AS t(pid integer) \gset
+SET lock_timeout = '30s';
+SELECT dblink_exec('other', 'SET lock_timeout = ''30s''');
+-- Waits until backend `pid` waits for a lock that `blocker` holds (a process id, or 0 for a
+-- prepared transaction), for up to 30 seconds; says whether it does.
+CREATE FUNCTION pg_temp.blocked_by(pid integer, blocker integer) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. 3000 LOOP
+        IF pg_catalog.pg_blocking_pids(pid) @> ARRAY[blocker] THEN
+            RETURN true;
+        END IF;
+        PERFORM pg_catalog.pg_sleep(0.01);
+    END LOOP;
+    RETURN false;
+END $$;
 CREATE TABLE shared (id integer PRIMARY KEY, fp simhash64);
 SELECT simhash_create_indexes('shared', 'fp') \g /dev/null
 SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
--- 1. The other, older transaction has written a near-duplicate and is still open: this younger
---    one fails at commit with 40001 (waiting could deadlock), to be retried.
+-- 1. The other, older transaction has written a near-duplicate and is still open, but has not
+--    begun its check: its row is no conflict yet, and this younger one commits. The other commits
+--    second: its COMMIT finds this row, now committed, and fails with 23505.
 SELECT dblink_exec('other', 'BEGIN');
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (1, '1111111111111111')$$);
 BEGIN;
 INSERT INTO shared VALUES (2, '1111111111111113');   -- distance 1; the other row is invisible
 COMMIT;
 SELECT dblink_exec('other', 'COMMIT');
--- 2. Under REPEATABLE READ the row trigger cannot see a row committed after the snapshot was
+-- 2. The other, older transaction has written a near-duplicate and PREPAREd: it is checking. This
+--    younger one fails at COMMIT with 40001 at once, to be retried (it does not wait: a transaction
+--    waits only for younger ones, so the check cannot deadlock with itself). The other's row is
+--    then committed.
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (12, '1212121212121212')$$);
+SELECT dblink_exec('other', $$PREPARE TRANSACTION 'dedup_older_prepared'$$);
+BEGIN;
+INSERT INTO shared VALUES (13, '1212121212121213');
+COMMIT;
+SELECT dblink_exec('other', $$COMMIT PREPARED 'dedup_older_prepared'$$);
+-- 3. Under REPEATABLE READ the row trigger cannot see a row committed after the snapshot was
 --    taken; the recheck finds it at commit: 23505.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) FROM shared;
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (3, '2222222222222222')$$);
 INSERT INTO shared VALUES (4, '2222222222222223');
 COMMIT;
--- 3. The same with 'skip': the row is deleted at commit, with a NOTICE; the others stay.
+-- 4. The same with 'skip': the row is deleted at commit, with a NOTICE; the others stay.
 SELECT simhash_add_dedup('shared', 'fp', 3, 'skip');
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) FROM shared;
@@ -184,7 +222,7 @@ INSERT INTO shared SELECT 100 + i, ('x' || md5(i::text))::bit(64)::bigint::simha
 COMMIT;
 SELECT id, fp FROM shared WHERE id < 100 ORDER BY id;
 SELECT count(*) FROM shared WHERE id > 100;
--- 3b. A table that foreign keys reference cannot lose a row quietly at commit: 40001 instead
+-- 4b. A table that foreign keys reference cannot lose a row quietly at commit: 40001 instead
 --     (a retry then skips the row up front).
 CREATE TABLE refs (shared_id integer REFERENCES shared);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
@@ -195,16 +233,51 @@ INSERT INTO refs VALUES (21);
 COMMIT;
 INSERT INTO shared VALUES (21, '8888888888888889');
 DROP TABLE refs;
--- 4. This transaction is the older one: the younger other fails with 40001; this one commits.
+-- 5. This transaction is the older one (still 'skip').
+--    a. While this one is in progress and not yet checking, the younger other writes a
+--       near-duplicate and commits: its COMMIT does not fail, this row being no conflict yet. This
+--       one commits second: its row is deleted at commit, with a NOTICE.
+BEGIN;
+INSERT INTO shared VALUES (14, '9999999999999999');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (15, '9999999999999998')$$);
+COMMIT;
+--    b. This one has PREPAREd, so it is checking: the younger other's COMMIT fails with 40001
+--       (reported here as a NOTICE: fail_on_error is false). This one's row is then committed.
 BEGIN;
 INSERT INTO shared VALUES (8, '5555555555555555');
+PREPARE TRANSACTION 'dedup_younger_other';
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (9, '5555555555555554')$$, false);
 SELECT dblink_error_message('other');
-COMMIT;
--- 5. 'error' in READ COMMITTED: with no concurrent writer left, the row trigger sees them all.
+SELECT dblink_exec('other', $$COMMIT PREPARED 'dedup_younger_other'$$);
+-- 6. 'error' in READ COMMITTED: with no concurrent writer left, the row trigger sees them all.
 SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
 INSERT INTO shared VALUES (9, '5555555555555554');
--- 6. A rolled-back savepoint takes its row out of the recheck.
+-- 7. This older transaction commits first while the younger other has written a near-duplicate and
+--    is in progress, not yet checking: this COMMIT neither waits for the other nor fails. The other
+--    commits second and fails with 23505.
+BEGIN;
+INSERT INTO shared VALUES (16, 'fedcba9876543210');
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (17, 'fedcba9876543211')$$);
+COMMIT;
+SELECT dblink_exec('other', 'COMMIT');
+-- 8. A younger writer that is checking is waited for. The other, older transaction writes a row;
+--    this younger one writes a near-duplicate and PREPAREs (its check passes: the other has not
+--    begun its own). The other's COMMIT, sent without waiting for its result, finds this prepared
+--    row and waits for this transaction (pg_blocking_pids shows a prepared transaction as 0).
+--    COMMIT PREPARED ends the wait: the other looks again, finds the row committed and fails with
+--    23505.
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (18, '0123456789abcdef')$$);
+BEGIN;
+INSERT INTO shared VALUES (19, '0123456789abcdee');
+PREPARE TRANSACTION 'dedup_waited_for';
+SELECT dblink_send_query('other', 'COMMIT');
+SELECT pg_temp.blocked_by(:other_pid, 0) AS other_waits_for_the_prepared_one;
+COMMIT PREPARED 'dedup_waited_for';
+SELECT * FROM dblink_get_result('other') AS t(status text);
+SELECT * FROM dblink_get_result('other') AS t(status text);
+-- 9. A rolled-back savepoint takes its row out of the recheck.
 BEGIN;
 SAVEPOINT s;
 INSERT INTO shared VALUES (10, '6666666666666666');
@@ -212,31 +285,74 @@ ROLLBACK TO s;
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (11, '6666666666666667')$$);
 COMMIT;
 SELECT id, fp FROM shared WHERE id < 100 ORDER BY id;
--- 7. A table dropped after its rows were written has nothing left to check.
+-- 10. A table dropped after its rows were written has nothing left to check.
 BEGIN;
 CREATE TABLE dropped (id integer PRIMARY KEY, fp simhash64);
 SELECT simhash_add_dedup('dropped', 'fp', 3, 'error') \g /dev/null
 INSERT INTO dropped VALUES (1, '7777777777777777');
 DROP TABLE dropped;
 COMMIT;
--- 8. The SQLSTATEs a loader acts on (40001 and 40P01: retry; 23505: a near-duplicate), the
---    outcomes above once more with only their codes.
+-- 11. The SQLSTATEs a loader acts on (40001 and 40P01: retry; 23505: a near-duplicate), the
+--     outcomes above once more with only their codes, for the row check, the deferred check and
+--     codes.
 \set VERBOSITY sqlstate
 -- A near-duplicate of a committed row: 23505 from the row trigger.
 INSERT INTO shared VALUES (39, '1111111111111110');
--- An older writer of a near-duplicate in progress: 40001 at COMMIT, also of the deferred check.
+-- A writer of a near-duplicate in progress that has not begun its check is no conflict yet: this
+-- COMMIT (the INSERT's implicit one) succeeds, and the other's, second, fails with 23505.
 SELECT dblink_exec('other', 'BEGIN');
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (30, 'a0a0a0a0a0a0a0a0')$$);
-BEGIN;
 INSERT INTO shared VALUES (31, 'a0a0a0a0a0a0a0a1');
-COMMIT;
 SELECT dblink_exec('other', 'COMMIT');
+-- An older writer that is checking (PREPAREd): 40001 at COMMIT. Once it has rolled back, the retry
+-- stores the row.
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (42, 'a5a5a5a5a5a5a5a5')$$);
+SELECT dblink_exec('other', $$PREPARE TRANSACTION 'dedup_sqlstate_row'$$);
+INSERT INTO shared VALUES (43, 'a5a5a5a5a5a5a5a4');
+SELECT dblink_exec('other', $$ROLLBACK PREPARED 'dedup_sqlstate_row'$$);
+INSERT INTO shared VALUES (43, 'a5a5a5a5a5a5a5a4');
+-- The same with the deferred check: 23505 for the second to commit, 40001 against an older writer
+-- that is checking.
 SELECT simhash_add_dedup('shared', 'fp', 3, 'error', deferred => true);
 SELECT dblink_exec('other', 'BEGIN');
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (37, 'a7a7a7a7a7a7a7a7')$$);
 INSERT INTO shared VALUES (38, 'a7a7a7a7a7a7a7a6');
 SELECT dblink_exec('other', 'COMMIT');
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared VALUES (44, 'a9a9a9a9a9a9a9a9')$$);
+SELECT dblink_exec('other', $$PREPARE TRANSACTION 'dedup_sqlstate_deferred'$$);
+INSERT INTO shared VALUES (45, 'a9a9a9a9a9a9a9a8');
+SELECT dblink_exec('other', $$COMMIT PREPARED 'dedup_sqlstate_deferred'$$);
 SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
+-- Codes (a bit(64) column with a simhash index), with the row check and the deferred check: the
+-- same four outcomes.
+CREATE TABLE shared_codes (id integer PRIMARY KEY, code bit(64));
+CREATE INDEX shared_codes_code ON shared_codes USING simhash (code);
+SELECT simhash_add_dedup('shared_codes', 'code', 3, 'error');
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared_codes VALUES (1, x'a0a0a0a0a0a0a0a0')$$);
+INSERT INTO shared_codes VALUES (2, x'a0a0a0a0a0a0a0a1');
+SELECT dblink_exec('other', 'COMMIT');
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared_codes VALUES (3, x'a5a5a5a5a5a5a5a5')$$);
+SELECT dblink_exec('other', $$PREPARE TRANSACTION 'dedup_codes_row'$$);
+INSERT INTO shared_codes VALUES (4, x'a5a5a5a5a5a5a5a4');
+SELECT dblink_exec('other', $$COMMIT PREPARED 'dedup_codes_row'$$);
+SELECT simhash_add_dedup('shared_codes', 'code', 3, 'error', deferred => true);
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared_codes VALUES (5, x'a7a7a7a7a7a7a7a7')$$);
+INSERT INTO shared_codes VALUES (6, x'a7a7a7a7a7a7a7a6');
+SELECT dblink_exec('other', 'COMMIT');
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO shared_codes VALUES (7, x'a9a9a9a9a9a9a9a9')$$);
+SELECT dblink_exec('other', $$PREPARE TRANSACTION 'dedup_codes_deferred'$$);
+INSERT INTO shared_codes VALUES (8, x'a9a9a9a9a9a9a9a8');
+SELECT dblink_exec('other', $$COMMIT PREPARED 'dedup_codes_deferred'$$);
+\set VERBOSITY default
+SELECT id, code FROM shared_codes ORDER BY id;
+DROP TABLE shared_codes;
+\set VERBOSITY sqlstate
 -- A near-duplicate committed after the row was checked: 23505 at COMMIT.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) > 0 AS snapshot_taken FROM shared;
@@ -256,28 +372,25 @@ DROP TABLE refs;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) > 0 AS snapshot_taken FROM shared;
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (36, 'd3d3d3d3d3d3d3d3')$$);
-UPDATE shared SET fp = 'd3d3d3d3d3d3d3d2' WHERE id = 30;
+UPDATE shared SET fp = 'd3d3d3d3d3d3d3d2' WHERE id = 31;
 COMMIT;
 SELECT simhash_add_dedup('shared', 'fp', 3, 'error');
--- A deadlock between the recheck's wait and another wait: 40P01. This older transaction's
--- COMMIT waits for the younger other, which wrote a near-duplicate (row 41) and then waits on the
--- primary key for this one's row 40. This session's deadlock_timeout is the short one: it is the
--- one PostgreSQL cancels; the other then stores both its rows.
-CREATE FUNCTION pg_temp.wait_until_blocked(pid integer) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    WHILE NOT pg_catalog.pg_blocking_pids(pid) @> ARRAY[pg_catalog.pg_backend_pid()] LOOP
-        PERFORM pg_catalog.pg_sleep(0.01);
-    END LOOP;
-END $$;
-SELECT pid AS other_pid FROM dblink('other', 'SELECT pg_backend_pid()') AS t(pid integer) \gset
+-- A deadlock between the recheck's wait and another wait: 40P01. The recheck waits for a younger
+-- transaction that is deleting (or updating) a near-duplicate, checking or not: if that transaction
+-- rolls back, the row stays. This older transaction writes row 40; the other commits a
+-- near-duplicate, row 41 (this one has not begun its check: no conflict yet), then, younger,
+-- deletes row 41 and waits on the primary key for this one's row 40; this one's COMMIT waits for
+-- the deleter. This session's deadlock_timeout is the short one: it is the one PostgreSQL cancels;
+-- the other then stores its row 40.
 SELECT dblink_exec('other', 'SET deadlock_timeout = ''10min''');
 SET deadlock_timeout = '10ms';
 BEGIN;
 INSERT INTO shared VALUES (40, 'e4e4e4e4e4e4e4e4');
-SELECT dblink_exec('other', 'BEGIN');
 SELECT dblink_exec('other', $$INSERT INTO shared VALUES (41, 'e4e4e4e4e4e4e4e5')$$);
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', 'DELETE FROM shared WHERE id = 41');
 SELECT dblink_send_query('other', $$INSERT INTO shared VALUES (40, 'f5f5f5f5f5f5f5f5')$$);
-SELECT pg_temp.wait_until_blocked(:other_pid);
+SELECT pg_temp.blocked_by(:other_pid, pg_backend_pid()) AS other_waits_for_this_one;
 COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(status text);
 SELECT * FROM dblink_get_result('other') AS t(status text);
@@ -286,6 +399,9 @@ RESET deadlock_timeout;
 SELECT dblink_exec('other', 'RESET deadlock_timeout');
 \set VERBOSITY default
 SELECT id, fp FROM shared WHERE id BETWEEN 30 AND 99 ORDER BY id;
+-- Nothing was left prepared.
+SELECT gid FROM pg_prepared_xacts WHERE database = current_database();
+RESET lock_timeout;
 SELECT dblink_disconnect('other');
 DROP TABLE shared;
 DROP EXTENSION dblink;

@@ -108,24 +108,39 @@ CREATE TRIGGER t BEFORE INSERT ON vd FOR EACH ROW EXECUTE FUNCTION simhash_dedup
 INSERT INTO vd VALUES (20, 'x', '0000000000000000');
 DROP TRIGGER t ON vd;
 
--- Concurrent writers (a second session through dblink): the commit-time recheck verifies too.
+-- Concurrent writers (a second session through dblink): the commit-time recheck verifies too. A row
+-- of another transaction in progress counts at this recheck only if that transaction has begun its
+-- own check (dedup.sql tells the rule): here the other transaction PREPAREs to be checking.
+-- (lock_timeout: a wait where none is expected fails the test instead of hanging it.)
 CREATE EXTENSION dblink;
 SELECT dblink_connect('other', pg_catalog.format('dbname=%s port=%s host=%s', current_database(),
     current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+SET lock_timeout = '30s';
+SELECT dblink_exec('other', 'SET lock_timeout = ''30s''');
 CREATE TABLE vshared (id integer PRIMARY KEY, body text, fp simhash64);
 SELECT count(*) FROM simhash_create_indexes('vshared', 'fp');
 SELECT simhash_add_dedup('vshared', 'fp', 3, 'error', verify => 'body');
--- 1. An older transaction in progress wrote a row within k with an unrelated text: nothing to
---    wait for, this one commits (without verification it would fail with 40001).
+-- 1. An older transaction that has PREPAREd (it is checking) wrote a row within k with an unrelated
+--    text: nothing to wait for, this one commits (without verification it would fail with 40001).
 SELECT dblink_exec('other', 'BEGIN');
 SELECT dblink_exec('other', $$INSERT INTO vshared VALUES (1, 'An unrelated sentence about databases.', '1111111111111111')$$);
+SELECT dblink_exec('other', $$INSERT INTO vshared VALUES (3, 'Near-duplicate detection where the data lives.', '2222222222222222')$$);
+SELECT dblink_exec('other', $$PREPARE TRANSACTION 'dedup_verify_older'$$);
 BEGIN;
 INSERT INTO vshared VALUES (2, 'The quick brown fox jumps over the lazy dog.', '1111111111111113');
 COMMIT;
--- 2. ... and with a similar text: 40001, to be retried.
-SELECT dblink_exec('other', $$INSERT INTO vshared VALUES (3, 'Near-duplicate detection where the data lives.', '2222222222222222')$$);
+-- 2. ... and with a similar text: 40001, to be retried. The other's rows are then committed.
 BEGIN;
 INSERT INTO vshared VALUES (4, 'Near-duplicate detection, where the data lives!', '2222222222222223');
+COMMIT;
+SELECT dblink_exec('other', $$COMMIT PREPARED 'dedup_verify_older'$$);
+-- 2b. A similar row of an older transaction in progress that has not begun its check is no
+--     conflict yet: this one commits first. The other commits second: its COMMIT finds this row
+--     and fails with 23505, the similarity in the DETAIL.
+SELECT dblink_exec('other', 'BEGIN');
+SELECT dblink_exec('other', $$INSERT INTO vshared VALUES (12, 'Every row is checked again at commit.', '6666666666666666')$$);
+BEGIN;
+INSERT INTO vshared VALUES (13, 'Every row is checked again at commit!', '6666666666666667');
 COMMIT;
 SELECT dblink_exec('other', 'COMMIT');
 -- 3. REPEATABLE READ: a similar row committed after the snapshot is found at commit (23505, with

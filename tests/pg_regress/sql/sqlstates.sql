@@ -3,8 +3,9 @@
 -- 22021 (encodings), 22023 (functions, similarity, pairs, dedup_verify, index_kinds), 22P02
 -- (type_io), 23502 and 54000 (pairs, table form), 23505 (dedup_deferred, hostile), 42501
 -- (privileges, security), 42P01 (security), 55000 (pairs, dedup_deferred); the concurrency codes
--- 40001, 40P01 and 23505 at COMMIT are in dedup, the deferred check's 0A000 and 55000 in
--- dedup_deferred.
+-- are in dedup, through a second session (23505 at COMMIT, for the second of two concurrent writers
+-- of near-duplicates to commit; 40001, against an older writer that has begun its check, there a
+-- PREPAREd one; 40P01), the deferred check's 0A000 and 55000 in dedup_deferred.
 \set VERBOSITY sqlstate
 
 -- Custom features, simhash(text[], float8[]): arrays of different lengths are 2202E, NULL elements
