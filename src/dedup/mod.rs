@@ -29,15 +29,21 @@
 //! - a near-duplicate committed by another transaction: the row violates the constraint after all
 //!   (`error` raises 23505; `skip` deletes the row and says so in a NOTICE, but an updated row
 //!   fails with 23505, since deleting it would lose the row);
-//! - a near-duplicate of a transaction still in progress: if that transaction is younger, wait for
-//!   it to end and look again (it may commit, abort, or itself be skipped); if it is older, fail at
-//!   once with 40001. Waits thus only go from older to younger transactions, so the check cannot
-//!   deadlock with itself, and the oldest writer never fails.
+//! - a near-duplicate inserted by a transaction still in progress that has not begun its own check
+//!   (it has not marked itself, `checking`): no conflict yet, that transaction's check will find
+//!   ours;
+//! - a near-duplicate of a transaction that is checking (or PREPAREd), or a row being deleted or
+//!   updated by a transaction in progress: if that transaction is younger, wait for it to end and
+//!   look again (it may commit, abort, or itself be skipped); if it is older, fail at once with
+//!   40001. Waits thus only go from older to younger transactions, so the check cannot deadlock
+//!   with itself.
 //!
-//! Why this is enough: of two concurrent writers of near-duplicates, the one that rechecks second
-//! finds the other's row (each stores its row before it rechecks), either committed or in progress,
-//! so they cannot both commit their rows. Only true conflicts wait or fail: a big COPY beside other
-//! loaders holds up only those with a near-duplicate of one of its rows.
+//! Why this is enough: of two concurrent writers of near-duplicates, the one that begins its check
+//! second finds the other's row (each stores its row and marks itself before it looks), either
+//! committed or in progress and marked, so they cannot both commit their rows. Only true conflicts
+//! wait or fail, and only against a writer that is checking: a big COPY beside other loaders holds
+//! up only those with a near-duplicate of one of its rows, while it commits, and the loaders that
+//! commit while it loads never make it fail.
 //!
 //! The lookups read the column's simhash index, or else its four segment B-trees, directly (an MVCC
 //! plan cannot use a dirty snapshot).

@@ -1,7 +1,7 @@
 //! The commit-time recheck of the near-duplicate constraint, run once per kept row when its
 //! transaction commits: each fingerprint the row trigger let through is looked up again with a
-//! dirty snapshot, waiting for younger writers of near-duplicates and failing (40001) against older
-//! ones. The protocol, and why it is enough, is told once, in the module documentation
+//! dirty snapshot, waiting for younger writers of near-duplicates that are checking and failing
+//! (40001) against older ones, and passing over writers that have not begun their check. The protocol, and why it is enough, is told once, in the module documentation
 //! (`crate::dedup`). [`suspects`] and [`recheck`] also serve the deferred check
 //! (`super::deferred`).
 
@@ -261,8 +261,8 @@ struct OwnRow {
     text: Option<ShingleSet>,
 }
 
-/// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate is in
-/// progress; returns the rows of this transaction with `fp` that have a committed near-duplicate
+/// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate and is
+/// checking (or deleting one) is in progress; returns the rows of this transaction with `fp` that have a committed near-duplicate
 /// (none when this transaction no longer stores a row with `fp` or nothing conflicts).
 ///
 /// Without verification there is at most one such row (the row trigger refused or skipped a second
