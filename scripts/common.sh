@@ -172,8 +172,13 @@ pgvector_available() {
     [ "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")" = 1 ]
 }
 
-# Recreates database $1 with the extension installed.
+# Recreates database $1 with the extension installed (after rolling back the transactions an
+# interrupted test left PREPAREd in it, which would keep it from being dropped).
 fresh_database() {
+    local gid
+    for gid in $(psql -X -At -d postgres -c "SELECT gid FROM pg_prepared_xacts WHERE database = '$1'"); do
+        psql -X -q -d "$1" -c "ROLLBACK PREPARED '$gid'"
+    done
     PGOPTIONS="-c client_min_messages=warning" psql -q -v ON_ERROR_STOP=1 -d postgres \
         -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"
     psql -q -v ON_ERROR_STOP=1 -d "$1" -c "CREATE EXTENSION simhash"

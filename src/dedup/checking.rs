@@ -31,8 +31,8 @@ const CHECKING: u16 = 0x5348;
 thread_local! {
     /// Whether this transaction holds its *checking*.
     static MARKED: Cell<bool> = const { Cell::new(false) };
-    /// What the tests of this transaction's check found, by writer's xid: checking (or not yet
-    /// checking) at a test stays so for the rest of the check.
+    /// What the tests of this transaction's check found, by writer's top-level xid: checking (or
+    /// not yet checking) at a test stays so for the rest of the check.
     static FOUND: RefCell<HashMap<u32, bool>> = RefCell::new(HashMap::new());
 }
 
@@ -102,7 +102,8 @@ pub(super) unsafe fn begin() {
 /// Forgets this transaction's mark and findings; called when it ends.
 pub(super) fn forget() {
     MARKED.set(false);
-    FOUND.with(|f| f.borrow_mut().clear());
+    // (A new map: a big check's capacity is not kept for the life of the backend.)
+    FOUND.with(|f| *f.borrow_mut() = HashMap::new());
 }
 
 /// Where the transaction that wrote a row with xid `writer` (a subtransaction's xid or its
@@ -120,18 +121,29 @@ pub(super) enum Writer {
 ///
 /// In this transaction's check (after [`begin`]); `writer` was in progress when its row was read.
 pub(super) unsafe fn writer(writer: pg_sys::TransactionId) -> Writer {
-    let key = writer.into_inner();
-    if let Some(checking) = FOUND.with(|f| f.borrow().get(&key).copied()) {
-        return if checking { Writer::Checking } else { Writer::NotYetChecking };
-    }
     unsafe {
-        let checking = held(&tag(pg_sys::SubTransGetTopmostTransaction(writer)));
-        // In progress after the test that did not find its *checking*: it had not begun. Else it
-        // may have checked, missed our rows and committed since.
-        if !checking && !pg_sys::TransactionIdIsInProgress(writer) {
+        // (By top-level transaction: one test serves the rows of all its subtransactions.)
+        let top = pg_sys::SubTransGetTopmostTransaction(writer);
+        let found = FOUND.with(|f| f.borrow().get(&top.into_inner()).copied());
+        let checking = match found {
+            Some(checking) => checking,
+            None => held(&tag(top)),
+        };
+        // In progress after the test: if the test did not find its *checking*, it had not begun
+        // (a mark is held to the end). Else it may have checked, missed our rows and committed
+        // since, or (found checking) have ended: the row is read again.
+        if !pg_sys::TransactionIdIsInProgress(writer) {
             return Writer::Ended;
         }
-        FOUND.with(|f| f.borrow_mut().insert(key, checking));
+        if found.is_none() {
+            let remembered = FOUND.with(|f| {
+                let mut f = f.borrow_mut();
+                f.try_reserve(1).is_ok() && f.insert(top.into_inner(), checking).is_none()
+            });
+            if !remembered {
+                crate::memory::constraint_out_of_memory("the writers the near-duplicate check at commit met");
+            }
+        }
         if checking {
             Writer::Checking
         } else {

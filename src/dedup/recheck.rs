@@ -1,9 +1,9 @@
 //! The commit-time recheck of the near-duplicate constraint, run once per kept row when its
 //! transaction commits: each fingerprint the row trigger let through is looked up again with a
 //! dirty snapshot, waiting for younger writers of near-duplicates that are checking and failing
-//! (40001) against older ones, and passing over writers that have not begun their check. The protocol, and why it is enough, is told once, in the module documentation
-//! (`crate::dedup`). [`suspects`] and [`recheck`] also serve the deferred check
-//! (`super::deferred`).
+//! (40001) against older ones, and passing over writers that have not begun their check. The
+//! protocol, and why it is enough, is told once, in the module documentation (`crate::dedup`).
+//! [`suspects`] and [`recheck`] also serve the deferred check (`super::deferred`).
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -262,8 +262,9 @@ struct OwnRow {
 }
 
 /// Looks up `fp` with a dirty snapshot until no transaction that wrote a near-duplicate and is
-/// checking (or deleting one) is in progress; returns the rows of this transaction with `fp` that have a committed near-duplicate
-/// (none when this transaction no longer stores a row with `fp` or nothing conflicts).
+/// checking (or deleting one) is in progress; returns the rows of this transaction with `fp` that
+/// have a committed near-duplicate (none when this transaction no longer stores a row with `fp` or
+/// nothing conflicts).
 ///
 /// Without verification there is at most one such row (the row trigger refused or skipped a second
 /// row at distance 0); with it, rows with the same fingerprint but dissimilar texts are each
@@ -307,6 +308,7 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
             }
         };
         loop {
+            pg_sys::check_for_interrupts!();
             let mut dirty = dirty_snapshot();
             let dirty_ptr: pg_sys::Snapshot = &mut dirty;
             let mut own: Vec<OwnRow> = Vec::new();
@@ -317,11 +319,17 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
             let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
             // Whether a writer in progress has ended since its row was read.
             let mut ended = false;
+            // Not with `skip` checked at each row: there the writer's row trigger has dropped rows
+            // near its own earlier rows for good, and if its check at commit then deleted such a
+            // row because ours was kept, the rows it stood for would be lost. It cannot happen
+            // when that check fails the whole transaction (`error`) or judges every row at commit
+            // (deferred). (The writers of a table share its trigger, and so its settings.)
+            let passes_unchecked_writers = pending.deferred || !pending.skip;
             for_each_within(rel, index, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
                 let tid = (*tuple).t_self;
-                if xmin != pg_sys::InvalidTransactionId {
+                if xmin != pg_sys::InvalidTransactionId && passes_unchecked_writers {
                     // A row written by a transaction that has not begun its check is no conflict
                     // yet: that check will find ours (`checking`). A row being deleted is waited
                     // for as before: its deleter checks nothing.
