@@ -17,8 +17,10 @@
 //!
 //! What it assumes: the writer's rows are checked by it at commit. Rows written while the
 //! constraint's trigger does not fire (disabled, `session_replication_role = replica`, a logical
-//! replication apply worker) are not, nor are those of a backend still running an older simhash
-//! library: a concurrent check no longer waits for such rows (`docs/reference.md`).
+//! replication apply worker, a hand-made trigger with `WHEN` or `UPDATE OF`) are not, nor are those
+//! of a backend still running an older simhash library: a concurrent check no longer waits for such
+//! rows (`docs/reference.md`). With `skip` checked at each row, writers are not passed over at all
+//! (`super::recheck::recheck` says why).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -31,7 +31,8 @@
 //!   fails with 23505, since deleting it would lose the row);
 //! - a near-duplicate inserted by a transaction still in progress that has not begun its own check
 //!   (it has not marked itself, `checking`): no conflict yet, that transaction's check will find
-//!   ours;
+//!   ours (except with `skip` checked at each row, where it counts as in the next point: see
+//!   `recheck::recheck`);
 //! - a near-duplicate of a transaction that is checking (or PREPAREd), or a row being deleted or
 //!   updated by a transaction in progress: if that transaction is younger, wait for it to end and
 //!   look again (it may commit, abort, or itself be skipped); if it is older, fail at once with

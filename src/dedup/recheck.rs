@@ -307,6 +307,13 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
                 out_of_memory()
             }
         };
+        // Whether a writer in progress that has not begun its check is passed over (`checking`).
+        // Not with `skip` checked at each row: there the writer's row trigger has dropped rows near
+        // its own earlier rows for good, and if its check at commit then deleted such a row because
+        // ours was kept, the rows it stood for would be lost. It cannot happen when that check
+        // fails the whole transaction (`error`) or judges every row at commit (deferred). (The
+        // writers of a table share its trigger, and so its settings.)
+        let passes_unchecked_writers = pending.deferred || !pending.skip;
         loop {
             pg_sys::check_for_interrupts!();
             let mut dirty = dirty_snapshot();
@@ -319,12 +326,6 @@ pub(super) unsafe fn recheck<F: Fingerprint>(
             let mut seen: HashSet<(pg_sys::BlockNumber, pg_sys::OffsetNumber)> = HashSet::new();
             // Whether a writer in progress has ended since its row was read.
             let mut ended = false;
-            // Not with `skip` checked at each row: there the writer's row trigger has dropped rows
-            // near its own earlier rows for good, and if its check at commit then deleted such a
-            // row because ours was kept, the rows it stood for would be lost. It cannot happen
-            // when that check fails the whole transaction (`error`) or judges every row at commit
-            // (deferred). (The writers of a table share its trigger, and so its settings.)
-            let passes_unchecked_writers = pending.deferred || !pending.skip;
             for_each_within(rel, index, pending.attnum, fp, pending.k, dirty_ptr, &mut |tuple, value, distance| {
                 let xmin = (*dirty_ptr).xmin;
                 let xwait = if xmin != pg_sys::InvalidTransactionId { xmin } else { (*dirty_ptr).xmax };
