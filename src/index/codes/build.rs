@@ -352,9 +352,15 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
                 },
             );
             match written {
-                Ok(OnThread::Written) => return,
+                Ok(OnThread::Written) => {
+                    report_path(out, rows, layout, "in memory, the segments' entries made on a second thread");
+                    return;
+                }
                 // (the system refused the thread: the build goes on here, nothing written yet)
-                Ok(OnThread::NotStarted) => (state.codes, state.tids) = (codes, tids),
+                Ok(OnThread::NotStarted) => {
+                    report_path(out, rows, layout, "in memory on one thread (the system refused a second one)");
+                    (state.codes, state.tids) = (codes, tids)
+                }
                 Err(ThreadFailed) => raise(
                     PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
                     "simhash index build: the thread making the segments' entries failed".into(),
@@ -406,7 +412,19 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
             }
             first += n as u32;
         }
+        report_path(out, rows, layout, "in memory on one thread");
     }
+}
+
+/// DEBUG1: which way the built part of an index was written (`how`), so that a test or a DBA can
+/// tell.
+pub(super) fn report_path(out: &Writer, rows: usize, layout: &Layout, how: &str) {
+    pgrx::debug1!(
+        "simhash index \"{}\": {rows} codes, {} of {} segments indexed, built {how}",
+        unsafe { crate::pg::names::relation_name(out.index()) },
+        layout.indexed,
+        layout.plan.count,
+    );
 }
 
 /// Writes the code store: the rows of `order` in turn, `row` giving each one's TID and code.

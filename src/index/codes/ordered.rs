@@ -218,7 +218,8 @@ impl Nearest {
             let filter = &self.filter;
             let capacity = work_mem_bytes() / 24;
             self.at = 0;
-            self.batch.clear();
+            // (freed, not cleared: the next pass may need that memory)
+            self.batch = Vec::new();
             if let (Some(r), Some(query)) = (self.round, self.query.as_ref()) {
                 let r = r.min(self.bound);
                 let found = if reader.meta.rows == 0 {
@@ -282,6 +283,10 @@ impl Nearest {
 /// refusal makes the pass keep fewer rows).
 fn offer_or_raise(pass: &mut Smallest, key: (u32, u64)) {
     if pass.offer(key).is_err() {
-        crate::memory::index_out_of_memory::<(u32, u64)>(1, 0);
+        crate::memory::out_of_memory(
+            "out of memory for the nearest rows of a simhash index".into(),
+            "A scan by distance keeps up to work_mem of rows at a time: give the server more memory, \
+             or use a smaller work_mem.",
+        );
     }
 }

@@ -107,6 +107,7 @@ impl Spilled {
                 let directory = code_index::directory_of_counts(&counts);
                 out.segment(layout, i, &directory, rows, || entries.next().expect("an entry per row"));
             }
+            super::build::report_path(out, rows, layout, "through sorts on disk (beyond maintenance_work_mem)");
         }
     }
 

@@ -60,15 +60,23 @@ SELECT * FROM pg_temp.compare('c256', ARRAY[24, 40, 128]);
 RESET work_mem;
 -- A build of 16,384 rows or more makes the segments' entries on a second thread while parallel
 -- maintenance workers are allowed, else on the backend's own: the same answers either way (every
--- segment indexed).
+-- segment indexed). A DEBUG1 message says which way each build went.
 CREATE TABLE c256t AS SELECT * FROM c256;
 SET max_parallel_maintenance_workers = 0;
+\set VERBOSITY default
+SET client_min_messages = debug1;
 CREATE INDEX c256t_code ON c256t USING simhash (code) WITH (segments = 256);
+RESET client_min_messages;
+\set VERBOSITY sqlstate
 SELECT simhash_index_check('c256t_code') AS indexed;
 SELECT * FROM pg_temp.compare('c256t', ARRAY[0, 8, 24, 40, 128]);
 DROP INDEX c256t_code;
 SET max_parallel_maintenance_workers = 2;
+\set VERBOSITY default
+SET client_min_messages = debug1;
 CREATE INDEX c256t_code ON c256t USING simhash (code) WITH (segments = 256);
+RESET client_min_messages;
+\set VERBOSITY sqlstate
 SELECT simhash_index_check('c256t_code') AS indexed;
 SELECT * FROM pg_temp.compare('c256t', ARRAY[0, 8, 24, 40, 128]);
 RESET max_parallel_maintenance_workers;

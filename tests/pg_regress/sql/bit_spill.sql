@@ -21,7 +21,9 @@ INSERT INTO q VALUES (4, pg_temp.code256('no row'));
 
 -- 30,000 codes of 256 bits take 1.5 MB in memory: within 1 MB the build sorts on disk.
 SET maintenance_work_mem = '1MB';
+SET client_min_messages = debug1;
 CREATE INDEX cbig_spilled ON cbig USING simhash (code);
+RESET client_min_messages;
 RESET maintenance_work_mem;
 CREATE INDEX cbig_in_memory ON cbig USING simhash (code);
 SELECT simhash_index_check('cbig_spilled') AS spilled, simhash_index_check('cbig_in_memory') AS in_memory;
