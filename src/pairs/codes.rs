@@ -20,7 +20,8 @@ use pgrx::PgSqlErrorCode;
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, quote_identifier};
 
-/// Whether column `column` of `tbl` holds `bit` codes (a `bit(n)` column, or a domain over it).
+/// Whether column `column` of `tbl` holds binary codes: a `bit(n)` or `bit varying` column, or a
+/// domain over one (as the simhash index and the near-duplicate constraint take them).
 ///
 /// # Safety
 ///
@@ -28,7 +29,8 @@ use crate::pg::names::{qualified_name, quote_identifier};
 pub(super) unsafe fn is_code_column(tbl: Oid, column: &CStr) -> bool {
     unsafe {
         let attnum = pg_sys::get_attnum(tbl, column.as_ptr());
-        attnum > 0 && pg_sys::getBaseType(pg_sys::get_atttype(tbl, attnum)) == pg_sys::BITOID
+        attnum > 0
+            && [pg_sys::BITOID, pg_sys::VARBITOID].contains(&pg_sys::getBaseType(pg_sys::get_atttype(tbl, attnum)))
     }
 }
 
@@ -80,7 +82,8 @@ pub(super) unsafe fn for_each_code_pair(
         let schema = quote_identifier(&CStr::from_ptr(schema_name).to_string_lossy());
         let (code, id) =
             (quote_identifier(&code_column.to_string_lossy()), quote_identifier(&id_column.to_string_lossy()));
-        // A domain's column is cast to `bit` itself (no length: `::bit` is `bit(1)`), which the
+        // A domain's or a `bit varying` column is cast to `bit` itself (`"bit"` quoted: no length,
+        // where an unquoted `::bit` is `bit(1)`), which the
         // extension's functions and operators take: one declared for the domain in the extension's
         // schema would otherwise match it more exactly. (The index is still found under the cast.)
         let attnum = pg_sys::get_attnum(tbl, code_column.as_ptr());

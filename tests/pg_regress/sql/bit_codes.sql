@@ -66,6 +66,23 @@ WITH c AS (SELECT * FROM simhash_clusters('near', 'code', 6)),
      b AS (SELECT * FROM simhash_clusters_from_pairs('SELECT a.id, b.id FROM near a JOIN near b ON a.id < b.id AND bit_count(a.code # b.code) <= 6'))
 SELECT (SELECT count(*) FROM c) AS rows, (SELECT count(DISTINCT representative) FROM c) AS groups,
        (SELECT count(*) FROM (TABLE c EXCEPT TABLE b) x) + (SELECT count(*) FROM (TABLE b EXCEPT TABLE c) x) AS not_brute_force;
+-- A `bit varying` column (which the index and the constraint take too), without and with its
+-- simhash index: the same pairs and clusters as of the bit column.
+CREATE TEMP TABLE near_varying AS SELECT id, code::varbit AS code FROM near;
+CREATE TEMP TABLE pairs_near AS SELECT * FROM simhash_pairs('near', 'code', 6);
+CREATE TEMP TABLE clusters_near AS SELECT * FROM simhash_clusters('near', 'code', 6);
+CREATE FUNCTION pg_temp.varying_differences() RETURNS TABLE (pairs bigint, differences bigint) LANGUAGE sql AS $$
+    SELECT (SELECT count(*) FROM pairs_near),
+           (SELECT count(*) FROM ((TABLE pairs_near EXCEPT SELECT * FROM simhash_pairs('near_varying', 'code', 6))
+                                  UNION ALL (SELECT * FROM simhash_pairs('near_varying', 'code', 6) EXCEPT TABLE pairs_near)
+                                  UNION ALL (SELECT id, representative, 0 FROM ((TABLE clusters_near EXCEPT SELECT * FROM simhash_clusters('near_varying', 'code', 6))
+                                             UNION ALL (SELECT * FROM simhash_clusters('near_varying', 'code', 6) EXCEPT TABLE clusters_near)) c)) x)
+$$;
+SELECT * FROM pg_temp.varying_differences();
+CREATE INDEX near_varying_code ON near_varying USING simhash (code);
+SET enable_seqscan = off;
+SELECT * FROM pg_temp.varying_differences();
+RESET enable_seqscan;
 SELECT * FROM simhash_pairs('near', 'code', 4097);
 SELECT * FROM simhash_pairs('near', 'nope', 3);
 -- The index of bit codes (tests/pg_regress/sql/bit_index.sql has its tests).
