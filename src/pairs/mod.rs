@@ -176,7 +176,9 @@ fn pair_collector(pairs: &mut Vec<(i64, i64, i32)>) -> impl FnMut(i64, i64, u32)
             );
         }
         let held = pairs.len();
-        granted(crate::memory::push(pairs, (a.min(b), a.max(b), d as i32)), &|| format!("more than {held} near-duplicate pairs"));
+        granted(crate::memory::push(pairs, (a.min(b), a.max(b), d as i32)), &|| {
+            format!("more than {held} near-duplicate pairs")
+        });
     }
 }
 
@@ -347,6 +349,9 @@ fn find_pairs(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32)) {
         }
     });
     if found.is_err() {
-        pairs_out_of_memory(&format!("the table of the {} distinct fingerprints of a near-duplicate search", fps.len()));
+        pairs_out_of_memory(&format!(
+            "the table of the {} distinct fingerprints of a near-duplicate search",
+            fps.len()
+        ));
     }
 }

@@ -329,6 +329,20 @@ mod tests {
         assert_eq!(calls.last(), Some(&(tables, tables)));
     }
 
+    /// Under a limit of the address space of 1 GB (`ulimit -v`, in a child process), the table of
+    /// 48M fingerprints (768 MB beside their 384 MB) is refused: `OutOfMemory`, before any pair,
+    /// instead of the abort of the process.
+    #[test]
+    fn a_table_beyond_memory_is_refused() {
+        if !crate::code_index::tests::under_ulimit(1 << 20, "pairs::tests::a_table_beyond_memory_is_refused") {
+            return;
+        }
+        let fps: Vec<u64> = (0..48u64 << 20).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let mut pairs = 0;
+        assert_eq!(for_each_pair(&fps, 3, &mut |_, _, _| pairs += 1, &mut |_, _, _| {}), Err(OutOfMemory));
+        assert_eq!(pairs, 0);
+    }
+
     #[test]
     fn groups_take_the_least_key() {
         let mut g = Groups::of(vec![50, 10, 30, 40]).unwrap();

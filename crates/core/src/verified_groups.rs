@@ -247,15 +247,16 @@ mod tests {
             assert_eq!(candidates.pairs(), pairs.len() as u64);
             let distinct = candidates.distinct_ids();
             let mut calls = 0;
-            let got = candidates.groups(
-                &distinct,
-                &mut |i, j| {
-                    calls += 1;
-                    accept(distinct[i], distinct[j])
-                },
-                &mut |_| {},
-            )
-            .unwrap();
+            let got = candidates
+                .groups(
+                    &distinct,
+                    &mut |i, j| {
+                        calls += 1;
+                        accept(distinct[i], distinct[j])
+                    },
+                    &mut |_| {},
+                )
+                .unwrap();
             assert_eq!(got, all_verified(&pairs, &accept), "round {round}");
             assert!(calls <= pairs.len());
         }
@@ -270,15 +271,16 @@ mod tests {
         candidates.push_all_pairs(&[2, 3]);
         let distinct = candidates.distinct_ids();
         let mut seen = Vec::new();
-        let got = candidates.groups(
-            &distinct,
-            &mut |i, j| {
-                seen.push((distinct[i], distinct[j]));
-                true
-            },
-            &mut |_| {},
-        )
-        .unwrap();
+        let got = candidates
+            .groups(
+                &distinct,
+                &mut |i, j| {
+                    seen.push((distinct[i], distinct[j]));
+                    true
+                },
+                &mut |_| {},
+            )
+            .unwrap();
         assert_eq!(seen, vec![(2, 3), (1, 2)]);
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
     }
@@ -292,12 +294,9 @@ mod tests {
         candidates.push_cross(&[2], &[3], 2);
         candidates.push_cross(&[4], &[5], 1);
         let distinct = candidates.distinct_ids();
-        let got = candidates.groups(
-            &distinct,
-            &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4,
-            &mut |_| {},
-        )
-        .unwrap();
+        let got = candidates
+            .groups(&distinct, &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4, &mut |_| {})
+            .unwrap();
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
     }
 
