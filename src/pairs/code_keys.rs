@@ -112,12 +112,7 @@ fn simhash_code_key_pairs(
             None,
             Some("The keys are those simhash_code_pair_keys(code, k) returns for the same k.".into()),
         ),
-        Err(CodeKeyError::OutOfMemory) => raise(
-            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            format!("out of memory for the {} codes of key {key}", row_ids.len()),
-            None,
-            None,
-        ),
+        Err(CodeKeyError::OutOfMemory) => super::pairs_out_of_memory(&rows()),
         Err(CodeKeyError::Radius(_)) => unreachable!("checked"),
     }
     TableIterator::new(pairs)

@@ -108,13 +108,16 @@ fn simhash_key_pairs(
     if links_only {
         pairs = links;
     }
-    if let Err(KeyError::Key(key)) = found {
-        raise(
+    match found {
+        Ok(()) => {}
+        Err(KeyError::Key(key)) => raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("{key} is not a key of near-duplicate pairs within {k}"),
             None,
             Some("The keys are those simhash_pair_keys(fp, k) returns for the same k.".into()),
-        );
+        ),
+        Err(KeyError::OutOfMemory) => super::pairs_out_of_memory(&rows()),
+        Err(KeyError::Radius(_)) => unreachable!("checked"),
     }
     TableIterator::new(pairs)
 }
