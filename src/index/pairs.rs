@@ -105,6 +105,16 @@ pub(super) unsafe fn for_each_pair(
                 );
             }
         };
-        simhash_core::bucket_pairs::for_each_pair(k, meta.bits, &mut load, &mut on_resolved_pairs, &mut progress);
+        let paired =
+            simhash_core::bucket_pairs::for_each_pair(k, meta.bits, &mut load, &mut on_resolved_pairs, &mut progress);
+        if paired.is_err() {
+            crate::memory::out_of_memory(
+                format!(
+                    "out of memory for the groups of a bucket of index \"{}\"",
+                    crate::pg::names::relation_name(index)
+                ),
+                "Pairs through an index hold one or two of its buckets at a time: give the server more memory.",
+            );
+        }
     }
 }

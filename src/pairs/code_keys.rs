@@ -18,6 +18,7 @@ use pgrx::PgSqlErrorCode;
 use simhash_core::code_keyed_pairs::{self, CodeKeyError, MAX_CODE_KEYED_RADIUS};
 use simhash_core::pairs::Groups;
 
+use super::granted;
 use super::spread::{distribute_by_key, fetch_pairs, run, work_table};
 use crate::codes::code_of_payload;
 use crate::pg::errors::raise;
@@ -54,7 +55,8 @@ fn simhash_code_key_pairs(
             Some("Pass one id for each code, in the same order.".into()),
         );
     }
-    let (mut row_ids, mut flat, mut bits) = (Vec::new(), Vec::new(), None);
+    let rows = &|| format!("the {} codes of key {key}", ids.len());
+    let (mut row_ids, mut flat, mut bits) = (granted(crate::memory::vec_with_room(ids.len()), rows), Vec::new(), None);
     for (id, code) in ids.iter().zip(codes.iter()) {
         let Some(code) = code else { continue };
         let Some(id) = id else {
@@ -72,12 +74,13 @@ fn simhash_code_key_pairs(
             Some(_) => {}
         }
         row_ids.push(id);
+        granted(crate::memory::reserve(&mut flat, code.bytes.len()), rows);
         flat.extend_from_slice(code.bytes);
     }
     let mut pairs = Vec::new();
     let mut push = super::pair_collector(&mut pairs);
     let mut links = Vec::new();
-    let mut groups = Groups::of((0..row_ids.len()).collect());
+    let mut groups = granted(Groups::numbered(row_ids.len()).ok(), rows);
     let mut on_pair = |i: usize, j: usize, d: u32| {
         let (a, b) = (row_ids[i], row_ids[j]);
         if !links_only {
@@ -109,12 +112,7 @@ fn simhash_code_key_pairs(
             None,
             Some("The keys are those simhash_code_pair_keys(code, k) returns for the same k.".into()),
         ),
-        Err(CodeKeyError::OutOfMemory) => raise(
-            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            format!("out of memory for the {} codes of key {key}", row_ids.len()),
-            None,
-            None,
-        ),
+        Err(CodeKeyError::OutOfMemory) => super::pairs_out_of_memory(&rows()),
         Err(CodeKeyError::Radius(_)) => unreachable!("checked"),
     }
     TableIterator::new(pairs)

@@ -7,7 +7,8 @@ use pgrx::prelude::*;
 
 use crate::pg::errors::raise;
 
-/// Runs `query` through a cursor and returns its (id, fingerprint) rows with a fingerprint.
+/// Runs `query` through a cursor and returns its (id, fingerprint) rows with a fingerprint (ERROR
+/// 53200 when memory for them is refused).
 pub(super) fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
     let mut ids = Vec::new();
     let mut fps = Vec::new();
@@ -23,8 +24,9 @@ pub(super) fn read_fingerprints(query: &str) -> (Vec<i64>, Vec<u64>) {
                 None,
             );
         };
-        ids.push(id);
-        fps.push(fp as u64);
+        if crate::memory::push(&mut ids, id).and_then(|()| crate::memory::push(&mut fps, fp as u64)).is_none() {
+            super::pairs_out_of_memory(&format!("the rows of a near-duplicate search ({} read)", ids.len()));
+        }
     });
     (ids, fps)
 }

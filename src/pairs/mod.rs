@@ -2,7 +2,8 @@
 //! fingerprints, found in memory with Manku-style permuted tables (`simhash_core::pairs`), not with a
 //! nested loop of index probes. The set is any query returning (integer id, simhash64); rows with a
 //! NULL fingerprint are skipped. Memory: about 50 bytes per row, plus 24 bytes per pair returned by
-//! `simhash_pairs`, which stops with an error beyond `maintenance_work_mem`.
+//! `simhash_pairs`, which stops with an error beyond `maintenance_work_mem`. Memory the system
+//! refuses for the rows is ERROR 53200 ([`pairs_out_of_memory`]), not the abort of the backend.
 //!
 //! The forms that name a table and columns read the column's simhash index instead where it has one
 //! (`through_index`): memory then holds the pairs and the rows in them only. On a `bit(n)` column
@@ -15,8 +16,9 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
-use simhash_core::pairs::Groups;
+use simhash_core::pairs::{Groups, OutOfMemory};
 
+use crate::memory::out_of_memory;
 use crate::pg::errors::raise;
 
 mod code_keys;
@@ -160,7 +162,8 @@ fn simhash_clusters_of_table(
     }
 }
 
-/// A function that collects pairs (smaller id first) within `maintenance_work_mem`.
+/// A function that collects pairs (smaller id first) within `maintenance_work_mem` (and the memory
+/// the system grants: else ERROR 53200).
 fn pair_collector(pairs: &mut Vec<(i64, i64, i32)>) -> impl FnMut(i64, i64, u32) + '_ {
     let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024 / PAIR_BYTES;
     move |a: i64, b: i64, d: u32| {
@@ -172,14 +175,40 @@ fn pair_collector(pairs: &mut Vec<(i64, i64, i32)>) -> impl FnMut(i64, i64, u32)
                 None,
             );
         }
-        pairs.push((a.min(b), a.max(b), d as i32));
+        let held = pairs.len();
+        granted(crate::memory::push(pairs, (a.min(b), a.max(b), d as i32)), &|| {
+            format!("more than {held} near-duplicate pairs")
+        });
     }
+}
+
+/// ERROR 53200 (out_of_memory) of a search for near-duplicate pairs or clusters: out of memory for
+/// `what` (e.g. "the 2000000 rows of a near-duplicate search").
+#[track_caller]
+pub(super) fn pairs_out_of_memory(what: &str) -> ! {
+    out_of_memory(
+        format!("out of memory for {what}"),
+        "A search for near-duplicate pairs or clusters holds its rows and pairs in memory: search fewer \
+         rows at a time, or give the server more memory.",
+    )
+}
+
+/// `value`, or [`pairs_out_of_memory`] for `what()` when memory was refused (`None`).
+#[track_caller]
+pub(super) fn granted<T>(value: Option<T>, what: &dyn Fn() -> String) -> T {
+    value.unwrap_or_else(|| pairs_out_of_memory(&what()))
+}
+
+/// `result`, or [`pairs_out_of_memory`] for the `rows` rows of a near-duplicate search.
+#[track_caller]
+fn or_out_of_memory<T>(result: Result<T, OutOfMemory>, rows: usize) -> T {
+    result.unwrap_or_else(|OutOfMemory| pairs_out_of_memory(&format!("the {rows} rows of a near-duplicate search")))
 }
 
 /// The pairs of the (id, fingerprint) rows of `query`, found in memory.
 fn pairs_of_query(query: &str, k: u32) -> Vec<(i64, i64, i32)> {
     let (ids, fps) = read_fingerprints(query);
-    let groups = simhash_core::pairs::Duplicates::group(&fps);
+    let groups = or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps), ids.len());
     let mut pairs: Vec<(i64, i64, i32)> = Vec::new();
     let mut push = pair_collector(&mut pairs);
     // Rows with the same fingerprint are pairs at distance 0 ...
@@ -211,10 +240,12 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
 
 fn clusters_of_query(query: &str, k: u32) -> Clusters {
     let (ids, fps) = read_fingerprints(query);
-    let groups = simhash_core::pairs::Duplicates::group(&fps);
-    let mut linked = vec![false; ids.len()];
+    let rows = ids.len();
+    let groups = or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps), rows);
+    let mut linked = or_out_of_memory(simhash_core::pairs::vec_with_room(rows), rows);
+    linked.resize(rows, false);
     // The rows, numbered as read; each group is represented by its smallest id.
-    let mut groups_of = Groups::of(ids);
+    let mut groups_of = or_out_of_memory(Groups::of(ids), rows);
     for rows in groups.repeated() {
         for &i in rows {
             linked[i as usize] = true;
@@ -227,9 +258,9 @@ fn clusters_of_query(query: &str, k: u32) -> Clusters {
         }
         groups_of.union(groups.holders(u)[0] as usize, groups.holders(v)[0] as usize);
     });
-    let rows: Vec<(i64, i64)> =
-        (0..groups_of.len()).filter(|&i| linked[i]).map(|i| (groups_of.key(i), groups_of.representative(i))).collect();
-    TableIterator::new(rows)
+    let mut out = or_out_of_memory(simhash_core::pairs::vec_with_room(linked.iter().filter(|&&l| l).count()), rows);
+    out.extend((0..rows).filter(|&i| linked[i]).map(|i| (groups_of.key(i), groups_of.representative(i))));
+    TableIterator::new(out)
 }
 
 /// `simhash_clusters_from_pairs(query)`: the groups (connected components) of the pairs a query
@@ -269,13 +300,23 @@ impl GroupsById {
     }
 
     fn node(&mut self, id: i64) -> usize {
-        let groups = &mut self.groups;
-        *self.index.entry(id).or_insert_with(|| groups.add(id))
+        if let Some(&node) = self.index.get(&id) {
+            return node;
+        }
+        let held = self.groups.len();
+        let what = &|| format!("the groups of the {held} rows in near-duplicate pairs");
+        granted(self.index.try_reserve(1).ok(), what);
+        let node = granted(self.groups.add(id).ok(), what);
+        self.index.insert(id, node);
+        node
     }
 
     /// Every id joined, with the smallest id of its group.
     fn rows(&mut self) -> Vec<(i64, i64)> {
-        (0..self.groups.len()).map(|i| (self.groups.key(i), self.groups.representative(i))).collect()
+        let n = self.groups.len();
+        let mut rows = or_out_of_memory(simhash_core::pairs::vec_with_room(n), n);
+        rows.extend((0..n).map(|i| (self.groups.key(i), self.groups.representative(i))));
+        rows
     }
 }
 
@@ -296,7 +337,7 @@ fn check_radius(k: i32) -> u32 {
 fn find_pairs(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32)) {
     let started = Instant::now();
     let mut last_notice = started;
-    simhash_core::pairs::for_each_pair(fps, k, on_pair, &mut |done, all, found| {
+    let found = simhash_core::pairs::for_each_pair(fps, k, on_pair, &mut |done, all, found| {
         pg_sys::check_for_interrupts!();
         if last_notice.elapsed() >= NOTICE_EVERY {
             last_notice = Instant::now();
@@ -307,4 +348,10 @@ fn find_pairs(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32)) {
             );
         }
     });
+    if found.is_err() {
+        pairs_out_of_memory(&format!(
+            "the table of the {} distinct fingerprints of a near-duplicate search",
+            fps.len()
+        ));
+    }
 }

@@ -17,6 +17,7 @@ use pgrx::prelude::*;
 use simhash_core::keyed_pairs::{self, KeyError, MAX_KEYED_RADIUS};
 use simhash_core::pairs::Groups;
 
+use super::granted;
 use crate::fingerprint::simhash64::SimHash64;
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, quote_identifier};
@@ -52,7 +53,9 @@ fn simhash_key_pairs(
             Some("Pass one id for each fingerprint, in the same order.".into()),
         );
     }
-    let (mut row_ids, mut row_fps) = (Vec::new(), Vec::new());
+    let rows = &|| format!("the {} rows of key {key}", ids.len());
+    let mut row_ids: Vec<i64> = granted(crate::memory::vec_with_room(ids.len()), rows);
+    let mut row_fps: Vec<u64> = granted(crate::memory::vec_with_room(ids.len()), rows);
     for (id, fp) in ids.iter().zip(fps.iter()) {
         let Some(fp) = fp else { continue };
         let Some(id) = id else {
@@ -71,7 +74,7 @@ fn simhash_key_pairs(
     // With `links_only`, a pair only where it joins two groups: at most one per row, so no budget.
     let mut links = Vec::new();
     // (the groups of the key's rows, by position)
-    let mut groups = Groups::of((0..row_ids.len()).collect());
+    let mut groups = granted(Groups::numbered(row_ids.len()).ok(), rows);
     let id = |i: u32| row_ids[i as usize];
     let mut link = |x: u32, y: u32, d: u32| {
         let (rx, ry) = (groups.root(x as usize), groups.root(y as usize));
@@ -105,13 +108,16 @@ fn simhash_key_pairs(
     if links_only {
         pairs = links;
     }
-    if let Err(KeyError::Key(key)) = found {
-        raise(
+    match found {
+        Ok(()) => {}
+        Err(KeyError::Key(key)) => raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("{key} is not a key of near-duplicate pairs within {k}"),
             None,
             Some("The keys are those simhash_pair_keys(fp, k) returns for the same k.".into()),
-        );
+        ),
+        Err(KeyError::OutOfMemory) => super::pairs_out_of_memory(&rows()),
+        Err(KeyError::Radius(_)) => unreachable!("checked"),
     }
     TableIterator::new(pairs)
 }

@@ -154,12 +154,18 @@ impl TableSource {
                     let id = match ids.get(&key) {
                         Some(&id) => id,
                         None => {
+                            let held = ids.len();
+                            let what = &|| format!("the {held} rows in near-duplicate pairs");
+                            super::granted(ids.try_reserve(1).and(reached.try_reserve(1)).ok(), what);
                             let id = self.fetch_id(fetch, slot, snapshot, fp, key, &mut reached);
                             ids.insert(key, id);
                             id
                         }
                     };
-                    out.extend(id);
+                    if let Some(id) = id {
+                        let what = &|| format!("the ids of {} rows with one fingerprint", group.len());
+                        super::granted(crate::memory::push(out, id), what);
+                    }
                 }
             };
             let (mut a_ids, mut b_ids) = (Vec::new(), Vec::new());

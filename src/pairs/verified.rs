@@ -19,7 +19,7 @@ use simhash_core::verified_groups::{Candidates, Progress};
 
 use super::input::read_fingerprints;
 use super::through_index::TableSource;
-use super::{check_radius, find_pairs, spread, NOTICE_EVERY};
+use super::{check_radius, find_pairs, pairs_out_of_memory, spread, NOTICE_EVERY};
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, quote_identifier};
 
@@ -149,20 +149,26 @@ fn check_rows(rows: &str) {
 /// k)` finds its pairs.
 fn candidates_of_query(query: &str, k: u32, candidates: &mut Candidates, budget: &Budget) {
     let (ids, fps) = read_fingerprints(query);
-    let groups = simhash_core::pairs::Duplicates::group(&fps);
+    let groups = simhash_core::pairs::Duplicates::group(&fps)
+        .unwrap_or_else(|_| pairs_out_of_memory(&format!("the {} rows of a near-duplicate search", ids.len())));
+    // The ids of the rows `rows` (one fingerprint's) in `out`.
+    let ids_of = |rows: &[u32], out: &mut Vec<i64>| {
+        out.clear();
+        if crate::memory::reserve(out, rows.len()).is_none() {
+            pairs_out_of_memory(&format!("the ids of {} rows with one fingerprint", rows.len()));
+        }
+        out.extend(rows.iter().map(|&i| ids[i as usize]));
+    };
     let mut row_ids = Vec::new();
     for rows in groups.repeated() {
-        row_ids.clear();
-        row_ids.extend(rows.iter().map(|&i| ids[i as usize]));
+        ids_of(rows, &mut row_ids);
         candidates.push_all_pairs(&row_ids);
         budget.check(candidates.bytes());
     }
     let mut b_ids = Vec::new();
     find_pairs(&groups.distinct, k, &mut |u, v, d| {
-        row_ids.clear();
-        row_ids.extend(groups.holders(u).iter().map(|&i| ids[i as usize]));
-        b_ids.clear();
-        b_ids.extend(groups.holders(v).iter().map(|&i| ids[i as usize]));
+        ids_of(groups.holders(u), &mut row_ids);
+        ids_of(groups.holders(v), &mut b_ids);
         candidates.push_cross(&row_ids, &b_ids, d);
         budget.check(candidates.bytes());
     });
@@ -281,7 +287,9 @@ fn verified_groups(
             );
         }
     };
-    let groups = candidates.groups(&distinct, &mut verify, &mut progress);
+    let groups = candidates.groups(&distinct, &mut verify, &mut progress).unwrap_or_else(|_| {
+        pairs_out_of_memory(&format!("the groups of the {} rows in candidate pairs", distinct.len()))
+    });
     pgrx::debug1!(
         "simhash: {all} candidate pairs among {} rows ({} texts read), {} of them verified, {} joined two groups",
         distinct.len(),

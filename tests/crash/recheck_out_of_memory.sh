@@ -12,7 +12,13 @@
 # within 2 through the index (codes: `index::codes::scan::rows_within`, the segments probed, else,
 # memory refused, the code store read whole; then the TIDs); and radius scans count them. In each
 # case the same backend answers a query afterwards, and the server log written meanwhile shows no
-# backend terminated by a signal (no restart of the cluster). About 30 s.
+# backend terminated by a signal (no restart of the cluster).
+#
+# The same for the near-duplicate search in memory (`simhash_pairs` / `simhash_clusters` of a query
+# or of a table without a simhash index; of a bit(n) column, the self-join through its index): its
+# rows, their groups and its table of fingerprints, and the pairs or groups of codes, ERROR 53200.
+# On a third table of 1,000,000 distinct simhash64 fingerprints (radius 0: no pair) and a fourth of
+# 400,000 bit(64) codes in 200,000 pairs of copies. About 40 s.
 #   usage: tests/crash/recheck_out_of_memory.sh     (PG_MAJOR=15|18; the scripts/common.sh cluster)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -29,7 +35,12 @@ CREATE TABLE s (id bigserial PRIMARY KEY, fp simhash64);
 INSERT INTO s (fp) SELECT '00000000000000ff'::simhash64 FROM generate_series(1, 2000000);
 CREATE INDEX s_fp ON s USING simhash (fp);
 SELECT simhash_add_dedup('s', 'fp', 2, 'error', deferred => true) IS NOT NULL AS attached;
-ANALYZE t, s;
+CREATE TABLE u (id bigserial PRIMARY KEY, fp simhash64);
+INSERT INTO u (fp) SELECT lpad(to_hex(g * 2654435761), 16, '0')::simhash64 FROM generate_series(1, 1000000) g;
+CREATE TABLE c (id bigserial PRIMARY KEY, code bit(64));
+INSERT INTO c (code) SELECT ('x' || left(md5((g / 2)::text), 16))::bit(64) FROM generate_series(1, 400000) g;
+CREATE INDEX c_code ON c USING simhash (code);
+ANALYZE t, s, u, c;
 SQL
 log_offset=$(stat -c %s "$SIMHASH_PGDATA/server.log")
 failures=0
@@ -43,6 +54,8 @@ run() {
 LOAD '\$libdir/simhash';
 SELECT count(*) >= 2000000 AS read FROM t;
 SELECT count(*) >= 2000000 AS read FROM s;
+SELECT count(*) >= 1000000 AS read FROM u;
+SELECT count(*) >= 400000 AS read FROM c;
 SET work_mem = '1GB';
 SET enable_seqscan = off;
 SELECT pg_backend_pid() AS pid \\gset
@@ -86,6 +99,22 @@ run 8 "^ 2000000$" "SET enable_indexscan = off; SELECT count(*) FROM t WHERE sim
 # simhash64: the bitmap scan streams; the index scan's passes find no memory either: 53200.
 run 8 "^ 2000000$" "SET enable_indexscan = off; SELECT count(*) FROM s WHERE fp <~> '00000000000000fe' <= 2;"
 run 8 "ERROR:  53200: out of memory for the rows of an ordered simhash index scan" "SELECT count(*) FROM s WHERE fp <~> '00000000000000fe' <= 2;"
+# The near-duplicate search in memory, 1,000,000 distinct fingerprints (48 MB fit): 8 MB: its rows
+# do not fit as they are read; 30 MB: they do (16 MB), but not their groups by fingerprint; 44 MB:
+# those too, but not the table of (key, row) pairs (16 MB) it sorts.
+pairs_out_of_memory="ERROR:  53200: out of memory for the"
+run 8 "$pairs_out_of_memory rows of a near-duplicate search (" "SELECT count(*) FROM simhash_pairs('SELECT id, fp FROM u', 0);"
+run 30 "$pairs_out_of_memory 1000000 rows of a near-duplicate search" "SELECT count(*) FROM simhash_clusters('SELECT id, fp FROM u', 0);"
+run 44 "$pairs_out_of_memory table of the 1000000 distinct fingerprints" "SELECT count(*) FROM simhash_pairs('SELECT id, fp FROM u', 0);"
+# (the forms that name a table without a simhash index search the same way)
+run 8 "$pairs_out_of_memory rows of a near-duplicate search (" "SELECT count(*) FROM simhash_clusters('u', 'fp', 0);"
+# Codes, the self-join through the index: 16 MB: the groups of the rows in pairs do not fit; the
+# 200,000 pairs (4.8 MB, within maintenance_work_mem) do not either (seen: "out of memory for more
+# than 131072 near-duplicate pairs", or PostgreSQL's own 53200 as the join reads its rows, with a
+# few MB more or less); 64 MB: everything fits.
+run 16 "$pairs_out_of_memory groups of the .* rows in near-duplicate pairs" "SELECT count(*) FROM simhash_clusters('c', 'code', 0);"
+run 16 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_pairs('c', 'code', 0);"
+run 64 "^ 199999$" "SELECT count(*) FROM simhash_pairs('c', 'code', 0);"
 if tail -c +"$((log_offset + 1))" "$SIMHASH_PGDATA/server.log" | grep -E "terminated by signal|was terminated|all server processes terminated"; then
     echo "FAILED: a backend was terminated (the cluster restarted)" >&2
     failures=$((failures + 1))

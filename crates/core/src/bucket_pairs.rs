@@ -19,6 +19,7 @@
 
 use crate::buckets::{reported_in, segment_value, MAX_PROBED_RADIUS};
 use crate::distance::{hamming, SEGMENTS, SEGMENT_BITS};
+use crate::pairs::{push, OutOfMemory};
 use crate::probes::segment_radii;
 
 /// An entry of a bucket: a fingerprint and what the caller files with it (a row's position).
@@ -74,15 +75,16 @@ impl<T: Copy> Bucket<T> {
         Bucket { entries: Vec::new(), groups: Vec::new(), runs: Vec::new() }
     }
 
-    /// Sorts and groups the entries (of segment `n`, `bits` bucket bits).
-    fn prepare(&mut self, n: u32, bits: u32) {
+    /// Sorts and groups the entries (of segment `n`, `bits` bucket bits), or [`OutOfMemory`] for
+    /// the groups.
+    fn prepare(&mut self, n: u32, bits: u32) -> Result<(), OutOfMemory> {
         self.entries.sort_unstable_by_key(|entry| (segment_value(entry.0, n), entry.0));
         self.groups.clear();
         let mut start = 0;
         while start < self.entries.len() {
             let fp = self.entries[start].0;
             let end = start + self.entries[start..].iter().take_while(|e| e.0 == fp).count();
-            self.groups.push(start..end);
+            push(&mut self.groups, start..end)?;
             start = end;
         }
         let low_mask = (1usize << (SEGMENT_BITS - bits)) - 1;
@@ -94,6 +96,7 @@ impl<T: Copy> Bucket<T> {
         for v in 1..self.runs.len() {
             self.runs[v] += self.runs[v - 1];
         }
+        Ok(())
     }
 
     fn fingerprint(&self, group: usize) -> u64 {
@@ -184,8 +187,15 @@ fn pairs_between<T: Copy>(
 /// `bits` bucket bits, whose buckets `load(segment, bucket, entries)` reads, to `on_pairs`, a group
 /// of entries with one fingerprint at a time (so that many copies of one fingerprint cost one
 /// comparison, not one per pair of them). `progress(buckets finished, of 4 << bits)` is called after
-/// each bucket and every million comparisons: the place to check for cancellation.
-pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPairs<T>, progress: &mut dyn FnMut(u64)) {
+/// each bucket and every million comparisons: the place to check for cancellation. [`OutOfMemory`]
+/// when the groups of a bucket's entries do not fit.
+pub fn for_each_pair<T: Copy>(
+    k: u32,
+    bits: u32,
+    load: Load<T>,
+    on_pairs: OnPairs<T>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), OutOfMemory> {
     let Some(radii) = segment_radii(k) else {
         panic!("radius {k} is above {MAX_PROBED_RADIUS}");
     };
@@ -203,7 +213,7 @@ pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPair
                 progress();
                 continue;
             }
-            left.prepare(n, bits);
+            left.prepare(n, bits)?;
             for partner in partner_buckets(bucket, radii[n as usize], bits) {
                 if partner == bucket {
                     pairs_between(&left, None, n, k, bits, on_pairs, &mut comparisons, progress);
@@ -211,13 +221,14 @@ pub fn for_each_pair<T: Copy>(k: u32, bits: u32, load: Load<T>, on_pairs: OnPair
                 }
                 right.entries.clear();
                 load(n, partner, &mut right.entries);
-                right.prepare(n, bits);
+                right.prepare(n, bits)?;
                 pairs_between(&left, Some(&right), n, k, bits, on_pairs, &mut comparisons, progress);
             }
             finished.set(finished.get() + 1);
             progress();
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -298,7 +309,8 @@ mod tests {
         for_each_pair(k, bits, &mut load, &mut on_pairs, &mut |done| {
             assert!(done >= finished && done <= 4 << bits);
             finished = done;
-        });
+        })
+        .unwrap();
         assert_eq!(finished, 4 << bits);
         pairs.sort_unstable();
         pairs
@@ -328,7 +340,8 @@ mod tests {
             entries.extend(buckets.get(&(n, bucket)).into_iter().flatten());
         };
         let mut calls = Vec::new();
-        for_each_pair(1, 8, &mut load, &mut |a, b, d| calls.push((a.len(), b.map(|b| b.len()), d)), &mut |_| {});
+        for_each_pair(1, 8, &mut load, &mut |a, b, d| calls.push((a.len(), b.map(|b| b.len()), d)), &mut |_| {})
+            .unwrap();
         calls.sort_unstable();
         assert_eq!(calls, vec![(10_000, None, 0), (10_000, None, 0), (10_000, Some(10_000), 1)]);
     }

@@ -600,4 +600,4 @@ impl Smallest {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -148,6 +148,7 @@ pub fn pairs_of_key(
         if block_hash(code(i), bits, block) == hash
             && members.first().is_none_or(|&m| block_equal(code(m), code(i), block))
         {
+            members.try_reserve(1).map_err(|_| CodeKeyError::OutOfMemory)?;
             members.push(i);
         }
     }
@@ -160,15 +161,22 @@ pub fn pairs_of_key(
     let mut near = Vec::new();
     for (m, &i) in members.iter().enumerate() {
         near.clear();
+        let mut refused = false;
         set.for_each_near(
             code(i),
             &mut |n| {
-                if n > m {
-                    near.push(n)
+                if n > m && !refused {
+                    refused = near.try_reserve(1).is_err();
+                    if !refused {
+                        near.push(n);
+                    }
                 }
             },
             interrupt,
         );
+        if refused {
+            return Err(CodeKeyError::OutOfMemory);
+        }
         near.sort_unstable();
         near.dedup();
         for &n in &near {

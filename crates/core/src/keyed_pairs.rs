@@ -18,6 +18,7 @@
 use crate::bucket_pairs::COMPARISONS_PER_PROGRESS;
 use crate::buckets::{segment_value, MAX_PROBED_RADIUS};
 use crate::distance::{hamming, SEGMENTS, SEGMENT_BITS};
+use crate::pairs::{push, vec_with_room};
 
 /// The largest radius the keys serve (the segments' pigeonhole with at most 2 bits per segment).
 pub const MAX_KEYED_RADIUS: u32 = MAX_PROBED_RADIUS;
@@ -93,6 +94,14 @@ pub enum KeyError {
     Radius(u32),
     /// No fingerprint has this key at this radius.
     Key(i32),
+    /// The system refused memory for the key's entries.
+    OutOfMemory,
+}
+
+impl From<crate::pairs::OutOfMemory> for KeyError {
+    fn from(_: crate::pairs::OutOfMemory) -> Self {
+        KeyError::OutOfMemory
+    }
 }
 
 /// What hears of the pairs of a key, a group of entries with one fingerprint at a time (their
@@ -105,7 +114,8 @@ pub type OnGroupPairs<'a> = &'a mut dyn FnMut(&[u32], Option<&[u32]>, u32);
 /// fingerprint cost one comparison (and, where the caller wants groups, not pairs, one call).
 /// Entries whose fingerprint does not have `key` are left out. `progress` is called every million
 /// comparisons: the place to check for cancellation. Memory: two indexes per entry and one offset
-/// per value of the bits outside the key's block (at most 2^11).
+/// per value of the bits outside the key's block (at most 2^11); [`KeyError::OutOfMemory`] when the
+/// key's entries do not fit.
 pub fn pairs_of_key(
     key: i32,
     k: u32,
@@ -137,7 +147,8 @@ pub fn pairs_of_key(
         start[i + 1] += start[i];
     }
     let mut next = start.clone();
-    let mut sorted = vec![0u32; start[slots] as usize];
+    let mut sorted = vec_with_room(start[slots] as usize)?;
+    sorted.resize(start[slots] as usize, 0u32);
     for (i, &fp) in entries.iter().enumerate().filter(|&(_, &fp)| mine(fp)) {
         let slot = &mut next[rest(fp) as usize];
         sorted[*slot as usize] = i as u32;
@@ -154,7 +165,7 @@ pub fn pairs_of_key(
             let fp = entries[run[at] as usize];
             let len = run[at..].iter().take_while(|&&i| entries[i as usize] == fp).count();
             let offset = start[slot] as usize;
-            groups.push(offset + at..offset + at + len);
+            push(&mut groups, offset + at..offset + at + len)?;
             at += len;
         }
         group_start[slot + 1] = groups.len();

@@ -8,9 +8,28 @@
 //! seen pairs. `B` is chosen per run to balance the number of sorts against the run lengths.
 //!
 //! Memory: the input (8 bytes per fingerprint) plus one table of (key, index) pairs (16 bytes per
-//! fingerprint), plus the pairs found.
+//! fingerprint), plus the pairs found. Every vector that grows with the rows is reserved with
+//! `try_reserve`: memory the system refuses is [`OutOfMemory`], not the abort of the process.
 
 use crate::distance::hamming;
+
+/// The system refused memory for a vector that grows with the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfMemory;
+
+/// An empty vector with room for `n` items, or [`OutOfMemory`].
+pub fn vec_with_room<T>(n: usize) -> Result<Vec<T>, OutOfMemory> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| OutOfMemory)?;
+    Ok(v)
+}
+
+/// `vec.push(item)`, or [`OutOfMemory`].
+pub fn push<T>(vec: &mut Vec<T>, item: T) -> Result<(), OutOfMemory> {
+    vec.try_reserve(1).map_err(|_| OutOfMemory)?;
+    vec.push(item);
+    Ok(())
+}
 
 /// Largest radius accepted: beyond it nearly every pair of a large set is a pair.
 pub const MAX_PAIRS_RADIUS: u32 = 16;
@@ -20,12 +39,18 @@ pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, usize);
 
 /// Calls `on_pair(i, j, distance)` (i < j, indexes into `fps`) once for every pair within `k`.
 /// `progress` is called after each table and every few million comparisons: the place to check for
-/// cancellation. Returns the number of tables used.
-pub fn for_each_pair(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32), progress: Progress) -> usize {
+/// cancellation. Returns the number of tables used, or [`OutOfMemory`] (before any pair) when the
+/// table of (key, index) pairs does not fit.
+pub fn for_each_pair(
+    fps: &[u64],
+    k: u32,
+    on_pair: &mut dyn FnMut(usize, usize, u32),
+    progress: Progress,
+) -> Result<usize, OutOfMemory> {
     assert!(k <= MAX_PAIRS_RADIUS, "radius {k} is out of range");
     let blocks = block_masks(choose_block_count(fps.len(), k));
     let tables = combinations(blocks.len(), blocks.len() - k as usize);
-    let mut order: Vec<(u64, u32)> = Vec::with_capacity(fps.len());
+    let mut order: Vec<(u64, u32)> = vec_with_room(fps.len())?;
     let mut found = 0usize;
     let mut comparisons = 0u64;
     for (t, table) in tables.iter().enumerate() {
@@ -56,7 +81,7 @@ pub fn for_each_pair(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, 
         }
         progress(t + 1, tables.len(), found);
     }
-    tables.len()
+    Ok(tables.len())
 }
 
 /// Rows grouped by fingerprint: the distinct values (ascending) and, for each, the rows holding it,
@@ -70,19 +95,21 @@ pub struct Duplicates {
 }
 
 impl Duplicates {
-    pub fn group(fps: &[u64]) -> Self {
-        let mut rows: Vec<u32> = (0..fps.len() as u32).collect();
+    /// The groups of `fps`, or [`OutOfMemory`].
+    pub fn group(fps: &[u64]) -> Result<Self, OutOfMemory> {
+        let mut rows: Vec<u32> = vec_with_room(fps.len())?;
+        rows.extend(0..fps.len() as u32);
         rows.sort_unstable_by_key(|&i| fps[i as usize]);
         let mut distinct = Vec::new();
         let mut starts = Vec::new();
         for (position, &i) in rows.iter().enumerate() {
             if distinct.last() != Some(&fps[i as usize]) {
-                distinct.push(fps[i as usize]);
-                starts.push(position as u32);
+                push(&mut distinct, fps[i as usize])?;
+                push(&mut starts, position as u32)?;
             }
         }
-        starts.push(rows.len() as u32);
-        Duplicates { distinct, starts, rows }
+        push(&mut starts, rows.len() as u32)?;
+        Ok(Duplicates { distinct, starts, rows })
     }
 
     /// The rows (indexes into the grouped slice) whose fingerprint is `distinct[u]`.
@@ -152,17 +179,30 @@ pub struct Groups<K> {
     keys: Vec<K>,
 }
 
+impl Groups<usize> {
+    /// Items `0..n`, each in a group of its own (its key its number), or [`OutOfMemory`].
+    pub fn numbered(n: usize) -> Result<Self, OutOfMemory> {
+        let mut keys = vec_with_room(n)?;
+        keys.extend(0..n);
+        Groups::of(keys)
+    }
+}
+
 impl<K: Ord + Copy> Groups<K> {
-    /// One group per key, numbered as given.
-    pub fn of(keys: Vec<K>) -> Self {
-        Groups { parent: (0..keys.len()).collect(), keys }
+    /// One group per key, numbered as given, or [`OutOfMemory`].
+    pub fn of(keys: Vec<K>) -> Result<Self, OutOfMemory> {
+        let mut parent = vec_with_room(keys.len())?;
+        parent.extend(0..keys.len());
+        Ok(Groups { parent, keys })
     }
 
-    /// Adds an item in a group of its own; returns its number.
-    pub fn add(&mut self, key: K) -> usize {
+    /// Adds an item in a group of its own; returns its number, or [`OutOfMemory`] (nothing added).
+    pub fn add(&mut self, key: K) -> Result<usize, OutOfMemory> {
+        self.parent.try_reserve(1).map_err(|_| OutOfMemory)?;
+        self.keys.try_reserve(1).map_err(|_| OutOfMemory)?;
         self.parent.push(self.keys.len());
         self.keys.push(key);
-        self.keys.len() - 1
+        Ok(self.keys.len() - 1)
     }
 
     pub fn len(&self) -> usize {
@@ -245,7 +285,7 @@ mod tests {
         let fps = fingerprints(3000, 0x1234_5678_9abc_def1);
         for k in 0..=MAX_PAIRS_RADIUS {
             let mut got = Vec::new();
-            for_each_pair(&fps, k, &mut |i, j, d| got.push((i, j, d)), &mut |_, _, _| {});
+            for_each_pair(&fps, k, &mut |i, j, d| got.push((i, j, d)), &mut |_, _, _| {}).unwrap();
             got.sort_unstable();
             let want = brute_force(&fps, k);
             assert_eq!(got.len(), want.len(), "k={k}");
@@ -272,30 +312,44 @@ mod tests {
 
     #[test]
     fn groups_duplicates() {
-        let groups = Duplicates::group(&[5, 1, 5, 3, 1, 5]);
+        let groups = Duplicates::group(&[5, 1, 5, 3, 1, 5]).unwrap();
         assert_eq!(groups.distinct, vec![1, 3, 5]);
         let mut holders: Vec<Vec<u32>> = (0..3).map(|u| groups.holders(u).to_vec()).collect();
         holders.iter_mut().for_each(|h| h.sort_unstable());
         assert_eq!(holders, vec![vec![1, 4], vec![3], vec![0, 2, 5]]);
         assert_eq!(groups.repeated().count(), 2);
-        assert!(Duplicates::group(&[]).distinct.is_empty());
+        assert!(Duplicates::group(&[]).unwrap().distinct.is_empty());
     }
 
     #[test]
     fn reports_progress_after_each_table() {
         let fps = fingerprints(500, 7);
         let mut calls = Vec::new();
-        let tables = for_each_pair(&fps, 3, &mut |_, _, _| {}, &mut |done, all, _| calls.push((done, all)));
+        let tables = for_each_pair(&fps, 3, &mut |_, _, _| {}, &mut |done, all, _| calls.push((done, all))).unwrap();
         assert_eq!(calls.last(), Some(&(tables, tables)));
+    }
+
+    /// Under a limit of the address space of 1 GB (`ulimit -v`, in a child process), the table of
+    /// 48M fingerprints (768 MB beside their 384 MB) is refused: `OutOfMemory`, before any pair,
+    /// instead of the abort of the process.
+    #[test]
+    fn a_table_beyond_memory_is_refused() {
+        if !crate::code_index::tests::under_ulimit(1 << 20, "pairs::tests::a_table_beyond_memory_is_refused") {
+            return;
+        }
+        let fps: Vec<u64> = (0..48u64 << 20).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let mut pairs = 0;
+        assert_eq!(for_each_pair(&fps, 3, &mut |_, _, _| pairs += 1, &mut |_, _, _| {}), Err(OutOfMemory));
+        assert_eq!(pairs, 0);
     }
 
     #[test]
     fn groups_take_the_least_key() {
-        let mut g = Groups::of(vec![50, 10, 30, 40]);
+        let mut g = Groups::of(vec![50, 10, 30, 40]).unwrap();
         g.union(0, 2);
         g.union(3, 0);
         assert_eq!((0..4).map(|i| g.representative(i)).collect::<Vec<_>>(), vec![30, 10, 30, 30]);
-        let five = g.add(5);
+        let five = g.add(5).unwrap();
         g.union(2, five);
         g.union(1, 1);
         assert_eq!((0..5).map(|i| g.representative(i)).collect::<Vec<_>>(), vec![5, 10, 5, 5, 5]);

@@ -12,7 +12,7 @@
 //! 0) or two sets at a distance ("every row of one with every row of the other"), as the searches
 //! report them, not one entry per pair.
 
-use crate::pairs::Groups;
+use crate::pairs::{vec_with_room, Groups, OutOfMemory};
 
 /// Candidates as they were found: ids in one flat vector, entries pointing into it.
 #[derive(Default)]
@@ -108,13 +108,14 @@ impl Candidates {
     /// least id of its group, in ascending order of id. `distinct` is [`Self::distinct_ids`];
     /// `verify(i, j)` gets positions in it (`i` may equal `j` when one id is on two rows) and is
     /// called only for pairs whose rows are not already in one group; `progress` every
-    /// [`PROGRESS_STEP`] pairs taken (and may stop everything by unwinding).
+    /// [`PROGRESS_STEP`] pairs taken (and may stop everything by unwinding). [`OutOfMemory`] when
+    /// the groups of the distinct ids do not fit.
     pub fn groups(
         mut self,
         distinct: &[i64],
         verify: &mut dyn FnMut(usize, usize) -> bool,
         progress: &mut dyn FnMut(Progress),
-    ) -> Vec<(i64, i64)> {
+    ) -> Result<Vec<(i64, i64)>, OutOfMemory> {
         // Ids to positions in `distinct`, once.
         let position = |id: i64| distinct.binary_search(&id).expect("every candidate id is in distinct") as i64;
         for id in &mut self.ids {
@@ -125,9 +126,12 @@ impl Candidates {
         }
         self.entries.sort_by_key(|e| e.distance);
         self.singles.sort_by_key(|s| s.2);
-        let mut groups = Groups::of(distinct.to_vec());
+        let mut keys = vec_with_room(distinct.len())?;
+        keys.extend_from_slice(distinct);
+        let mut groups = Groups::of(keys)?;
         // Whether a position is in some accepted pair.
-        let mut joined = vec![false; distinct.len()];
+        let mut joined = vec_with_room(distinct.len())?;
+        joined.resize(distinct.len(), false);
         let mut done = Progress::default();
         let mut take = |i: usize, j: usize, groups: &mut Groups<i64>, done: &mut Progress| {
             done.taken += 1;
@@ -174,7 +178,9 @@ impl Candidates {
             take(i as usize, j as usize, &mut groups, &mut done);
         }
         progress(done);
-        (0..distinct.len()).filter(|&i| joined[i]).map(|i| (distinct[i], groups.representative(i))).collect()
+        let mut rows = vec_with_room(joined.iter().filter(|&&j| j).count())?;
+        rows.extend((0..distinct.len()).filter(|&i| joined[i]).map(|i| (distinct[i], groups.representative(i))));
+        Ok(rows)
     }
 }
 
@@ -193,7 +199,7 @@ mod tests {
             }
         }
         let keys: Vec<i64> = index.keys().copied().collect();
-        let mut groups = Groups::of(keys.clone());
+        let mut groups = Groups::of(keys.clone()).unwrap();
         for &(a, b) in pairs {
             if accept(a, b) {
                 groups.union(keys.binary_search(&a).unwrap(), keys.binary_search(&b).unwrap());
@@ -241,14 +247,16 @@ mod tests {
             assert_eq!(candidates.pairs(), pairs.len() as u64);
             let distinct = candidates.distinct_ids();
             let mut calls = 0;
-            let got = candidates.groups(
-                &distinct,
-                &mut |i, j| {
-                    calls += 1;
-                    accept(distinct[i], distinct[j])
-                },
-                &mut |_| {},
-            );
+            let got = candidates
+                .groups(
+                    &distinct,
+                    &mut |i, j| {
+                        calls += 1;
+                        accept(distinct[i], distinct[j])
+                    },
+                    &mut |_| {},
+                )
+                .unwrap();
             assert_eq!(got, all_verified(&pairs, &accept), "round {round}");
             assert!(calls <= pairs.len());
         }
@@ -263,14 +271,16 @@ mod tests {
         candidates.push_all_pairs(&[2, 3]);
         let distinct = candidates.distinct_ids();
         let mut seen = Vec::new();
-        let got = candidates.groups(
-            &distinct,
-            &mut |i, j| {
-                seen.push((distinct[i], distinct[j]));
-                true
-            },
-            &mut |_| {},
-        );
+        let got = candidates
+            .groups(
+                &distinct,
+                &mut |i, j| {
+                    seen.push((distinct[i], distinct[j]));
+                    true
+                },
+                &mut |_| {},
+            )
+            .unwrap();
         assert_eq!(seen, vec![(2, 3), (1, 2)]);
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
     }
@@ -284,11 +294,9 @@ mod tests {
         candidates.push_cross(&[2], &[3], 2);
         candidates.push_cross(&[4], &[5], 1);
         let distinct = candidates.distinct_ids();
-        let got = candidates.groups(
-            &distinct,
-            &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4,
-            &mut |_| {},
-        );
+        let got = candidates
+            .groups(&distinct, &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4, &mut |_| {})
+            .unwrap();
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
     }
 
@@ -297,6 +305,6 @@ mod tests {
         let mut candidates = Candidates::default();
         candidates.push_all_pairs(&[9, 9]);
         let distinct = candidates.distinct_ids();
-        assert_eq!(candidates.groups(&distinct, &mut |i, j| i == j, &mut |_| {}), vec![(9, 9)]);
+        assert_eq!(candidates.groups(&distinct, &mut |i, j| i == j, &mut |_| {}), Ok(vec![(9, 9)]));
     }
 }

@@ -488,7 +488,7 @@ impl Segments for Crowded {
 /// Whether this is the run of `test` under a limit of the address space of `kib` KiB: else runs
 /// the test binary again for `test` alone under `ulimit -v` (so that the machine's memory does not
 /// matter), asserts that it passed, and is `false`.
-fn under_ulimit(kib: u64, test: &str) -> bool {
+pub(crate) fn under_ulimit(kib: u64, test: &str) -> bool {
     const LIMITED: &str = "SIMHASH_CORE_TEST_ULIMIT";
     if std::env::var_os(LIMITED).is_some() {
         return true;
