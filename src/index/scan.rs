@@ -109,6 +109,9 @@ pub(super) unsafe extern "C-unwind" fn amrescan(
 ) {
     unsafe {
         let state = state_of(scan);
+        // (what the keys are read with is freed here, not at the end of the query: an inner scan
+        // of a nested loop is rescanned for every outer row)
+        let _scratch = crate::pg::scratch::Scratch::new();
         if !keys.is_null() && nkeys > 0 {
             std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
         }

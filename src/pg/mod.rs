@@ -10,6 +10,7 @@ pub(crate) mod compat;
 pub(crate) mod errors;
 pub(crate) mod names;
 pub(crate) mod nodes;
+pub(crate) mod scratch;
 pub(crate) mod tid;
 pub(crate) mod tuplesort;
 pub(crate) mod twin;

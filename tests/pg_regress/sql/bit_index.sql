@@ -82,6 +82,24 @@ SELECT * FROM pg_temp.compare('c256t', ARRAY[0, 8, 24, 40, 128]);
 RESET max_parallel_maintenance_workers;
 DROP TABLE c256t;
 
+-- An inner index scan of a nested loop is rescanned for every outer row: what a rescan allocates
+-- must not stay until the end of the query (it did: about 125 bytes an outer row, the scan key's
+-- code detoasted in the executor's context). The executor's memory, read every 500 outer rows,
+-- grows by less than 64 kB over 20,000 rescans, for a radius and for nearest rows.
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+CREATE FUNCTION pg_temp.executor_bytes() RETURNS bigint LANGUAGE sql VOLATILE AS
+$$ SELECT sum(used_bytes)::bigint FROM pg_backend_memory_contexts WHERE name = 'ExecutorState' $$;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM c256 a JOIN c256 b ON b.code <@ simhash_code_ball(a.code, 0);
+SELECT max(used) - min(used) < 65536 AS radius_rescans_keep_nothing FROM (
+    SELECT CASE WHEN a.i % 500 = 0 AND a.i = b.i THEN pg_temp.executor_bytes() END AS used
+    FROM c256 a JOIN c256 b ON b.code <@ simhash_code_ball(a.code, 0)) s;
+SELECT max(used) - min(used) < 65536 AS nearest_rescans_keep_nothing FROM (
+    SELECT CASE WHEN a.i % 500 = 0 THEN pg_temp.executor_bytes() END AS used
+    FROM c256 a CROSS JOIN LATERAL (SELECT b.i FROM c256 b ORDER BY b.code <-> simhash_code_ball(a.code, 0) LIMIT 1) n) s;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+
 -- The planner takes the index for a selective ball, the sequential scan for one that reads all.
 -- (generic plans: the query code a parameter, printed alike on 15 and 18)
 SET plan_cache_mode = force_generic_plan;
