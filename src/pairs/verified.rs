@@ -15,6 +15,7 @@ use std::time::Instant;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use simhash_core::pairs::OutOfMemory;
 use simhash_core::verified_groups::{Candidates, Progress};
 
 use super::input::read_fingerprints;
@@ -61,7 +62,7 @@ fn simhash_verified_clusters_of_table(
         let function = unsafe { (*(*fcinfo).flinfo).fn_oid };
         unsafe {
             super::codes::for_each_code_pair(tbl, fp_column, id_column, k, false, function, &mut |a, b, d| {
-                candidates.push_cross(&[a], &[b], d);
+                fits(candidates.push_cross(&[a], &[b], d));
                 budget.check(candidates.bytes());
             })
         };
@@ -71,17 +72,17 @@ fn simhash_verified_clusters_of_table(
     match unsafe { TableSource::of(tbl, fp_column, id_column, k, fcinfo) } {
         Ok(source) => unsafe {
             source.for_each_pair(k, &mut |a, b, d| {
-                match b {
+                fits(match b {
                     None => candidates.push_all_pairs(a),
                     Some(b) => candidates.push_cross(a, b, d),
-                }
+                });
                 budget.check(candidates.bytes());
             })
         },
         Err(query) => {
             let spread = unsafe {
                 spread::spread_pairs(tbl, fp_column, id_column, k, false, fcinfo, &mut |a, b, d| {
-                    candidates.push_cross(&[a], &[b], d);
+                    fits(candidates.push_cross(&[a], &[b], d));
                     budget.check(candidates.bytes());
                 })
             };
@@ -162,16 +163,23 @@ fn candidates_of_query(query: &str, k: u32, candidates: &mut Candidates, budget:
     let mut row_ids = Vec::new();
     for rows in groups.repeated() {
         ids_of(rows, &mut row_ids);
-        candidates.push_all_pairs(&row_ids);
+        fits(candidates.push_all_pairs(&row_ids));
         budget.check(candidates.bytes());
     }
     let mut b_ids = Vec::new();
     find_pairs(&groups.distinct, k, &mut |u, v, d| {
         ids_of(groups.holders(u), &mut row_ids);
         ids_of(groups.holders(v), &mut b_ids);
-        candidates.push_cross(&row_ids, &b_ids, d);
+        fits(candidates.push_cross(&row_ids, &b_ids, d));
         budget.check(candidates.bytes());
     });
+}
+
+/// `result`, or ERROR 53200 when memory for the candidate pairs was refused.
+fn fits(result: Result<(), OutOfMemory>) {
+    if result.is_err() {
+        pairs_out_of_memory("the candidate pairs of a verified near-duplicate search");
+    }
 }
 
 /// `maintenance_work_mem`, for the candidates and the texts.
@@ -205,7 +213,9 @@ fn verified_groups(
     n: i32,
     budget: &Budget,
 ) -> Vec<(i64, i64)> {
-    let distinct = candidates.distinct_ids();
+    let distinct = candidates
+        .distinct_ids()
+        .unwrap_or_else(|_| pairs_out_of_memory(&format!("the ids of the {} candidate pairs", candidates.pairs())));
     let all = candidates.pairs();
     let held = candidates.bytes() + distinct.len() * 8;
     budget.check(held);
@@ -232,7 +242,9 @@ fn verified_groups(
                     budget.check(bytes);
                     // (a NULL id is in no candidate)
                     if let Some(id) = id {
-                        texts.push((id, body));
+                        if crate::memory::push(&mut texts, (id, body)).is_none() {
+                            pairs_out_of_memory(&format!("the texts of {} rows", distinct.len()));
+                        }
                     }
                 }
                 unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
@@ -242,7 +254,11 @@ fn verified_groups(
     }
     texts.sort_unstable_by_key(|t| t.0);
     // The texts of distinct[i]: texts[starts[i]..starts[i + 1]].
-    let mut starts = Vec::with_capacity(distinct.len() + 1);
+    let room = |n: usize| {
+        crate::memory::vec_with_room::<usize>(n)
+            .unwrap_or_else(|| pairs_out_of_memory(&format!("the texts of {} rows", distinct.len())))
+    };
+    let mut starts = room(distinct.len() + 1);
     let mut at = 0;
     for &id in &distinct {
         while at < texts.len() && texts[at].0 < id {
@@ -251,15 +267,14 @@ fn verified_groups(
         starts.push(at);
     }
     starts.push(texts.len());
-    let ends: Vec<usize> = (0..distinct.len())
-        .map(|i| {
-            let mut end = starts[i];
-            while end < texts.len() && texts[end].0 == distinct[i] {
-                end += 1;
-            }
-            end
-        })
-        .collect();
+    let mut ends = room(distinct.len());
+    ends.extend((0..distinct.len()).map(|i| {
+        let mut end = starts[i];
+        while end < texts.len() && texts[end].0 == distinct[i] {
+            end += 1;
+        }
+        end
+    }));
     let alike = |a: &str, b: &str| {
         crate::fingerprint::similarity::overlap(a.as_bytes(), b.as_bytes(), n, "simhash_similarity")
             .jaccard()

@@ -12,7 +12,7 @@
 //! 0) or two sets at a distance ("every row of one with every row of the other"), as the searches
 //! report them, not one entry per pair.
 
-use crate::pairs::{vec_with_room, Groups, OutOfMemory};
+use crate::pairs::{push, vec_with_room, Groups, OutOfMemory};
 
 /// Candidates as they were found: ids in one flat vector, entries pointing into it.
 #[derive(Default)]
@@ -52,29 +52,36 @@ pub struct Progress {
 pub const PROGRESS_STEP: u64 = 1 << 14;
 
 impl Candidates {
-    /// Every two rows of `ids` (one fingerprint: distance 0).
-    pub fn push_all_pairs(&mut self, ids: &[i64]) {
+    /// Every two rows of `ids` (one fingerprint: distance 0); [`OutOfMemory`] (nothing added) when
+    /// memory for them is refused.
+    pub fn push_all_pairs(&mut self, ids: &[i64]) -> Result<(), OutOfMemory> {
         if ids.len() > 1 {
-            self.push(ids, None, 0);
+            self.push(ids, None, 0)?;
         }
+        Ok(())
     }
 
-    /// Every row of `a` with every row of `b`, at `distance`.
-    pub fn push_cross(&mut self, a: &[i64], b: &[i64], distance: u32) {
+    /// Every row of `a` with every row of `b`, at `distance`; [`OutOfMemory`] (nothing added) when
+    /// memory for them is refused.
+    pub fn push_cross(&mut self, a: &[i64], b: &[i64], distance: u32) -> Result<(), OutOfMemory> {
         match (a, b) {
-            ([a], [b]) => self.singles.push((*a, *b, distance)),
-            _ if !a.is_empty() && !b.is_empty() => self.push(a, Some(b), distance),
+            ([a], [b]) => push(&mut self.singles, (*a, *b, distance))?,
+            _ if !a.is_empty() && !b.is_empty() => self.push(a, Some(b), distance)?,
             _ => {}
         }
+        Ok(())
     }
 
-    fn push(&mut self, a: &[i64], b: Option<&[i64]>, distance: u32) {
+    fn push(&mut self, a: &[i64], b: Option<&[i64]>, distance: u32) -> Result<(), OutOfMemory> {
         let start = self.ids.len();
+        self.ids.try_reserve(a.len() + b.map_or(0, <[i64]>::len)).map_err(|_| OutOfMemory)?;
+        self.entries.try_reserve(1).map_err(|_| OutOfMemory)?;
         self.ids.extend_from_slice(a);
         if let Some(b) = b {
             self.ids.extend_from_slice(b);
         }
         self.entries.push(Entry { start, a: a.len() as u32, b: b.map(|b| b.len() as u32), distance });
+        Ok(())
     }
 
     /// The memory the candidates take.
@@ -94,14 +101,18 @@ impl Candidates {
             + self.singles.len() as u64
     }
 
-    /// The distinct ids in some candidate, ascending.
-    pub fn distinct_ids(&self) -> Vec<i64> {
+    /// The distinct ids in some candidate, ascending, or [`OutOfMemory`].
+    pub fn distinct_ids(&self) -> Result<Vec<i64>, OutOfMemory> {
         // (through a set: the ids repeat, and a copy of them all would double the memory)
-        let set: std::collections::HashSet<i64> =
-            self.ids.iter().copied().chain(self.singles.iter().flat_map(|&(a, b, _)| [a, b])).collect();
-        let mut ids: Vec<i64> = set.into_iter().collect();
+        let mut set = std::collections::HashSet::new();
+        for id in self.ids.iter().copied().chain(self.singles.iter().flat_map(|&(a, b, _)| [a, b])) {
+            set.try_reserve(1).map_err(|_| OutOfMemory)?;
+            set.insert(id);
+        }
+        let mut ids = vec_with_room(set.len())?;
+        ids.extend(set);
         ids.sort_unstable();
-        ids
+        Ok(ids)
     }
 
     /// The groups of the candidates that `verify` accepts: every id in an accepted pair, with the
@@ -124,8 +135,11 @@ impl Candidates {
         for (a, b, _) in &mut self.singles {
             (*a, *b) = (position(*a), position(*b));
         }
-        self.entries.sort_by_key(|e| e.distance);
-        self.singles.sort_by_key(|s| s.2);
+        // (unstable sorts, which take no memory; the entries keep the order they came in, as
+        // `start` grows with them, and the singles' order among equal distances changes which
+        // pairs are verified, not the groups)
+        self.entries.sort_unstable_by_key(|e| (e.distance, e.start));
+        self.singles.sort_unstable_by_key(|&(a, b, distance)| (distance, a, b));
         let mut keys = vec_with_room(distinct.len())?;
         keys.extend_from_slice(distinct);
         let mut groups = Groups::of(keys)?;
@@ -228,7 +242,7 @@ mod tests {
                 let d = (next(&mut state) % 4) as u32;
                 let a: Vec<i64> = (0..1 + next(&mut state) % 3).map(|_| (next(&mut state) % rows) as i64).collect();
                 if next(&mut state).is_multiple_of(3) {
-                    candidates.push_all_pairs(&a);
+                    candidates.push_all_pairs(&a).unwrap();
                     for (x, &i) in a.iter().enumerate() {
                         for &j in &a[x + 1..] {
                             pairs.push((i, j));
@@ -236,7 +250,7 @@ mod tests {
                     }
                 } else {
                     let b: Vec<i64> = (0..1 + next(&mut state) % 3).map(|_| (next(&mut state) % rows) as i64).collect();
-                    candidates.push_cross(&a, &b, d);
+                    candidates.push_cross(&a, &b, d).unwrap();
                     for &i in &a {
                         for &j in &b {
                             pairs.push((i, j));
@@ -245,7 +259,7 @@ mod tests {
                 }
             }
             assert_eq!(candidates.pairs(), pairs.len() as u64);
-            let distinct = candidates.distinct_ids();
+            let distinct = candidates.distinct_ids().unwrap();
             let mut calls = 0;
             let got = candidates
                 .groups(
@@ -266,10 +280,10 @@ mod tests {
     fn closest_first_and_skips_pairs_within_a_group() {
         // 1-2-3 all alike: the close pairs join them, the far pair 1-3 is never verified.
         let mut candidates = Candidates::default();
-        candidates.push_cross(&[1], &[3], 5);
-        candidates.push_cross(&[1], &[2], 1);
-        candidates.push_all_pairs(&[2, 3]);
-        let distinct = candidates.distinct_ids();
+        candidates.push_cross(&[1], &[3], 5).unwrap();
+        candidates.push_cross(&[1], &[2], 1).unwrap();
+        candidates.push_all_pairs(&[2, 3]).unwrap();
+        let distinct = candidates.distinct_ids().unwrap();
         let mut seen = Vec::new();
         let got = candidates
             .groups(
@@ -289,11 +303,11 @@ mod tests {
     fn a_chain_through_a_rejected_pair_still_joins() {
         // 1-3 rejected, but 1-2 and 2-3 accepted: one group.
         let mut candidates = Candidates::default();
-        candidates.push_cross(&[1], &[3], 0);
-        candidates.push_cross(&[1], &[2], 2);
-        candidates.push_cross(&[2], &[3], 2);
-        candidates.push_cross(&[4], &[5], 1);
-        let distinct = candidates.distinct_ids();
+        candidates.push_cross(&[1], &[3], 0).unwrap();
+        candidates.push_cross(&[1], &[2], 2).unwrap();
+        candidates.push_cross(&[2], &[3], 2).unwrap();
+        candidates.push_cross(&[4], &[5], 1).unwrap();
+        let distinct = candidates.distinct_ids().unwrap();
         let got = candidates
             .groups(&distinct, &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4, &mut |_| {})
             .unwrap();
@@ -303,8 +317,8 @@ mod tests {
     #[test]
     fn one_id_on_two_rows() {
         let mut candidates = Candidates::default();
-        candidates.push_all_pairs(&[9, 9]);
-        let distinct = candidates.distinct_ids();
+        candidates.push_all_pairs(&[9, 9]).unwrap();
+        let distinct = candidates.distinct_ids().unwrap();
         assert_eq!(candidates.groups(&distinct, &mut |i, j| i == j, &mut |_| {}), Ok(vec![(9, 9)]));
     }
 }

@@ -319,6 +319,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
         let held = state.codes.capacity() + state.tids.capacity() * TID + rows * (4 + 8 * 2);
         let room = state.budget.saturating_sub(held) / (rows * 4).max(1);
         let thread_allowed = pg_sys::max_parallel_maintenance_workers > 0 && pg_sys::max_parallel_workers > 0;
+        let mut how = "in memory on one thread";
         if rows >= THREAD_ROWS && room >= 1 && thread_allowed {
             let at_once = room.min(VALUES_AT_ONCE.min(layout.indexed as usize));
             let mut values: Vec<u32> = Vec::new();
@@ -358,7 +359,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
                 }
                 // (the system refused the thread: the build goes on here, nothing written yet)
                 Ok(OnThread::NotStarted) => {
-                    report_path(out, rows, layout, "in memory on one thread (the system refused a second one)");
+                    how = "in memory on one thread (the system refused a second one)";
                     (state.codes, state.tids) = (codes, tids)
                 }
                 Err(ThreadFailed) => raise(
@@ -412,7 +413,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
             }
             first += n as u32;
         }
-        report_path(out, rows, layout, "in memory on one thread");
+        report_path(out, rows, layout, how);
     }
 }
 
