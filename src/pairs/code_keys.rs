@@ -79,7 +79,8 @@ fn simhash_code_key_pairs(
     }
     let mut pairs = Vec::new();
     let mut push = super::pair_collector(&mut pairs);
-    let mut links = Vec::new();
+    // (with `links_only`, fewer than one per row: room for them made first)
+    let mut links = granted(crate::memory::vec_with_room(if links_only { row_ids.len() } else { 0 }), rows);
     let mut groups = granted(Groups::numbered(row_ids.len()).ok(), rows);
     let mut on_pair = |i: usize, j: usize, d: u32| {
         let (a, b) = (row_ids[i], row_ids[j]);

@@ -71,8 +71,9 @@ fn simhash_key_pairs(
     }
     let mut pairs = Vec::new();
     let mut push = super::pair_collector(&mut pairs);
-    // With `links_only`, a pair only where it joins two groups: at most one per row, so no budget.
-    let mut links = Vec::new();
+    // With `links_only`, a pair only where it joins two groups: fewer than one per row, so no
+    // budget, and room for them made first.
+    let mut links = granted(crate::memory::vec_with_room(if links_only { row_ids.len() } else { 0 }), rows);
     // (the groups of the key's rows, by position)
     let mut groups = granted(Groups::numbered(row_ids.len()).ok(), rows);
     let id = |i: u32| row_ids[i as usize];
