@@ -49,7 +49,17 @@ kill -0 "$load" 2>/dev/null || { cat "$work/pgbench.log"; die "pgbench ended bef
 # would be re-parented, and a busy one would hold the shared memory against the restart).
 postmaster=$(head -1 "$SIMHASH_PGDATA/postmaster.pid")
 kill -STOP "$postmaster"
-server_pids=("$postmaster" $(pgrep -P "$postmaster" || true))
+# (its children from /proc: a fresh Debian root has no pgrep)
+children_of() {
+    local stat rest state ppid
+    for stat in /proc/[0-9]*/stat; do
+        rest=$(cat "$stat" 2>/dev/null) || continue
+        read -r state ppid _ <<<"${rest##*) }"
+        [ "$ppid" = "$1" ] && { stat=${stat#/proc/}; echo "${stat%/stat}"; }
+    done
+    return 0
+}
+server_pids=("$postmaster" $(children_of "$postmaster"))
 kill -9 "${server_pids[@]}" 2>/dev/null || true
 load_status=0
 wait "$load" || load_status=$?
