@@ -201,7 +201,7 @@ pub(super) fn granted<T>(value: Option<T>, what: &dyn Fn() -> String) -> T {
 
 /// `result`, or [`pairs_out_of_memory`] for the `rows` rows of a near-duplicate search.
 #[track_caller]
-fn or_out_of_memory<T>(result: Result<T, OutOfMemory>, rows: usize) -> T {
+pub(super) fn or_out_of_memory<T>(result: Result<T, OutOfMemory>, rows: usize) -> T {
     result.unwrap_or_else(|OutOfMemory| pairs_out_of_memory(&format!("the {rows} rows of a near-duplicate search")))
 }
 

@@ -20,7 +20,7 @@ use simhash_core::verified_groups::{Candidates, Progress};
 
 use super::input::read_fingerprints;
 use super::through_index::TableSource;
-use super::{check_radius, find_pairs, pairs_out_of_memory, spread, NOTICE_EVERY};
+use super::{check_radius, find_pairs, or_out_of_memory, pairs_out_of_memory, spread, NOTICE_EVERY};
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, quote_identifier};
 
@@ -150,8 +150,7 @@ fn check_rows(rows: &str) {
 /// k)` finds its pairs.
 fn candidates_of_query(query: &str, k: u32, candidates: &mut Candidates, budget: &Budget) {
     let (ids, fps) = read_fingerprints(query);
-    let groups = simhash_core::pairs::Duplicates::group(&fps)
-        .unwrap_or_else(|_| pairs_out_of_memory(&format!("the {} rows of a near-duplicate search", ids.len())));
+    let groups = or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps), ids.len());
     // The ids of the rows `rows` (one fingerprint's) in `out`.
     let ids_of = |rows: &[u32], out: &mut Vec<i64>| {
         out.clear();
