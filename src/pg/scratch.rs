@@ -2,9 +2,9 @@
 //!
 //! `amrescan` runs in the executor's per-query context: what it allocates there (a detoasted copy
 //! of a scan key's code, say) lives until the end of the query. An inner index scan of a nested
-//! loop is rescanned once per outer row, so such allocations grew with the outer rows (about 125
-//! bytes a row: 50 MB for a self-join of 400,000 codes). Work that copies what it keeps into Rust
-//! values runs in a [`Scratch`] context instead, deleted when the work ends.
+//! loop is rescanned once per outer row, so such allocations grew with the outer rows (3.2 MB, then
+//! 6.9 MB 0.75 s later, during a self-join of 400,000 codes). Work that copies what it keeps into
+//! Rust values runs in a [`Scratch`] context instead, deleted when the work ends.
 
 use pgrx::pg_sys;
 

@@ -83,8 +83,8 @@ RESET max_parallel_maintenance_workers;
 DROP TABLE c256t;
 
 -- An inner index scan of a nested loop is rescanned for every outer row: what a rescan allocates
--- must not stay until the end of the query (it did: about 125 bytes an outer row, the scan key's
--- code detoasted in the executor's context). The executor's memory, read every 500 outer rows,
+-- must not stay until the end of the query (it did: each outer row's scan key, its code detoasted
+-- in the executor's context). The executor's memory, read every 500 outer rows,
 -- grows by less than 64 kB over 20,000 rescans, for a radius and for nearest rows.
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
