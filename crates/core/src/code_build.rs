@@ -272,9 +272,10 @@ pub enum OnThread {
 /// The second thread runs this crate's code alone, on the data given: nothing of the caller's.
 /// `spawning()` is called on this thread just before the thread starts and its result dropped just
 /// after (in PostgreSQL it blocks every signal, which the new thread inherits, so that the signals
-/// reach this thread alone). This thread checks `interrupt` while it waits; when it unwinds
-/// (`first`, `write` or `interrupt` unwinding), the second thread stops at its next check, and this
-/// returns once it has. A thread the system refuses is [`OnThread::NotStarted`], not an error.
+/// reach this thread alone). This thread checks `interrupt` before it waits for each segment and
+/// every [`WAIT_MS`] of waiting; when it unwinds (`first`, `write` or `interrupt` unwinding), the
+/// second thread stops at its next check, and this returns once it has. A thread the system
+/// refuses is [`OnThread::NotStarted`], not an error.
 #[allow(clippy::too_many_arguments)]
 pub fn segments_on_thread<C, G>(
     layout: &Layout,
@@ -349,6 +350,9 @@ pub fn segments_on_thread<C, G>(
         let Ok(thread) = thread else { return Ok(OnThread::NotStarted) };
         first(context);
         for i in 0..layout.indexed {
+            // A check before each wait, not only when one times out: the other thread may hand
+            // over every segment within a wait.
+            interrupt.check();
             let (segment, directory, entries) = loop {
                 match done.recv_timeout(std::time::Duration::from_millis(WAIT_MS)) {
                     Ok(made) => break made,

@@ -325,10 +325,13 @@ fn segments_on_a_thread_stop() {
     // An error while writing segment 2.
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&order, Interrupt::NEVER, 2)));
     assert!(unwound.is_err());
-    // An interrupt while waiting (the first check stops; the other thread takes far longer than
-    // a wait to make every segment).
+    // An interrupt while waiting: the first check, before the first segment's wait, stops (it
+    // does not depend on the other thread being slower than a wait, which it need not be).
     let (stopped, calls) = run_stopping(1, |interrupt| run(&order, interrupt, u32::MAX));
     assert!(stopped && calls == 1, "{calls} checks");
+    // Checks are made however fast the other thread is: at least one a segment.
+    let (stopped, calls) = run_stopping(usize::MAX, |interrupt| run(&order, interrupt, u32::MAX));
+    assert!(!stopped && calls >= layout.indexed as usize, "{calls} checks");
     // The other thread failing (a row beyond the codes).
     let mut broken = order.clone();
     broken[rows / 2] = rows as u32;
