@@ -18,7 +18,8 @@
 # or of a table without a simhash index; of a bit(n) column, the self-join through its index): its
 # rows, their groups and its table of fingerprints, and the pairs or groups of codes, ERROR 53200.
 # On a third table of 1,000,000 distinct simhash64 fingerprints (radius 0: no pair) and a fourth of
-# 400,000 bit(64) codes in 200,000 pairs of copies. About 40 s.
+# 400,000 bit(64) codes in 200,000 pairs of copies; pairs through the index of a simhash64 column
+# and the verified forms (with texts) on two tables of 200,000 rows. About 50 s.
 #   usage: tests/crash/recheck_out_of_memory.sh     (PG_MAJOR=15|18; the scripts/common.sh cluster)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -40,7 +41,15 @@ INSERT INTO u (fp) SELECT lpad(to_hex(g * 2654435761), 16, '0')::simhash64 FROM 
 CREATE TABLE c (id bigserial PRIMARY KEY, code bit(64));
 INSERT INTO c (code) SELECT ('x' || left(md5((g / 2)::text), 16))::bit(64) FROM generate_series(1, 400000) g;
 CREATE INDEX c_code ON c USING simhash (code);
-ANALYZE t, s, u, c;
+CREATE TABLE w (id bigserial PRIMARY KEY, fp simhash64, body text);
+INSERT INTO w (fp, body) SELECT lpad(to_hex((g / 2) * 2654435761), 16, '0')::simhash64, 'text of row ' || (g / 2)
+FROM generate_series(1, 200000) g;
+CREATE INDEX w_fp ON w USING simhash (fp);
+CREATE TABLE v (id bigserial PRIMARY KEY, code bit(64), body text);
+INSERT INTO v (code, body) SELECT ('x' || left(md5((g / 2)::text), 16))::bit(64), 'text of row ' || (g / 2)
+FROM generate_series(1, 200000) g;
+CREATE INDEX v_code ON v USING simhash (code);
+ANALYZE t, s, u, c, w, v;
 SQL
 log_offset=$(stat -c %s "$SIMHASH_PGDATA/server.log")
 failures=0
@@ -118,6 +127,18 @@ run 8 "$pairs_out_of_memory rows of a near-duplicate search (" "SELECT count(*) 
 run 16 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_clusters('c', 'code', 0);"
 run 16 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_pairs('c', 'code', 0);"
 run 64 "^ 199999$" "SELECT count(*) FROM simhash_pairs('c', 'code', 0);"
+# Pairs through a simhash index of simhash64 fingerprints (its buckets' entries, then the groups
+# and pairs), and the verified forms (the candidate pairs, their ids, the texts), on 200,000 rows
+# in 100,000 pairs of copies with equal texts. The message depends on what runs out first (seen
+# at 4 MB: "out of memory for 131072 more entries of a simhash index", "out of memory for the
+# candidate pairs of a verified near-duplicate search"; at 12 MB: "out of memory for the 57344
+# rows in near-duplicate pairs"; PostgreSQL's own as the texts are read): any 53200 passes.
+run 4 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_pairs('w', 'fp', 0);"
+run 12 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_pairs('w', 'fp', 0);"
+run 48 "^ 99999$" "SELECT count(*) FROM simhash_pairs('w', 'fp', 0);"
+run 4 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_clusters('v', 'code', 0, 'body', 0.5);"
+run 16 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_pairs('w', 'fp', 0, 'body', 0.5);"
+run 64 "^ 99999$" "SELECT count(*) FROM simhash_pairs('v', 'code', 0, 'body', 0.5);"
 if tail -c +"$((log_offset + 1))" "$SIMHASH_PGDATA/server.log" | grep -E "terminated by signal|was terminated|all server processes terminated"; then
     echo "FAILED: a backend was terminated (the cluster restarted)" >&2
     failures=$((failures + 1))
