@@ -19,7 +19,8 @@
 # rows, their groups and its table of fingerprints, and the pairs or groups of codes, ERROR 53200.
 # On a third table of 1,000,000 distinct simhash64 fingerprints (radius 0: no pair) and a fourth of
 # 400,000 bit(64) codes in 200,000 pairs of copies; pairs through the index of a simhash64 column
-# and the verified forms (with texts) on two tables of 200,000 rows. About 50 s.
+# and the verified forms (with texts) on two tables of 200,000 rows. And a build of an index of
+# codes whose second thread the system refuses (a limit of processes). About 60 s.
 #   usage: tests/crash/recheck_out_of_memory.sh     (PG_MAJOR=15|18; the scripts/common.sh cluster)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -139,6 +140,29 @@ run 48 "^ 99999$" "SELECT count(*) FROM simhash_pairs('w', 'fp', 0);"
 run 4 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_clusters('v', 'code', 0, 'body', 0.5);"
 run 16 "ERROR:  53200: out of memory" "SELECT count(*) FROM simhash_pairs('w', 'fp', 0, 'body', 0.5);"
 run 64 "^ 99999$" "SELECT count(*) FROM simhash_pairs('v', 'code', 0, 'body', 0.5);"
+# A thread the system refuses (here the limit of the postgres user's processes, below what it
+# runs): the build of an index of codes that would make its segments' entries on a second thread
+# builds on its own one instead (DEBUG1 says so), and the index is sound.
+out=$(psql -X -d "$db" 2>&1 <<'SQL'
+\set VERBOSITY terse
+LOAD '$libdir/simhash';
+SELECT pg_backend_pid() AS pid \gset
+\setenv PID :pid
+\! runuser -u postgres -- prlimit --pid "$PID" --nproc=1
+SET client_min_messages = debug1;
+CREATE INDEX v_code_all ON v USING simhash (code) WITH (segments = 256);
+RESET client_min_messages;
+SELECT simhash_index_check('v_code_all') AS indexed;
+SQL
+) || true
+if grep -q "200000 codes, .* built in memory on one thread (the system refused a second one)" <<<"$out" &&
+    grep -q "^ *200000$" <<<"$out"; then
+    echo "ok: a thread refused: the build on one thread"
+else
+    echo "FAILED: a thread refused: expected a build on one thread and a sound index, got:" >&2
+    echo "$out" >&2
+    failures=$((failures + 1))
+fi
 if tail -c +"$((log_offset + 1))" "$SIMHASH_PGDATA/server.log" | grep -E "terminated by signal|was terminated|all server processes terminated"; then
     echo "FAILED: a backend was terminated (the cluster restarted)" >&2
     failures=$((failures + 1))
