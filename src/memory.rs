@@ -15,18 +15,15 @@ use pgrx::PgSqlErrorCode;
 
 use crate::pg::errors::raise;
 
-/// An empty vector with room for `n` items, or `None` when memory runs out.
+/// An empty vector with room for `n` items, or `None` when memory runs out (the core's
+/// `vec_with_room`, as an `Option` for callers with a path that needs less).
 pub(crate) fn vec_with_room<T>(n: usize) -> Option<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).ok()?;
-    Some(v)
+    simhash_core::pairs::vec_with_room(n).ok()
 }
 
 /// `vec.push(item)` (growing it as `push` would), or `None` when memory runs out.
 pub(crate) fn push<T>(vec: &mut Vec<T>, item: T) -> Option<()> {
-    vec.try_reserve(1).ok()?;
-    vec.push(item);
-    Some(())
+    simhash_core::pairs::push(vec, item).ok()
 }
 
 /// `vec.reserve(more)`, or `None` when memory runs out.
