@@ -20,7 +20,8 @@
 # On a third table of 1,000,000 distinct simhash64 fingerprints (radius 0: no pair) and a fourth of
 # 400,000 bit(64) codes in 200,000 pairs of copies; pairs through the index of a simhash64 column
 # and the verified forms (with texts) on two tables of 200,000 rows. And a build of an index of
-# codes whose second thread the system refuses (a limit of processes). About 60 s.
+# codes whose second thread the system refuses (a limit of processes), and builds of one under
+# limits around what it needs. About 90 s.
 #   usage: tests/crash/recheck_out_of_memory.sh     (PG_MAJOR=15|18; the scripts/common.sh cluster)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
@@ -50,7 +51,9 @@ CREATE TABLE v (id bigserial PRIMARY KEY, code bit(64), body text);
 INSERT INTO v (code, body) SELECT ('x' || left(md5((g / 2)::text), 16))::bit(64), 'text of row ' || (g / 2)
 FROM generate_series(1, 200000) g;
 CREATE INDEX v_code ON v USING simhash (code);
-ANALYZE t, s, u, c, w, v;
+CREATE TABLE b (id bigserial PRIMARY KEY, code bit(1024));
+INSERT INTO b (code) SELECT ('x' || repeat(md5(g::text), 8))::bit(1024) FROM generate_series(1, 200000) g;
+ANALYZE t, s, u, c, w, v, b;
 SQL
 log_offset=$(stat -c %s "$SIMHASH_PGDATA/server.log")
 failures=0
@@ -163,6 +166,36 @@ else
     echo "$out" >&2
     failures=$((failures + 1))
 fi
+# The build of an index of codes (200,000 of 1,024 bits, every segment indexed: about 50 MB in
+# memory) under limits around what it needs, a MB apart: each build ends with 53200 or builds
+# (on a second thread, or on one when the system refuses the thread's stack). Between the two,
+# memory for a segment's directory and counts (256 kB) was refused on the second thread, and the
+# backend aborted (seen at 52 MB on PostgreSQL 15).
+for mb in $(seq 44 60); do
+    out=$(psql -X -d "$db" -v extra_mb="$mb" 2>&1 <<'SQL'
+\set VERBOSITY verbose
+LOAD '$libdir/simhash';
+SELECT count(*) FROM b;
+SET maintenance_work_mem = '1GB';
+SET client_min_messages = debug1;
+SELECT pg_backend_pid() AS pid \gset
+\setenv PID :pid
+\setenv EXTRA_MB :extra_mb
+\! v=$(awk '/VmSize/ {print $2}' /proc/$PID/status) && runuser -u postgres -- prlimit --pid "$PID" --as=$(( (v + EXTRA_MB * 1024) * 1024 ))
+CREATE INDEX b_code ON b USING simhash (code) WITH (segments = 256);
+RESET client_min_messages;
+DROP INDEX IF EXISTS b_code;
+SELECT 'backend ' || 'alive' AS after;
+SQL
+    ) || true
+    if grep -q "ERROR:  53200\|simhash index \"b_code\": 200000 codes" <<<"$out" && grep -q "backend alive" <<<"$out"; then
+        echo "ok: a build with $mb MB more: $(grep -o "ERROR:  53200: [^(]*\|built [a-z ',]*" <<<"$out" | head -1)"
+    else
+        echo "FAILED: a build with $mb MB more: expected 53200 or the index, and the backend alive, got:" >&2
+        echo "$out" >&2
+        failures=$((failures + 1))
+    fi
+done
 if tail -c +"$((log_offset + 1))" "$SIMHASH_PGDATA/server.log" | grep -E "terminated by signal|was terminated|all server processes terminated"; then
     echo "FAILED: a backend was terminated (the cluster restarted)" >&2
     failures=$((failures + 1))

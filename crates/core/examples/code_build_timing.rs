@@ -89,7 +89,7 @@ fn main() {
         in_values += t.elapsed().as_secs_f64();
         let t = Instant::now();
         for (g, values) in (first..).zip(values.chunks_exact(rows).take(n)) {
-            let directory = entries_of_values(&layout, g, values, &mut entries, Interrupt::NEVER);
+            let directory = entries_of_values(&layout, g, values, &mut entries, Interrupt::NEVER).unwrap();
             check = check.wrapping_add(entries[rows / 2]).wrapping_add(u64::from(directory[1]));
             for run in directory.windows(2) {
                 let len = (run[1] - run[0]) as usize;

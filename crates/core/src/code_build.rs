@@ -9,6 +9,7 @@
 //! [`segment_entries`]: crate::code_index::segment_entries
 
 use std::cmp::Ordering;
+use std::collections::TryReserveError;
 
 use crate::code_index::{directory_of_counts, Layout};
 use crate::interrupt::STEP;
@@ -140,7 +141,7 @@ pub fn segment_entries(
     values: &mut [u32],
     entries: &mut [u64],
     interrupt: Interrupt,
-) -> Vec<u32> {
+) -> Result<Vec<u32>, TryReserveError> {
     segment_values(layout, i, codes, code_bytes, None, values, interrupt);
     entries_of_values(layout, i, values, entries, interrupt)
 }
@@ -186,7 +187,8 @@ pub fn put_values(layout: &Layout, first: u32, code: &[u8], place: usize, values
 
 /// The entries of indexed segment `i` from its `values` (one a row, in ordinal order,
 /// [`segment_values`]), each `value << 32 | ordinal`, sorted, into `entries` (one element a row;
-/// its contents are overwritten), and the segment's directory, returned.
+/// its contents are overwritten), and the segment's directory, returned; `Err` when memory for
+/// the directory and the counts (one element a prefix) or for sorting a run runs out.
 ///
 /// The entries are put in order by a counting sort by the directory's prefix (the counts are the
 /// directory), which keeps the ordinals of a prefix ascending, and each prefix's run sorted alone
@@ -198,18 +200,18 @@ pub fn entries_of_values(
     values: &[u32],
     entries: &mut [u64],
     interrupt: Interrupt,
-) -> Vec<u32> {
+) -> Result<Vec<u32>, TryReserveError> {
     let rows = entries.len();
     assert!(values.len() == rows);
     assert!(u32::try_from(rows).is_ok(), "ordinals are u32");
-    let mut counts = vec![0u32; layout.directory_len(i) - 1];
+    let mut counts = zeros(layout.directory_len(i) - 1)?;
     let low_bits = layout.low_bits_of(i);
     for range in crate::interrupt::ranges(rows, interrupt) {
         for &value in &values[range] {
             counts[(value as u64 >> low_bits) as usize] += 1;
         }
     }
-    let directory = directory_of_counts(&counts);
+    let directory = directory_of_counts(&counts)?;
     // counts[p]: the next place of prefix p.
     let prefixes = counts.len();
     counts.copy_from_slice(&directory[..prefixes]);
@@ -224,7 +226,7 @@ pub fn entries_of_values(
     // longer ones by a counting sort through `scratch` (clustered codes put most rows in runs of
     // thousands), the longest by comparison.
     let lows = 1usize << low_bits;
-    let mut low_counts = vec![0u32; lows + 1];
+    let mut low_counts = zeros(lows + 1)?;
     let mut scratch: Vec<u64> = Vec::new();
     let mut since_check = 0;
     for run in directory.windows(2) {
@@ -234,7 +236,9 @@ pub fn entries_of_values(
             insertion_sort(run);
         } else if run.len() <= COUNTED_RUN && run.len() >= lows {
             if scratch.len() < run.len() {
-                scratch.resize(run.len().next_power_of_two().min(COUNTED_RUN), 0);
+                let len = run.len().next_power_of_two().min(COUNTED_RUN);
+                scratch.try_reserve_exact(len - scratch.len())?;
+                scratch.resize(len, 0);
             }
             counting_sort_by_low(run, low_bits, &mut low_counts, &mut scratch[..run.len()]);
         } else {
@@ -246,12 +250,26 @@ pub fn entries_of_values(
             since_check = 0;
         }
     }
-    directory
+    Ok(directory)
 }
 
-/// The second thread of [`segments_on_thread`] ended before its work was done (a panic: a bug).
+/// `n` zeros, or `Err` when memory runs out.
+fn zeros(n: usize) -> Result<Vec<u32>, TryReserveError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+/// Why [`segments_on_thread`] stopped before every segment was written.
 #[derive(Debug, PartialEq, Eq)]
-pub struct ThreadFailed;
+pub enum ThreadError {
+    /// The second thread ended before its work was done (a panic: a bug).
+    Failed,
+    /// The second thread was refused memory for a segment's counts and directory, or for sorting
+    /// a run (the big buffers are the caller's).
+    OutOfMemory,
+}
 
 /// What [`segments_on_thread`] did.
 #[derive(Debug, PartialEq, Eq)]
@@ -275,7 +293,8 @@ pub enum OnThread {
 /// reach this thread alone). This thread checks `interrupt` before it waits for each segment and
 /// every [`WAIT_MS`] of waiting; when it unwinds (`first`, `write` or `interrupt` unwinding), the
 /// second thread stops at its next check, and this returns once it has. A thread the system
-/// refuses is [`OnThread::NotStarted`], not an error.
+/// refuses is [`OnThread::NotStarted`], not an error; memory it refuses to the second thread is
+/// [`ThreadError::OutOfMemory`].
 #[allow(clippy::too_many_arguments)]
 pub fn segments_on_thread<C, G>(
     layout: &Layout,
@@ -289,7 +308,7 @@ pub fn segments_on_thread<C, G>(
     context: &mut C,
     first: impl FnOnce(&mut C),
     mut write: impl FnMut(&mut C, u32, &[u32], &[u64]),
-) -> Result<OnThread, ThreadFailed> {
+) -> Result<OnThread, ThreadError> {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     use std::sync::mpsc;
     let rows = order.len();
@@ -309,7 +328,7 @@ pub fn segments_on_thread<C, G>(
     let stop = &stop;
     std::thread::scope(|scope| {
         let _stop = Stop(stop);
-        let (done_send, done) = mpsc::channel::<(u32, Vec<u32>, Vec<u64>)>();
+        let (done_send, done) = mpsc::channel::<Result<(u32, Vec<u32>, Vec<u64>), TryReserveError>>();
         let (free, free_receive) = mpsc::channel::<Vec<u64>>();
         for buffer in entries {
             free.send(buffer).expect("the receiver is here");
@@ -329,8 +348,10 @@ pub fn segments_on_thread<C, G>(
                 for (i, values) in (first..).zip(values.chunks_exact(rows)) {
                     // (an error: this thread's side has left)
                     let Ok(mut entries) = free_receive.recv() else { return };
-                    let directory = entries_of_values(layout, i, values, &mut entries, interrupt);
-                    if done_send.send((i, directory, entries)).is_err() {
+                    let made = entries_of_values(layout, i, values, &mut entries, interrupt)
+                        .map(|directory| (i, directory, entries));
+                    let refused = made.is_err();
+                    if done_send.send(made).is_err() || refused {
                         return;
                     }
                 }
@@ -355,11 +376,15 @@ pub fn segments_on_thread<C, G>(
             interrupt.check();
             let (segment, directory, entries) = loop {
                 match done.recv_timeout(std::time::Duration::from_millis(WAIT_MS)) {
-                    Ok(made) => break made,
+                    Ok(Ok(made)) => break made,
+                    Ok(Err(_)) => {
+                        let _ = thread.join();
+                        return Err(ThreadError::OutOfMemory);
+                    }
                     Err(mpsc::RecvTimeoutError::Timeout) => interrupt.check(),
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
                         let _ = thread.join();
-                        return Err(ThreadFailed);
+                        return Err(ThreadError::Failed);
                     }
                 }
             };
@@ -367,7 +392,7 @@ pub fn segments_on_thread<C, G>(
             write(context, i, &directory, &entries);
             let _ = free.send(entries);
         }
-        thread.join().map(|()| OnThread::Written).map_err(|_| ThreadFailed)
+        thread.join().map(|()| OnThread::Written).map_err(|_| ThreadError::Failed)
     })
 }
 

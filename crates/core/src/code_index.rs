@@ -202,16 +202,17 @@ pub fn directory(prefixes: impl Iterator<Item = u32>, len: usize) -> Result<Vec<
 
 /// The directory of a segment from how many entries have each prefix (`counts[p]`, for each of
 /// the `counts.len()` prefixes): where each prefix starts, then the count (what [`directory`] gives
-/// for those prefixes).
-pub fn directory_of_counts(counts: &[u32]) -> Vec<u32> {
-    let mut starts = Vec::with_capacity(counts.len() + 1);
+/// for those prefixes); `Err` when memory runs out.
+pub fn directory_of_counts(counts: &[u32]) -> Result<Vec<u32>, TryReserveError> {
+    let mut starts = Vec::new();
+    starts.try_reserve_exact(counts.len() + 1)?;
     let mut at = 0u32;
     starts.push(at);
     for &count in counts {
         at += count;
         starts.push(at);
     }
-    starts
+    Ok(starts)
 }
 
 /// The entries of segment `i` of `codes` (in ordinal order) sorted by (value, ordinal), as

@@ -10,7 +10,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use simhash_core::code_build::{self, OnThread, ThreadFailed};
+use simhash_core::code_build::{self, OnThread, ThreadError};
 use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
 use simhash_core::Interrupt;
@@ -362,7 +362,8 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
                     how = "in memory on one thread (the system refused a second one)";
                     (state.codes, state.tids) = (codes, tids)
                 }
-                Err(ThreadFailed) => raise(
+                Err(ThreadError::OutOfMemory) => segment_out_of_memory(layout),
+                Err(ThreadError::Failed) => raise(
                     PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
                     "simhash index build: the thread making the segments' entries failed".into(),
                     Some("The server log has its message.".into()),
@@ -407,7 +408,8 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
                 code_build::segment_values(layout, first, &state.codes, code_bytes, Some(&order), values, interrupt);
             }
             for (i, values) in (first..).zip(values.chunks_exact(rows)) {
-                let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt);
+                let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt)
+                    .unwrap_or_else(|_| segment_out_of_memory(layout));
                 let mut next = entries.iter();
                 out.segment(layout, i, &directory, rows, || *next.next().expect("an entry per row"));
             }
@@ -415,6 +417,20 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
         }
         report_path(out, rows, layout, how);
     }
+}
+
+/// ERROR 53200: memory refused for a segment's counts and directory (one element a prefix) or
+/// for sorting a run of its entries, beside the build's buffers.
+fn segment_out_of_memory(layout: &Layout) -> ! {
+    memory::out_of_memory(
+        format!(
+            "out of memory for the directory of a segment of a simhash index ({} prefixes)",
+            layout.directory_len(0)
+        ),
+        "A build of a simhash index holds every row's code and entry in memory within \
+         maintenance_work_mem: give the server more memory, or lower maintenance_work_mem so that \
+         the build sorts on disk.",
+    )
 }
 
 /// DEBUG1: which way the built part of an index was written (`how`), so that a test or a DBA can

@@ -104,7 +104,8 @@ impl Spilled {
                     pgrx::check_for_interrupts!();
                 }
                 entries.sort();
-                let directory = code_index::directory_of_counts(&counts);
+                let directory = code_index::directory_of_counts(&counts)
+                    .unwrap_or_else(|_| crate::memory::index_out_of_memory::<u32>(counts.len() + 1, 0));
                 out.segment(layout, i, &directory, rows, || entries.next().expect("an entry per row"));
             }
             super::build::report_path(out, rows, layout, "through sorts on disk (beyond maintenance_work_mem)");

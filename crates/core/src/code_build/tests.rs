@@ -240,7 +240,8 @@ fn long_runs_sort_as_by_value_then_ordinal() {
 fn assert_segments_as_reference(layout: &Layout, codes: &[u8], code_bytes: usize, rows: usize) {
     let (mut values, mut entries) = (vec![0u32; rows], vec![0u64; rows]);
     for i in 0..layout.indexed {
-        let directory = segment_entries(layout, i, codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER);
+        let directory =
+            segment_entries(layout, i, codes, code_bytes, &mut values, &mut entries, Interrupt::NEVER).unwrap();
         let (expected, expected_directory) = reference_segment(layout, i, codes, code_bytes);
         assert!(entries == expected, "entries of segment {i}, {layout:?}");
         assert_eq!(directory, expected_directory, "directory of segment {i}, {layout:?}");
@@ -335,5 +336,5 @@ fn segments_on_a_thread_stop() {
     // The other thread failing (a row beyond the codes).
     let mut broken = order.clone();
     broken[rows / 2] = rows as u32;
-    assert_eq!(run(&broken, Interrupt::NEVER, u32::MAX), Err(ThreadFailed));
+    assert_eq!(run(&broken, Interrupt::NEVER, u32::MAX), Err(ThreadError::Failed));
 }
