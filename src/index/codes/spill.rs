@@ -90,7 +90,11 @@ impl Spilled {
             let store_pages = rows.div_ceil(per_page) as u32;
             for i in 0..layout.indexed {
                 let mut entries = Sort::<u64>::new(self.segment_kb);
-                let mut counts = vec![0u32; layout.directory_len(i) - 1];
+                // (one element a prefix, up to 256 kB: an allocation of its own, taken fallibly)
+                let prefixes = layout.directory_len(i) - 1;
+                let mut counts: Vec<u32> = crate::memory::vec_with_room(prefixes)
+                    .unwrap_or_else(|| crate::memory::index_out_of_memory::<u32>(prefixes, 0));
+                counts.resize(prefixes, 0);
                 let mut ordinal = 0usize;
                 for block in store_start..store_start + store_pages {
                     let buffer = read_locked(out.index(), block, pg_sys::BUFFER_LOCK_SHARE);
