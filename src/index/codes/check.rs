@@ -54,7 +54,7 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
             let low_bytes = layout.low_bytes_of(i);
             let entries_per_page = meta::entries_per_page(low_bytes);
             let len = layout.directory_len(i);
-            let mut directory = Vec::with_capacity(len);
+            let mut directory: Vec<u32> = crate::memory::entries_with_room(len);
             for d in 0..len.div_ceil(meta::directory_per_page()) {
                 let block = directory_start + d as BlockNumber;
                 let directory_page = reader.pages.page(0, block, Kind::CodeDirectory);
@@ -137,7 +137,8 @@ pub(in crate::index) unsafe fn check(index: pg_sys::Relation) -> i64 {
             reader.pages.release();
         }
         // The chains.
-        let mut seen_blocks = vec![false; blocks as usize];
+        let mut seen_blocks = crate::memory::entries_with_room(blocks as usize);
+        seen_blocks.resize(blocks as usize, false);
         for (head, kind) in [(meta.tail_head, Kind::CodeTail), (meta.nulls_head, Kind::CodeNulls)] {
             let mut block = head;
             let mut last = INVALID_BLOCK;
