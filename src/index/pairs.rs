@@ -83,6 +83,8 @@ pub(super) unsafe fn for_each_pair(
             Some(rows)
         };
         let mut on_resolved_pairs = |a: &[(u64, u64)], b: Option<&[(u64, u64)]>, distance: u32| {
+            // (a bucket may hold many pairs of large groups: a check for each, not only per bucket)
+            pg_sys::check_for_interrupts!();
             let a_rows = resolve(a);
             let b_rows = b.and_then(&mut resolve);
             let a = a_rows.as_deref().unwrap_or(a);

@@ -167,6 +167,10 @@ fn simhash_clusters_of_table(
 fn pair_collector(pairs: &mut Vec<(i64, i64, i32)>) -> impl FnMut(i64, i64, u32) + '_ {
     let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024 / PAIR_BYTES;
     move |a: i64, b: i64, d: u32| {
+        // (the callers push pairs in loops of their own: a check every 64k pairs)
+        if pairs.len() % 65_536 == 65_535 {
+            pg_sys::check_for_interrupts!();
+        }
         if pairs.len() >= budget {
             raise(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,

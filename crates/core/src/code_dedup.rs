@@ -104,12 +104,18 @@ impl CodeNearSet {
             }
             return;
         };
+        // (members visited, for a check every STEP of them: many members may share a probe)
+        let mut visited = 0usize;
         for (i, radius) in radii.iter().enumerate() {
             let Some(radius) = *radius else { continue };
             let table = &tables[i];
             for probe in probes(plan.segment(q, i as u32), plan.width_of(i as u32), radius) {
                 let start = table.partition_point(|&(v, _)| v < probe);
                 for &(_, m) in table[start..].iter().take_while(|&&(v, _)| v == probe) {
+                    visited += 1;
+                    if visited.is_multiple_of(STEP) {
+                        interrupt.check();
+                    }
                     check(m as usize);
                 }
             }

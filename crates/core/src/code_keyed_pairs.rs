@@ -160,6 +160,8 @@ pub fn pairs_of_key(
     })?;
     let mut near = Vec::new();
     for (m, &i) in members.iter().enumerate() {
+        // (a check for each member: it may be within k of every other, all found by one probe)
+        interrupt.check();
         near.clear();
         let mut refused = false;
         set.for_each_near(
@@ -287,5 +289,19 @@ mod tests {
         assert_eq!(run(-1, 3), Err(CodeKeyError::Key(-1)));
         assert_eq!(run(4 << HASH_BITS, 3), Err(CodeKeyError::Key(4 << HASH_BITS)));
         assert_eq!(run(3 << HASH_BITS, 3), Ok(()));
+    }
+
+    /// Many copies of one code (each within k of every other, all found by one probe): the work
+    /// is quadratic, and checks come between the members, not only every STEP codes.
+    #[test]
+    fn copies_of_one_code_are_interruptible() {
+        let (bits, k, count) = (128u32, 3u32, 3000usize);
+        let code = [0x5au8; 16];
+        let codes: Vec<u8> = (0..count).flat_map(|_| code).collect();
+        let key = keys(&code, bits, k).unwrap()[0];
+        let (stopped, calls) = crate::interrupt::tests::run_stopping(usize::MAX, |interrupt| {
+            pairs_of_key(key, k, bits, &codes, count, &mut |_, _, _| {}, interrupt)
+        });
+        assert!(!stopped && calls >= count, "{calls} checks for {count} copies");
     }
 }
