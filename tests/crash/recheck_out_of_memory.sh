@@ -69,6 +69,8 @@ SELECT count(*) >= 2000000 AS read FROM t;
 SELECT count(*) >= 2000000 AS read FROM s;
 SELECT count(*) >= 1000000 AS read FROM u;
 SELECT count(*) >= 400000 AS read FROM c;
+SELECT count(*) >= 200000 AS read FROM w;
+SELECT count(*) >= 200000 AS read FROM v;
 SET work_mem = '1GB';
 SET enable_seqscan = off;
 -- (no JIT: PostgreSQL 15 from Debian would load LLVM, which the limit refuses, for these costs)
