@@ -196,6 +196,57 @@ INSERT INTO public.m (id, body, fp5) VALUES (1007, 'x', '0000000000000001');
 SELECT count(*) AS reported FROM public.m_near_duplicates;
 DROP TABLE pg_temp.m, pg_temp.m_near_duplicates;
 
+-- Codes of any length (release 0.8.0): a bit(64) column, a bit varying one and one of the role's
+-- domain over bit(64), for which it declares look-alikes of what the extension's statements call
+-- on codes (more exact for the domain than the extension's and pg_catalog's own).
+SET ROLE simhash_hostile;
+CREATE DOMAIN public.hcode AS bit(64);
+CREATE FUNCTION public.simhash_hamming(public.hcode, bit) RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('simhash_hamming(hcode, bit)'); RETURN simhash_hamming($1::bit, $2); END $$;
+CREATE FUNCTION public.simhash_hamming(public.hcode, public.hcode) RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('simhash_hamming(hcode, hcode)'); RETURN simhash_hamming($1::bit, $2::bit); END $$;
+CREATE FUNCTION public.simhash_code_pair_keys(public.hcode, integer) RETURNS bigint[] LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('simhash_code_pair_keys(hcode, integer)'); RETURN simhash_code_pair_keys($1::bit, $2); END $$;
+CREATE FUNCTION public.bit_count(public.hcode) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('bit_count(hcode)'); RETURN pg_catalog.bit_count($1::bit); END $$;
+CREATE FUNCTION public.length(public.hcode) RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('length(hcode)'); RETURN pg_catalog.length($1::bit); END $$;
+CREATE FUNCTION public.planted_code_eq(public.hcode, public.hcode) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('=(hcode, hcode)'); RETURN $1::bit OPERATOR(pg_catalog.=) $2::bit; END $$;
+CREATE OPERATOR public.= (LEFTARG = public.hcode, RIGHTARG = public.hcode, FUNCTION = public.planted_code_eq);
+CREATE FUNCTION public.planted_code_in(public.hcode, simhash_code_ball) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN PERFORM public.planted('<@(hcode, simhash_code_ball)'); RETURN $1::bit <@ $2; END $$;
+CREATE OPERATOR public.<@ (LEFTARG = public.hcode, RIGHTARG = simhash_code_ball, FUNCTION = public.planted_code_in);
+CREATE TABLE public.mc (id int PRIMARY KEY, body text, code bit(64), vcode bit varying, dcode public.hcode);
+RESET ROLE;
+INSERT INTO public.mc (id, body, code)
+SELECT g, pg_catalog.format('row %s %s', g, md5(g::text)), pg_catalog.format('x%s', pg_catalog.left(md5(g::text), 16))::bit(64)
+FROM generate_series(1, 200) g;
+INSERT INTO public.mc (id, body, code) SELECT id + 500, body, code FROM public.mc WHERE id <= 5;
+UPDATE public.mc SET vcode = code, dcode = code;
+CREATE INDEX mc_code ON public.mc USING simhash (code);
+CREATE INDEX mc_vcode ON public.mc USING simhash (vcode);
+CREATE INDEX mc_dcode ON public.mc USING simhash (dcode);
+SELECT simhash_index_check('public.mc_dcode');
+SET enable_seqscan = off;
+SELECT count(*) FROM public.mc WHERE simhash_hamming(code, (SELECT code FROM public.mc WHERE id = 1)) <= 3;
+SELECT id FROM public.mc ORDER BY simhash_hamming(code, (SELECT code FROM public.mc WHERE id = 2)) LIMIT 1;
+RESET enable_seqscan;
+SELECT count(*) FROM simhash_pairs('public.mc', 'code', 3);
+SELECT count(*) FROM simhash_pairs('public.mc', 'vcode', 3);
+SELECT count(*) FROM simhash_pairs('public.mc', 'dcode', 3);
+SELECT count(*) FROM simhash_clusters('public.mc', 'dcode', 3);
+SELECT count(*) FROM simhash_pairs('public.mc', 'dcode', 3, 'body', 0.5);
+SELECT count(*) FROM simhash_clusters('public.mc', 'vcode', 3, 'body', 0.5);
+SELECT simhash_dedup_lookup('public.mc', 'dcode', 3, 'body') IS NOT NULL AS lookup_statement;
+\set VERBOSITY sqlstate
+SELECT simhash_add_dedup('public.mc', 'dcode', 3, 'skip');
+INSERT INTO public.mc (id, body, code, dcode) SELECT 1001, body, code, dcode FROM public.mc WHERE id = 1;
+SELECT simhash_add_dedup('public.mc', 'vcode', 3, 'error', verify => 'body', min_similarity => 0.5, deferred => true);
+INSERT INTO public.mc (id, body, vcode) SELECT 1002, body, vcode FROM public.mc WHERE id = 2;
+\set VERBOSITY default
+SELECT count(*) AS rows_kept FROM public.mc;
+
 -- Nothing planted ran, and the role is not a superuser.
 SELECT * FROM public.planted_ran;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'simhash_hostile';
