@@ -212,7 +212,8 @@ pub(super) fn or_out_of_memory<T>(result: Result<T, OutOfMemory>, rows: usize) -
 /// The pairs of the (id, fingerprint) rows of `query`, found in memory.
 fn pairs_of_query(query: &str, k: u32) -> Vec<(i64, i64, i32)> {
     let (ids, fps) = read_fingerprints(query);
-    let groups = or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps), ids.len());
+    let groups =
+        or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps, crate::fingerprint::text::INTERRUPTS), ids.len());
     let mut pairs: Vec<(i64, i64, i32)> = Vec::new();
     let mut push = pair_collector(&mut pairs);
     // Rows with the same fingerprint are pairs at distance 0 ...
@@ -245,7 +246,8 @@ fn simhash_clusters(query: &str, k: i32) -> TableIterator<'static, (name!(id, i6
 fn clusters_of_query(query: &str, k: u32) -> Clusters {
     let (ids, fps) = read_fingerprints(query);
     let rows = ids.len();
-    let groups = or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps), rows);
+    let groups =
+        or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps, crate::fingerprint::text::INTERRUPTS), rows);
     let mut linked = or_out_of_memory(simhash_core::pairs::vec_with_room(rows), rows);
     linked.resize(rows, false);
     // The rows, numbered as read; each group is represented by its smallest id.

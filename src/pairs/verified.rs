@@ -150,7 +150,8 @@ fn check_rows(rows: &str) {
 /// k)` finds its pairs.
 fn candidates_of_query(query: &str, k: u32, candidates: &mut Candidates, budget: &Budget) {
     let (ids, fps) = read_fingerprints(query);
-    let groups = or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps), ids.len());
+    let groups =
+        or_out_of_memory(simhash_core::pairs::Duplicates::group(&fps, crate::fingerprint::text::INTERRUPTS), ids.len());
     // The ids of the rows `rows` (one fingerprint's) in `out`.
     let ids_of = |rows: &[u32], out: &mut Vec<i64>| {
         out.clear();
@@ -213,7 +214,7 @@ fn verified_groups(
     budget: &Budget,
 ) -> Vec<(i64, i64)> {
     let distinct = candidates
-        .distinct_ids()
+        .distinct_ids(crate::fingerprint::text::INTERRUPTS)
         .unwrap_or_else(|_| pairs_out_of_memory(&format!("the ids of the {} candidate pairs", candidates.pairs())));
     let all = candidates.pairs();
     let held = candidates.bytes() + distinct.len() * 8;
@@ -251,7 +252,7 @@ fn verified_groups(
             }
         });
     }
-    texts.sort_unstable_by_key(|t| t.0);
+    crate::memory::sort_interruptibly(&mut texts, |t| t.0);
     // The texts of distinct[i]: texts[starts[i]..starts[i + 1]].
     let room = |n: usize| {
         crate::memory::vec_with_room::<usize>(n)

@@ -443,7 +443,7 @@ fn counting_sort_by_low(run: &mut [u64], low_bits: u32, counts: &mut [u32], scra
 /// `items.sort_unstable_by(compare)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a
 /// check for interrupts between them: a longer slice is split at its median
 /// (`select_nth_unstable_by`, linear) and its halves sorted alone.
-fn sort_checked<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> Ordering, interrupt: Interrupt) {
+pub(crate) fn sort_checked<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> Ordering, interrupt: Interrupt) {
     sort_in_pieces(items, compare, SORTED_AT_ONCE, interrupt)
 }
 

@@ -95,11 +95,11 @@ pub struct Duplicates {
 }
 
 impl Duplicates {
-    /// The groups of `fps`, or [`OutOfMemory`].
-    pub fn group(fps: &[u64]) -> Result<Self, OutOfMemory> {
+    /// The groups of `fps`, or [`OutOfMemory`]; `interrupt` checked while they are sorted.
+    pub fn group(fps: &[u64], interrupt: crate::Interrupt) -> Result<Self, OutOfMemory> {
         let mut rows: Vec<u32> = vec_with_room(fps.len())?;
         rows.extend(0..fps.len() as u32);
-        rows.sort_unstable_by_key(|&i| fps[i as usize]);
+        crate::code_build::sort_checked(&mut rows, &|&a, &b| fps[a as usize].cmp(&fps[b as usize]), interrupt);
         let mut distinct = Vec::new();
         let mut starts = Vec::new();
         for (position, &i) in rows.iter().enumerate() {
@@ -312,13 +312,13 @@ mod tests {
 
     #[test]
     fn groups_duplicates() {
-        let groups = Duplicates::group(&[5, 1, 5, 3, 1, 5]).unwrap();
+        let groups = Duplicates::group(&[5, 1, 5, 3, 1, 5], crate::Interrupt::NEVER).unwrap();
         assert_eq!(groups.distinct, vec![1, 3, 5]);
         let mut holders: Vec<Vec<u32>> = (0..3).map(|u| groups.holders(u).to_vec()).collect();
         holders.iter_mut().for_each(|h| h.sort_unstable());
         assert_eq!(holders, vec![vec![1, 4], vec![3], vec![0, 2, 5]]);
         assert_eq!(groups.repeated().count(), 2);
-        assert!(Duplicates::group(&[]).unwrap().distinct.is_empty());
+        assert!(Duplicates::group(&[], crate::Interrupt::NEVER).unwrap().distinct.is_empty());
     }
 
     #[test]

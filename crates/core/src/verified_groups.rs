@@ -101,8 +101,9 @@ impl Candidates {
             + self.singles.len() as u64
     }
 
-    /// The distinct ids in some candidate, ascending, or [`OutOfMemory`].
-    pub fn distinct_ids(&self) -> Result<Vec<i64>, OutOfMemory> {
+    /// The distinct ids in some candidate, ascending, or [`OutOfMemory`]; `interrupt` checked
+    /// while they are sorted.
+    pub fn distinct_ids(&self, interrupt: crate::Interrupt) -> Result<Vec<i64>, OutOfMemory> {
         // (through a set: the ids repeat, and a copy of them all would double the memory)
         let mut set = std::collections::HashSet::new();
         for id in self.ids.iter().copied().chain(self.singles.iter().flat_map(|&(a, b, _)| [a, b])) {
@@ -111,7 +112,7 @@ impl Candidates {
         }
         let mut ids = vec_with_room(set.len())?;
         ids.extend(set);
-        ids.sort_unstable();
+        crate::code_build::sort_checked(&mut ids, &|a, b| a.cmp(b), interrupt);
         Ok(ids)
     }
 
@@ -259,7 +260,7 @@ mod tests {
                 }
             }
             assert_eq!(candidates.pairs(), pairs.len() as u64);
-            let distinct = candidates.distinct_ids().unwrap();
+            let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
             let mut calls = 0;
             let got = candidates
                 .groups(
@@ -283,7 +284,7 @@ mod tests {
         candidates.push_cross(&[1], &[3], 5).unwrap();
         candidates.push_cross(&[1], &[2], 1).unwrap();
         candidates.push_all_pairs(&[2, 3]).unwrap();
-        let distinct = candidates.distinct_ids().unwrap();
+        let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
         let mut seen = Vec::new();
         let got = candidates
             .groups(
@@ -307,7 +308,7 @@ mod tests {
         candidates.push_cross(&[1], &[2], 2).unwrap();
         candidates.push_cross(&[2], &[3], 2).unwrap();
         candidates.push_cross(&[4], &[5], 1).unwrap();
-        let distinct = candidates.distinct_ids().unwrap();
+        let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
         let got = candidates
             .groups(&distinct, &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4, &mut |_| {})
             .unwrap();
@@ -318,7 +319,7 @@ mod tests {
     fn one_id_on_two_rows() {
         let mut candidates = Candidates::default();
         candidates.push_all_pairs(&[9, 9]).unwrap();
-        let distinct = candidates.distinct_ids().unwrap();
+        let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
         assert_eq!(candidates.groups(&distinct, &mut |i, j| i == j, &mut |_| {}), Ok(vec![(9, 9)]));
     }
 }
