@@ -12,11 +12,8 @@ use std::cmp::Ordering;
 use std::collections::TryReserveError;
 
 use crate::code_index::{directory_of_counts, Layout};
-use crate::interrupt::STEP;
+use crate::interrupt::{sort_checked, STEP};
 use crate::Interrupt;
-
-/// Elements a comparison sort takes in one go between two checks for interrupts (about 30 ms).
-const SORTED_AT_ONCE: usize = 1 << 20;
 
 /// The order of the code store, by code then by `tid_order` of the TID, into `order`: `order[p]`
 /// is the row (of `codes`, `code_bytes` bytes each, and of `tids`) at place `p`. `keys` is scratch
@@ -438,28 +435,6 @@ fn counting_sort_by_low(run: &mut [u64], low_bits: u32, counts: &mut [u32], scra
         *next += 1;
     }
     run.copy_from_slice(scratch);
-}
-
-/// `items.sort_unstable_by(compare)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a
-/// check for interrupts between them: a longer slice is split at its median
-/// (`select_nth_unstable_by`, linear) and its halves sorted alone.
-pub(crate) fn sort_checked<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> Ordering, interrupt: Interrupt) {
-    sort_in_pieces(items, compare, SORTED_AT_ONCE, interrupt)
-}
-
-/// [`sort_checked`] in pieces of at most `at_once` elements.
-fn sort_in_pieces<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> Ordering, at_once: usize, interrupt: Interrupt) {
-    if items.len() <= at_once {
-        items.sort_unstable_by(compare);
-    } else {
-        let middle = items.len() / 2;
-        items.select_nth_unstable_by(middle, compare);
-        interrupt.check();
-        let (low, high) = items.split_at_mut(middle);
-        sort_in_pieces(low, compare, at_once, interrupt);
-        sort_in_pieces(high, compare, at_once, interrupt);
-        interrupt.check();
-    }
 }
 
 #[cfg(test)]

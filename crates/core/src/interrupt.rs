@@ -95,6 +95,36 @@ impl<I: Iterator> Iterator for Checked<'_, I> {
     }
 }
 
+/// Elements a comparison sort takes in one go between two checks for interrupts (about 30 ms).
+const SORTED_AT_ONCE: usize = 1 << 20;
+
+/// `items.sort_unstable_by(compare)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a
+/// check for interrupts between them: a longer slice is split at its median
+/// (`select_nth_unstable_by`, linear) and its halves sorted alone.
+pub(crate) fn sort_checked<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> std::cmp::Ordering, interrupt: Interrupt) {
+    sort_in_pieces(items, compare, SORTED_AT_ONCE, interrupt)
+}
+
+/// [`sort_checked`] in pieces of at most `at_once` elements.
+pub(crate) fn sort_in_pieces<T>(
+    items: &mut [T],
+    compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
+    at_once: usize,
+    interrupt: Interrupt,
+) {
+    if items.len() <= at_once {
+        items.sort_unstable_by(compare);
+    } else {
+        let middle = items.len() / 2;
+        items.select_nth_unstable_by(middle, compare);
+        interrupt.check();
+        let (low, high) = items.split_at_mut(middle);
+        sort_in_pieces(low, compare, at_once, interrupt);
+        sort_in_pieces(high, compare, at_once, interrupt);
+        interrupt.check();
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -99,7 +99,7 @@ impl Duplicates {
     pub fn group(fps: &[u64], interrupt: crate::Interrupt) -> Result<Self, OutOfMemory> {
         let mut rows: Vec<u32> = vec_with_room(fps.len())?;
         rows.extend(0..fps.len() as u32);
-        crate::code_build::sort_checked(&mut rows, &|&a, &b| fps[a as usize].cmp(&fps[b as usize]), interrupt);
+        crate::interrupt::sort_checked(&mut rows, &|&a, &b| fps[a as usize].cmp(&fps[b as usize]), interrupt);
         let mut distinct = Vec::new();
         let mut starts = Vec::new();
         for (position, &i) in rows.iter().enumerate() {

@@ -112,7 +112,7 @@ impl Candidates {
         }
         let mut ids = vec_with_room(set.len())?;
         ids.extend(set);
-        crate::code_build::sort_checked(&mut ids, &|a, b| a.cmp(b), interrupt);
+        crate::interrupt::sort_checked(&mut ids, &|a, b| a.cmp(b), interrupt);
         Ok(ids)
     }
 

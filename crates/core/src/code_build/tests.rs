@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::code_index::{self, directory, DEFAULT_INDEXED_SEGMENTS};
+use crate::interrupt::sort_in_pieces;
 use crate::interrupt::tests::run_stopping;
 use crate::multi_index::SegmentPlan;
 
