@@ -26,50 +26,18 @@ BEGIN
 END $$;
 SET maintenance_work_mem = '256MB';
 SET max_parallel_workers = 8;
-SET max_parallel_maintenance_workers = 2;
-SET statement_timeout = '50ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(2, 50);
-SET statement_timeout = '100ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(2, 100);
-SET statement_timeout = '200ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(2, 200);
-SET statement_timeout = '300ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(2, 300);
-SET statement_timeout = '500ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(2, 500);
-SET statement_timeout = '800ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(2, 800);
--- The same on one thread.
-SET max_parallel_maintenance_workers = 0;
-SET statement_timeout = '50ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(0, 50);
-SET statement_timeout = '200ms';
-DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
-EXCEPTION WHEN query_canceled THEN NULL; END $$;
-RESET statement_timeout;
-SELECT pg_temp.outcome(0, 200);
-SELECT bool_and(threads = 1) AS one_thread_after_each, bool_and(outcome <> 'unsound') AS none_unsound,
+-- Each build a statement of its own (a timeout is a statement's), run by \gexec in turn: the
+-- workers allowed (2: a second thread; 0: one thread), the timeout, the build in a block that
+-- catches the cancel, then what it left.
+SELECT pg_catalog.format('SET max_parallel_maintenance_workers = %s', workers),
+       pg_catalog.format('SET statement_timeout = %L', pg_catalog.format('%sms', timeout_ms)),
+       'DO $$ BEGIN CREATE INDEX ccancel_code ON ccancel USING simhash (code) WITH (segments = 256);
+        EXCEPTION WHEN query_canceled THEN NULL; END $$',
+       'RESET statement_timeout',
+       pg_catalog.format('DO $$ BEGIN PERFORM pg_temp.outcome(%s, %s); END $$', workers, timeout_ms)
+FROM (VALUES (2, 50), (2, 100), (2, 200), (2, 300), (2, 500), (2, 800), (0, 50), (0, 200)) AS r(workers, timeout_ms)
+\gexec
+SELECT count(*) AS builds, bool_and(threads = 1) AS one_thread_after_each, bool_and(outcome <> 'unsound') AS none_unsound,
        count(*) FILTER (WHERE outcome = 'cancelled' AND workers = 2) > 0 AS a_threaded_build_cancelled,
        count(*) FILTER (WHERE outcome = 'cancelled' AND workers = 0) > 0 AS a_build_on_one_thread_cancelled
 FROM outcomes;
