@@ -9,13 +9,16 @@
 //! while that one is not larger (the runs of a binary counter: about `log2(rows / SEAL_ROWS)` runs,
 //! each row rebuilt about as many times over its life). A lookup probes each run where probing pays
 //! ([`code_index::probing_pays`]), else compares the run's rows, then the unsealed ones: exact for
-//! every `k`, as [`code_index::candidates`] is.
+//! every `k`, as [`code_index::candidates`] is. A run whose codes have lean bits (nearly the same
+//! in every row: a short value in a long type) takes its segments from its codes with their bits
+//! dealt apart ([`crate::bit_deal`]), and a lookup deals the query alike before it probes that run.
 
 use std::collections::TryReserveError;
 
+use crate::bit_deal::BitDeal;
 use crate::code_index::{self, Layout, Segments, DEFAULT_INDEXED_SEGMENTS};
 use crate::interrupt::{Interrupt, STEP};
-use crate::multi_index::{hamming_bytes, lookup_radii, LookupCosts};
+use crate::multi_index::{hamming_bytes, lookup_radii, LookupCosts, MAX_CODE_BITS};
 
 /// Rows compared whole before they are sealed into a run.
 pub const SEAL_ROWS: usize = 256;
@@ -36,6 +39,8 @@ struct Run {
     segments: Vec<(Vec<u32>, Vec<u16>, Vec<u32>)>,
     /// The radii of the last lookup's `k` (`None`: probing does not pay), for the next lookup.
     radii: Option<(u32, Option<Vec<Option<u32>>>)>,
+    /// The deal its segments were taken with (`None`: the codes as they are).
+    deal: Option<BitDeal>,
 }
 
 impl Run {
@@ -48,9 +53,23 @@ impl Run {
         len: usize,
         interrupt: Interrupt,
     ) -> Result<Run, TryReserveError> {
-        let mut run = Run { start, len, layout: None, segments: Vec::new(), radii: None };
+        let mut run = Run { start, len, layout: None, segments: Vec::new(), radii: None, deal: None };
         let Ok(layout) = Layout::for_table(bits, len as u64, DEFAULT_INDEXED_SEGMENTS) else { return Ok(run) };
-        let rows = &codes[start * bytes..(start + len) * bytes];
+        let mut rows = &codes[start * bytes..(start + len) * bytes];
+        run.deal = BitDeal::for_codes(bits, len, &|m| &rows[m * bytes..(m + 1) * bytes], interrupt);
+        // The rows with their bits dealt, while the segments are made.
+        let mut dealt: Vec<u8> = Vec::new();
+        if let Some(deal) = &run.deal {
+            dealt.try_reserve_exact(rows.len())?;
+            dealt.resize(rows.len(), 0);
+            for (m, (out, code)) in dealt.chunks_exact_mut(bytes).zip(rows.chunks_exact(bytes)).enumerate() {
+                if m % STEP == STEP - 1 {
+                    interrupt.check();
+                }
+                deal.apply(code, out);
+            }
+            rows = &dealt;
+        }
         run.segments.try_reserve_exact(layout.indexed as usize)?;
         for i in 0..layout.indexed {
             interrupt.check();
@@ -99,6 +118,13 @@ impl Segments for Run {
     fn ordinal(&mut self, i: u32, position: u32) -> u32 {
         self.segments[i as usize].2[position as usize]
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The rows this thread's lookups compared with their query (for tests of how many a lookup
+    /// meets).
+    pub static COMPARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Rows of `bits`-bit codes, each with a key (the caller's: a TID), in the order they came.
@@ -207,6 +233,8 @@ impl CodeRuns {
     ) {
         let (codes, keys, bytes) = (&self.codes, &self.keys, self.bytes);
         let mut check = |row: usize| {
+            #[cfg(test)]
+            COMPARED.with(|c| c.set(c.get() + 1));
             let code = &codes[row * bytes..(row + 1) * bytes];
             if let Some(d) = hamming_bytes(code, query).filter(|&d| d <= k) {
                 found(d, keys[row], code);
@@ -221,9 +249,18 @@ impl CodeRuns {
             }
         };
         let unsealed = self.runs.last().map_or(0, |run| run.start + run.len)..keys.len();
+        let mut room = [0u8; MAX_CODE_BITS as usize / 8];
         for run in &mut self.runs {
             let probed = run.radii(k).and_then(|radii| {
                 let layout = run.layout.expect("probed");
+                // (A run with a layout has codes of at most MAX_CODE_BITS.)
+                let query = match &run.deal {
+                    Some(deal) => {
+                        deal.apply(query, &mut room[..bytes]);
+                        &room[..bytes]
+                    }
+                    None => query,
+                };
                 code_index::candidates(&layout, &radii, k, query, run, usize::MAX, interrupt)
             });
             match probed {

@@ -1,7 +1,9 @@
 //! The near-duplicate constraint: its limits, and [`NearSet`], the in-memory lookup its commit-time
 //! recheck uses to compare a whole table against a transaction's fingerprints in one pass.
 
+use crate::bit_deal::{BitDeal, BitDeal64};
 use crate::distance::{hamming, segment};
+use crate::interrupt::Interrupt;
 use crate::probes::{segment_probes, segment_radii};
 
 /// The largest radius the constraint handles: that of the exact segment probes (a pair within
@@ -18,9 +20,13 @@ pub const MAX_DEDUP_RADIUS: u32 = crate::probes::MAX_PROBED_RADIUS;
 ///   every value within its segment's radius, so that `v` reads one value per segment;
 /// - else each member under its own value (memory in proportion to the members, for a big COPY),
 ///   and `v` reads every value within the radius of its own.
+///
+/// When the members have lean bits (nearly the same in all), their segments are taken from the
+/// members with their bits dealt ([`crate::bit_deal`]), and so is `v`'s.
 pub struct NearSet {
     k: u32,
     fps: Vec<u64>,
+    deal: Option<BitDeal64>,
     /// The values within each segment's radius of 0 (XOR with a value: those within the radius).
     masks: [Vec<u16>; 4],
     /// Members filed under the values within their radius, or else under their own value.
@@ -93,7 +99,10 @@ impl NearSet {
         let masks = radii.map(|radius| segment_probes(0, radius));
         let probes = masks.iter().map(|m| m.len().saturating_mul(fps.len())).fold(0, usize::saturating_add);
         let probes_filed = probes <= limit;
-        let value = |fp: u64, n: usize| segment(fp, n as i32).expect("n < 4");
+        // (At most bit_deal::SAMPLE members counted.)
+        let deal = BitDeal::for_u64s(&fps, Interrupt::NEVER).and_then(|deal| deal.for_64_bits());
+        let dealt = |fp: u64| deal.as_ref().map_or(fp, |deal| deal.apply(fp));
+        let value = |fp: u64, n: usize| segment(dealt(fp), n as i32).expect("n < 4");
         let mut segments = Vec::with_capacity(4);
         for (n, masks) in masks.iter().enumerate() {
             let members = || fps.iter().enumerate().map(move |(i, &fp)| (value(fp, n), i as u32));
@@ -105,7 +114,7 @@ impl NearSet {
             segments.push(table.ok_or(NearSetError::OutOfMemory)?);
         }
         let segments = segments.try_into().ok().expect("four segments");
-        Ok(NearSet { k, fps, masks, probes_filed, segments })
+        Ok(NearSet { k, fps, deal, masks, probes_filed, segments })
     }
 
     pub fn fingerprints(&self) -> &[u64] {
@@ -115,8 +124,9 @@ impl NearSet {
     /// Calls `found(i)` for each member `fps[i]` within `k` of `v` (a member may be reported once
     /// per segment it shares).
     pub fn for_each_near(&self, v: u64, found: &mut dyn FnMut(usize)) {
+        let dealt = self.deal.as_ref().map_or(v, |deal| deal.apply(v));
         for (n, table) in self.segments.iter().enumerate() {
-            let value = segment(v, n as i32).expect("n < 4");
+            let value = segment(dealt, n as i32).expect("n < 4");
             let mut visit = |probe: u16| {
                 for &i in table.of(probe) {
                     if hamming(self.fps[i as usize], v) <= self.k {
@@ -172,7 +182,13 @@ pub fn first_come(
     similar: &mut dyn FnMut(usize, usize) -> bool,
 ) -> Result<Vec<Verdict>, NearSetError> {
     let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
-    let filed = if fps.len() > FIRST_COME_DIRECT_UP_TO { Some(KeptRows::new(fps.len(), radii)?) } else { None };
+    let filed = if fps.len() > FIRST_COME_DIRECT_UP_TO {
+        // (At most bit_deal::SAMPLE rows counted.)
+        let deal = BitDeal::for_u64s(fps, Interrupt::NEVER).and_then(|deal| deal.for_64_bits());
+        Some(KeptRows::new(fps.len(), radii, deal)?)
+    } else {
+        None
+    };
     let mut kept = KeptFingerprints { fps, k, filed, listed: Vec::new() };
     first_come_filed(fps.len(), &mut kept, near_other, alive, similar)
 }
@@ -263,6 +279,8 @@ impl KeptFiling for KeptFingerprints<'_> {
     fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
         let (fps, k) = (self.fps, self.k);
         let mut within = |j: usize| {
+            #[cfg(test)]
+            tests::COMPARED.with(|c| c.set(c.get() + 1));
             if hamming(fps[j], fps[i]) <= k {
                 found(j)
             }
@@ -275,9 +293,11 @@ impl KeptFiling for KeptFingerprints<'_> {
 }
 
 /// The kept rows of [`first_come`], each filed under its own value of each segment (a list per
-/// value, linked through `next`); a row asks for the values within its segments' radii.
+/// value, linked through `next`); a row asks for the values within its segments' radii. With a
+/// deal, the segments are those of the rows with their bits dealt ([`crate::bit_deal`]).
 struct KeptRows {
     masks: [Vec<u16>; 4],
+    deal: Option<BitDeal64>,
     /// The last row filed under each value of each segment (`NONE` if none).
     heads: Vec<u32>,
     /// The row filed before row `i` under its value of segment `n`: `next[4 * i + n]`.
@@ -287,7 +307,7 @@ struct KeptRows {
 impl KeptRows {
     const NONE: u32 = u32::MAX;
 
-    fn new(rows: usize, radii: [u32; 4]) -> Result<Self, NearSetError> {
+    fn new(rows: usize, radii: [u32; 4], deal: Option<BitDeal64>) -> Result<Self, NearSetError> {
         let filled = |n: usize| {
             let mut v: Vec<u32> = Vec::new();
             v.try_reserve_exact(n).map_err(|_| NearSetError::OutOfMemory)?;
@@ -300,12 +320,18 @@ impl KeptRows {
         let rows4 = rows.checked_mul(4).ok_or(NearSetError::OutOfMemory)?;
         Ok(KeptRows {
             masks: radii.map(|radius| segment_probes(0, radius)),
+            deal,
             heads: filled(4 << 16)?,
             next: filled(rows4)?,
         })
     }
 
+    fn dealt(&self, fp: u64) -> u64 {
+        self.deal.as_ref().map_or(fp, |deal| deal.apply(fp))
+    }
+
     fn insert(&mut self, i: usize, fp: u64) {
+        let fp = self.dealt(fp);
         for n in 0..4 {
             let head = &mut self.heads[(n << 16) | usize::from(segment(fp, n as i32).expect("n < 4"))];
             self.next[4 * i + n] = *head;
@@ -316,6 +342,7 @@ impl KeptRows {
     /// Calls `found(j)` for each filed row that shares a segment within its radius with `fp`
     /// (possibly more than once).
     fn for_each_candidate(&self, fp: u64, found: &mut dyn FnMut(usize)) {
+        let fp = self.dealt(fp);
         for (n, masks) in self.masks.iter().enumerate() {
             let value = segment(fp, n as i32).expect("n < 4");
             for &mask in masks {
@@ -332,6 +359,11 @@ impl KeptRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// The kept rows this thread's `first_come` compared with a row.
+        pub static COMPARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     /// Memory refused to file a kept row stops the judgement with `OutOfMemory` (the SQL layer's
     /// 53200), not an abort.
@@ -505,6 +537,51 @@ mod tests {
         assert_eq!(verdicts, vec![Verdict::Kept, Verdict::NearEarlier(0), Verdict::NearEarlier(0)]);
         let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |i| i != 0, &mut |_, _| true).unwrap();
         assert_eq!(verdicts, vec![Verdict::Gone, Verdict::Kept, Verdict::NearEarlier(1)]);
+    }
+
+    /// 50-bit values (the top 14 bits zero in all), every tenth a near copy of the one before.
+    fn short_values(state: &mut u64, n: usize) -> Vec<u64> {
+        let mut fps: Vec<u64> = Vec::with_capacity(n);
+        for g in 1..=n as u64 {
+            let fp = match fps.last() {
+                Some(&last) if g % 10 == 0 => last ^ (1 << (next(state) % 50)) ^ (1 << (next(state) % 50)),
+                _ => g.wrapping_mul(2_654_435_761) & ((1 << 50) - 1),
+            };
+            fps.push(fp);
+        }
+        fps
+    }
+
+    /// Values whose first segment takes 4 values: with their bits dealt, a row meets a few kept
+    /// rows, not a quarter of them; the verdicts and the near set's answers are those of a scan.
+    #[test]
+    fn lean_bits_are_dealt_apart() {
+        let mut state = 17;
+        let fps = short_values(&mut state, 20_000);
+        COMPARED.with(|c| c.set(0));
+        let got = first_come(&fps, 3, &mut |_| false, &mut |_| true, &mut |_, _| true).unwrap();
+        // (13 a row; 8,925 without the deal, the first segment taking 4 values.)
+        let compared = COMPARED.with(|c| c.get());
+        assert!(compared < 100 * fps.len(), "{compared} kept rows compared");
+        assert!(got.iter().filter(|v| matches!(v, Verdict::NearEarlier(_))).count() >= fps.len() / 10 - 1);
+        let n = 4_000;
+        let near_other = vec![false; n];
+        let alive = vec![true; n];
+        assert_eq!(got[..n], first_come_eagerly(&fps[..n], 3, &near_other, &alive, &|_, _| true)[..]);
+
+        let members = fps[..n].to_vec();
+        for limit in [PROBES_FILED_UP_TO, 0] {
+            let set = NearSet::filed(members.clone(), 3, limit).unwrap();
+            assert!(set.deal.is_some());
+            for &v in fps[n - 100..n + 100].iter() {
+                let mut got = Vec::new();
+                set.for_each_near(v, &mut |i| got.push(i));
+                got.sort_unstable();
+                got.dedup();
+                let want: Vec<usize> = (0..n).filter(|&i| hamming(members[i], v) <= 3).collect();
+                assert_eq!(got, want);
+            }
+        }
     }
 
     /// With verification: a row within k of an earlier kept row is refused only if `similar` says

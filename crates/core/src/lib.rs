@@ -18,7 +18,8 @@
 //! - pairs: [`pairs`] (all pairs in memory, permuted tables), [`bucket_pairs`] (all pairs through
 //!   an index's buckets), [`keyed_pairs`] (pairs spread over machines by key), [`verified_groups`]
 //!   (the groups of verified pairs, verifying only pairs that would join two groups);
-//! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck);
+//! - the constraint: [`dedup`] (its limits and the in-memory set of its recheck), [`bit_deal`]
+//!   (moving lean bits apart in its in-memory sets);
 //! - embeddings: [`hyperplanes`] (random-hyperplane SimHash of a vector, the cosine -> radius map);
 //! - codes of any length: [`multi_index`] (multi-index hashing of `bit(n)` codes: segments of
 //!   about log2(rows) bits, the radii of the generalised pigeonhole, probes, distance),
@@ -26,6 +27,7 @@
 //! - [`interrupt`] (stopping a long computation on the caller's request), [`text_memory`] (the
 //!   memory a text function needs, to refuse a text before it is allocated).
 
+pub mod bit_deal;
 pub mod bucket_pairs;
 pub mod buckets;
 pub mod code_build;

@@ -1,0 +1,291 @@
+//! Dealing a set's lean bits among its segments: a permutation of the bit positions of codes, for
+//! the in-memory sets of the near-duplicate constraint (the kept rows of the deferred check, the
+//! pending rows of the commit-time recheck).
+//!
+//! Those sets cut codes into segments of consecutive bits and look a code up by its segment values
+//! (the pigeonhole). When some bits are nearly constant in the set (a code shorter than its type,
+//! padded with zeros: 50-bit values in a `bit(64)` or a `bigint`), the segments that hold them
+//! take few values, and every lookup meets a share of the set there: the deferred check of 50,000
+//! such codes compared each with about a quarter of the others. Hamming distance does not change
+//! when every code's bits are moved by one permutation, so a set may file the codes with their
+//! bits moved, and move the query's alike.
+//!
+//! [`BitDeal`] ranks the bits from the most balanced (ones in about half of the codes) to the
+//! leanest, and moves rank `r` to position `r * step mod bits`, with `step` near `bits / phi`
+//! (phi the golden ratio) and prime to `bits`: any run of consecutive ranks then lands spread
+//! evenly over the code, so every window of consecutive positions (every segment, whatever its
+//! width) holds about its share of the lean bits. A set whose bits are all balanced is left as it
+//! is (no permutation: no cost).
+
+use crate::interrupt::{Interrupt, STEP};
+
+/// At most this many codes, evenly spaced through the set, are counted to rank its bits.
+pub const SAMPLE: usize = 1 << 16;
+
+/// A bit is lean when fewer than one code in this many differs from the rest there (ones, or
+/// zeros).
+const LEAN: usize = 8;
+
+/// A set is dealt when at least this many of its bits are lean: fewer cost a segment at most
+/// 8x more meetings.
+const LEAN_BITS: usize = 3;
+
+/// A permutation of the bits of `bits`-bit codes: bit `source[p]` of a code goes to position `p`.
+/// Bits are numbered from the most significant bit of the first byte, as PostgreSQL stores
+/// `bit(n)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BitDeal {
+    source: Vec<u32>,
+}
+
+impl BitDeal {
+    /// The deal for `count` codes of `bits` bits, `code(i)` the bytes of code `i` (at least
+    /// `bits.div_ceil(8)` each); `None` when fewer than [`LEAN_BITS`] bits are lean (file the codes
+    /// as they are). Counts at most [`SAMPLE`] codes, evenly spaced through the set (a load's codes
+    /// may drift from its first to its last); `interrupt` is called every
+    /// [`crate::interrupt::STEP`] of them.
+    pub fn for_codes<'a>(
+        bits: u32,
+        count: usize,
+        code: &dyn Fn(usize) -> &'a [u8],
+        interrupt: Interrupt,
+    ) -> Option<BitDeal> {
+        let mut counts = BitCounts::new(bits);
+        let sample = count.min(SAMPLE);
+        for s in 0..sample {
+            if s % STEP == STEP - 1 {
+                interrupt.check();
+            }
+            counts.add(code(s * count / sample));
+        }
+        counts.deal()
+    }
+
+    /// The deal for 64-bit values (bit `b` numbered from the most significant), as
+    /// [`BitDeal::for_codes`].
+    pub fn for_u64s(values: &[u64], interrupt: Interrupt) -> Option<BitDeal> {
+        let sample = values.len().min(SAMPLE);
+        let mut ones = vec![0usize; 64];
+        for s in 0..sample {
+            if s % STEP == STEP - 1 {
+                interrupt.check();
+            }
+            let v = values[s * values.len() / sample];
+            for (b, one) in ones.iter_mut().enumerate() {
+                *one += (v >> (63 - b) & 1) as usize;
+            }
+        }
+        Self::of_counts(&ones, sample)
+    }
+
+    /// The deal for bits with `ones[b]` ones among `sample` codes.
+    fn of_counts(ones: &[usize], sample: usize) -> Option<BitDeal> {
+        if ones.len() < 2 || sample < 2 {
+            return None;
+        }
+        let leanness = |b: usize| ones[b].min(sample - ones[b]);
+        let lean = (0..ones.len()).filter(|&b| leanness(b) * LEAN < sample).count();
+        if lean < LEAN_BITS {
+            return None;
+        }
+        let bits = ones.len();
+        // Most balanced first (the most ones-or-zeros in the minority); ties in position order.
+        let mut ranked: Vec<usize> = (0..bits).collect();
+        ranked.sort_by_key(|&b| (std::cmp::Reverse(leanness(b)), b));
+        let step = golden_step(bits);
+        let mut source = vec![0u32; bits];
+        for (r, &b) in ranked.iter().enumerate() {
+            source[r * step % bits] = b as u32;
+        }
+        Some(BitDeal { source })
+    }
+
+    /// The number of bits of the codes dealt.
+    pub fn bits(&self) -> u32 {
+        self.source.len() as u32
+    }
+
+    /// `code` with its bits moved, into `out` (`bits.div_ceil(8)` bytes; the bits past the code's
+    /// last are zero).
+    pub fn apply(&self, code: &[u8], out: &mut [u8]) {
+        out.fill(0);
+        for (p, &s) in self.source.iter().enumerate() {
+            let s = s as usize;
+            let bit = code[s / 8] >> (7 - s % 8) & 1;
+            out[p / 8] |= bit << (7 - p % 8);
+        }
+    }
+
+    /// `code` with its bits moved, in a new vector.
+    pub fn dealt(&self, code: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; self.source.len().div_ceil(8)];
+        self.apply(code, &mut out);
+        out
+    }
+
+    /// The tables that move the bits of a 64-bit value a byte at a time ([`BitDeal64`]); `None`
+    /// unless the deal is of 64 bits.
+    pub fn for_64_bits(&self) -> Option<BitDeal64> {
+        if self.source.len() != 64 {
+            return None;
+        }
+        let mut tables = vec![[0u64; 256]; 8];
+        for (p, &s) in self.source.iter().enumerate() {
+            let (byte, shift) = (s as usize / 8, 7 - s % 8);
+            for (v, moved) in tables[byte].iter_mut().enumerate() {
+                if v >> shift & 1 == 1 {
+                    *moved |= 1u64 << (63 - p);
+                }
+            }
+        }
+        Some(BitDeal64 { tables })
+    }
+}
+
+/// The ones counted at each bit of some codes of one length, for a [`BitDeal`] (a caller that
+/// samples the codes itself adds them one at a time).
+pub struct BitCounts {
+    ones: Vec<usize>,
+    codes: usize,
+}
+
+impl BitCounts {
+    pub fn new(bits: u32) -> BitCounts {
+        BitCounts { ones: vec![0; bits as usize], codes: 0 }
+    }
+
+    /// Counts `code` (at least `bits.div_ceil(8)` bytes).
+    pub fn add(&mut self, code: &[u8]) {
+        for (b, one) in self.ones.iter_mut().enumerate() {
+            *one += usize::from(code[b / 8] >> (7 - b % 8) & 1);
+        }
+        self.codes += 1;
+    }
+
+    /// The deal of the codes counted ([`BitDeal::for_codes`]).
+    pub fn deal(&self) -> Option<BitDeal> {
+        BitDeal::of_counts(&self.ones, self.codes)
+    }
+}
+
+/// A [`BitDeal`] of 64-bit values, applied with one table read per byte.
+#[derive(Clone, Debug)]
+pub struct BitDeal64 {
+    /// `tables[i][v]`: where the bits of value `v` of byte `i` (from the most significant) go.
+    tables: Vec<[u64; 256]>,
+}
+
+impl BitDeal64 {
+    pub fn apply(&self, value: u64) -> u64 {
+        value.to_be_bytes().iter().zip(&self.tables).fold(0, |moved, (&byte, table)| moved | table[usize::from(byte)])
+    }
+}
+
+/// The step near `bits / phi` that is prime to `bits` (so that `r * step mod bits` visits every
+/// position once).
+fn golden_step(bits: usize) -> usize {
+    let mut step = ((bits as f64) * 0.618_033_988_75).round().max(1.0) as usize;
+    while gcd(step, bits) != 1 {
+        step += 1;
+    }
+    step
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::multi_index::hamming_bytes;
+
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// 50-bit values in 64 bits: the top 14 bits are zero in every one.
+    fn short_values(n: usize) -> Vec<u64> {
+        (1..=n as u64).map(|g| g.wrapping_mul(2_654_435_761) & ((1 << 50) - 1)).collect()
+    }
+
+    #[test]
+    fn balanced_codes_are_left_as_they_are() {
+        let mut state = 7;
+        let values: Vec<u64> = (0..10_000).map(|_| next(&mut state)).collect();
+        assert_eq!(BitDeal::for_u64s(&values, Interrupt::NEVER), None);
+        let codes: Vec<[u8; 32]> = (0..5_000)
+            .map(|_| {
+                let mut c = [0u8; 32];
+                c.iter_mut().for_each(|b| *b = next(&mut state) as u8);
+                c
+            })
+            .collect();
+        assert_eq!(BitDeal::for_codes(256, codes.len(), &|i| &codes[i][..], Interrupt::NEVER), None);
+        // Two constant bits are not worth a deal either.
+        let two: Vec<u64> = (0..10_000).map(|_| next(&mut state) >> 2).collect();
+        assert_eq!(BitDeal::for_u64s(&two, Interrupt::NEVER), None);
+    }
+
+    /// The 14 zero bits of 50-bit values are spread: every 16-bit segment of the dealt values
+    /// holds 3 or 4 of them (all 14 were in the first segment), and its values are many.
+    #[test]
+    fn lean_bits_are_dealt_among_the_segments() {
+        let values = short_values(50_000);
+        let deal = BitDeal::for_u64s(&values, Interrupt::NEVER).expect("14 lean bits");
+        let moved = deal.for_64_bits().expect("64 bits");
+        let zeros = values.iter().fold(u64::MAX, |z, &v| z & !moved.apply(v));
+        for n in 0..4 {
+            let segment_zeros = (zeros >> (48 - 16 * n) & 0xffff).count_ones();
+            assert!((2..=5).contains(&segment_zeros), "segment {n}: {segment_zeros} zero bits");
+            let distinct: std::collections::HashSet<u64> =
+                values.iter().map(|&v| moved.apply(v) >> (48 - 16 * n) & 0xffff).collect();
+            assert!(distinct.len() >= 1_000, "segment {n}: {} values", distinct.len());
+        }
+        // Before: the first segment took 4 values.
+        let first: std::collections::HashSet<u64> = values.iter().map(|&v| v >> 48).collect();
+        assert!(first.len() <= 4);
+    }
+
+    /// A permutation: the byte tables, the code form and the distances agree.
+    #[test]
+    fn a_deal_keeps_every_distance() {
+        let values = short_values(1_000);
+        let deal = BitDeal::for_u64s(&values, Interrupt::NEVER).expect("lean bits");
+        let mut sorted = deal.source.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..64).collect::<Vec<u32>>());
+        let moved = deal.for_64_bits().expect("64 bits");
+        let mut state = 3;
+        for _ in 0..10_000 {
+            let (a, b) = (next(&mut state), next(&mut state));
+            assert_eq!(moved.apply(a).to_be_bytes().to_vec(), deal.dealt(&a.to_be_bytes()));
+            assert_eq!((moved.apply(a) ^ moved.apply(b)).count_ones(), (a ^ b).count_ones());
+        }
+        // Codes of a length that is not a multiple of 8: the bits past the end stay zero.
+        let codes: Vec<[u8; 2]> = (0..100u16).map(|i| (i << 6 | 0x3f).to_be_bytes()).collect();
+        let deal = BitDeal::for_codes(13, codes.len(), &|i| &codes[i][..], Interrupt::NEVER).expect("lean bits");
+        for (i, a) in codes.iter().enumerate() {
+            let b = &codes[(i * 7 + 3) % codes.len()];
+            let (da, db) = (deal.dealt(a), deal.dealt(b));
+            assert_eq!(da[1] & 0x07, 0);
+            let mask = |c: &[u8; 2]| [c[0], c[1] & 0xf8];
+            assert_eq!(hamming_bytes(&da, &db), hamming_bytes(&mask(a), &mask(b)));
+        }
+    }
+
+    #[test]
+    fn every_length_has_a_step_prime_to_it() {
+        for bits in 1..=4096 {
+            let step = golden_step(bits);
+            assert_eq!(gcd(step, bits), 1, "{bits}");
+        }
+    }
+}
