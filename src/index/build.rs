@@ -49,8 +49,15 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             error!("simhash index \"{}\" already contains data", crate::pg::names::relation_name(index));
         }
         let budget = pg_sys::maintenance_work_mem.max(1024) as usize * 1024;
-        let mut state =
-            BuildState { entries: Vec::new(), nulls: Vec::new(), budget, spilled: None, spills: builds_dense() };
+        let mut state = BuildState {
+            entries: Vec::new(),
+            nulls: Vec::new(),
+            budget,
+            spilled: None,
+            spills: builds_dense(),
+            bit_counts: simhash_core::bit_deal::BitCounts::new(64),
+            seen: 0,
+        };
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -61,6 +68,8 @@ pub(super) unsafe extern "C-unwind" fn ambuild(
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
         );
+        let plan = simhash_core::multi_index::SegmentPlan::with_width(64, SEGMENT_BITS).expect("64 bits");
+        super::options::notice_lean_bits(index, 64, &state.bit_counts.lean(), &plan, SEGMENTS);
         let index_tuples;
         let fork = pg_sys::ForkNumber::MAIN_FORKNUM;
         if let Some(mut spilled) = state.spilled.take() {

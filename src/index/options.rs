@@ -99,3 +99,57 @@ pub(super) unsafe fn warn_for_fingerprints(index: pg_sys::Relation) {
         );
     }
 }
+
+/// A NOTICE when lean bits (the same in nearly every row: `simhash_core::bit_deal`) crowd one of
+/// the segments an index being built files its rows under (`bit_deal::most_crowded`): its lookups
+/// meet about 2^lean times the rows there that they would meet on values whose bits vary. `lean`
+/// are the lean bits of the `bits`-bit values, numbered from 0; `plan` and `indexed` the index's
+/// segments.
+///
+/// # Safety
+///
+/// `index` is an open index relation.
+pub(crate) unsafe fn notice_lean_bits(
+    index: pg_sys::Relation,
+    bits: u32,
+    lean: &[u32],
+    plan: &simhash_core::multi_index::SegmentPlan,
+    indexed: u32,
+) {
+    let Some(crowded) = simhash_core::bit_deal::most_crowded(lean, plan, indexed) else { return };
+    // The lean bits as ranges numbered from 1, as `get_bit` numbers them from 0: "1-14, 33".
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for &b in lean {
+        match ranges.last_mut() {
+            Some((_, last)) if *last + 1 == b => *last = b,
+            _ => ranges.push((b, b)),
+        }
+    }
+    let ranges: Vec<String> = ranges
+        .iter()
+        .map(
+            |&(first, last)| {
+                if first == last {
+                    format!("{}", first + 1)
+                } else {
+                    format!("{}-{}", first + 1, last + 1)
+                }
+            },
+        )
+        .collect();
+    crate::pg::errors::notice(
+        format!(
+            "{} of the {bits} bits of the values in simhash index \"{}\" are the same in nearly every row (bits {}), {} of them in one of the {}-bit segments it files rows under",
+            lean.len(),
+            unsafe { crate::pg::names::relation_name(index) },
+            ranges.join(", "),
+            crowded.lean,
+            crowded.width,
+        ),
+        Some(format!(
+            "A lookup meets about {} times as many rows in that segment as on values whose bits vary.",
+            1u64 << crowded.lean.min(63)
+        )),
+        Some("Index values without such bits: a 50-bit value as a bit(50), not in a bit(64) or a bigint cast to simhash64.".into()),
+    );
+}

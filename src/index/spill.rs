@@ -34,6 +34,8 @@ pub(super) fn notice_sorting_on_disk(rows: usize, per_row: usize) {
     );
 }
 
+use simhash_core::bit_deal::BitCounts;
+
 pub(super) struct BuildState {
     pub entries: Vec<Entry>,
     /// The rows whose fingerprint is NULL.
@@ -45,11 +47,21 @@ pub(super) struct BuildState {
     /// Whether the rows go to the sorts beyond the budget (a build of format 5; one of format 4,
     /// in tests, keeps them in memory).
     pub spills: bool,
+    /// The ones at each bit of the fingerprints counted so far (`bit_deal::counted`), and the
+    /// fingerprints seen.
+    pub bit_counts: BitCounts,
+    pub seen: usize,
 }
 
 impl BuildState {
     /// Adds a row: `fp` (`None`: NULL) at `tid`.
     pub fn add(&mut self, fp: Option<u64>, tid: pg_sys::ItemPointerData) {
+        if let Some(fp) = fp {
+            if simhash_core::bit_deal::counted(self.seen) {
+                self.bit_counts.add(&fp.to_be_bytes());
+            }
+            self.seen += 1;
+        }
         if let Some(spilled) = &mut self.spilled {
             return spilled.put(fp, tid);
         }

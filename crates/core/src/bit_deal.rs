@@ -30,6 +30,9 @@ const LEAN: usize = 8;
 /// 8x more meetings.
 const LEAN_BITS: usize = 3;
 
+/// [`BitCounts::lean`] tells lean bits among at least this many codes.
+pub const LEAN_AMONG: usize = 1_000;
+
 /// A permutation of the bits of `bits`-bit codes: bit `source[p]` of a code goes to position `p`.
 /// Bits are numbered from the most significant bit of the first byte, as PostgreSQL stores
 /// `bit(n)`.
@@ -166,6 +169,50 @@ impl BitCounts {
     pub fn deal(&self) -> Option<BitDeal> {
         BitDeal::of_counts(&self.ones, self.codes)
     }
+
+    /// The lean bits of the codes counted (fewer than one code in eight differs from the rest
+    /// there), numbered from 0, in order; none before [`LEAN_AMONG`] codes (a small table's bits
+    /// say little, and its lookups meet few rows anyway).
+    pub fn lean(&self) -> Vec<u32> {
+        if self.codes < LEAN_AMONG {
+            return Vec::new();
+        }
+        let leanness = |ones: usize| ones.min(self.codes - ones);
+        (0..self.ones.len() as u32).filter(|&b| leanness(self.ones[b as usize]) * LEAN < self.codes).collect()
+    }
+}
+
+/// Whether a build that counts its rows' bits as they come counts row `n` (from 0): the first
+/// [`SAMPLE`] rows, then one in 64 (not evenly spaced, but the count is not known ahead; enough to
+/// tell lean bits).
+pub fn counted(n: usize) -> bool {
+    n < SAMPLE || n % 64 == 0
+}
+
+/// A segment of an index that holds lean bits, as [`most_crowded`] finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crowded {
+    /// The segment's number, from 0.
+    pub segment: u32,
+    /// Its width in bits.
+    pub width: u32,
+    /// How many of its bits are lean.
+    pub lean: u32,
+}
+
+/// Of the first `indexed` segments of `plan` (consecutive bits, as an index cuts them), the one
+/// that holds the most of the `lean` bits, if it holds at least [`LEAN_BITS`] of them: a lookup
+/// there meets about 2^lean times the rows it would on uniform codes.
+pub fn most_crowded(lean: &[u32], plan: &crate::multi_index::SegmentPlan, indexed: u32) -> Option<Crowded> {
+    (0..indexed.min(plan.count))
+        .map(|segment| {
+            let start = segment * plan.width;
+            let width = plan.width_of(segment);
+            let lean = lean.iter().filter(|&&b| (start..start + width).contains(&b)).count() as u32;
+            Crowded { segment, width, lean }
+        })
+        .max_by_key(|c| (c.lean, std::cmp::Reverse(c.segment)))
+        .filter(|c| c.lean as usize >= LEAN_BITS)
 }
 
 /// A [`BitDeal`] of 64-bit values, applied with one table read per byte.
@@ -279,6 +326,37 @@ mod tests {
             let mask = |c: &[u8; 2]| [c[0], c[1] & 0xf8];
             assert_eq!(hamming_bytes(&da, &db), hamming_bytes(&mask(a), &mask(b)));
         }
+    }
+
+    /// The 14 zero bits of 50-bit values are lean, and all in the first of four 16-bit segments;
+    /// uniform values have none; two lean bits in a segment are not a crowd.
+    #[test]
+    fn lean_bits_and_the_segment_they_crowd() {
+        use crate::multi_index::SegmentPlan;
+        let plan = SegmentPlan::with_width(64, 16).unwrap();
+        let mut counts = BitCounts::new(64);
+        short_values(100_000)
+            .iter()
+            .enumerate()
+            .filter(|&(n, _)| counted(n))
+            .for_each(|(_, v)| counts.add(&v.to_be_bytes()));
+        assert_eq!(counts.lean(), (0..14).collect::<Vec<u32>>());
+        assert_eq!(most_crowded(&counts.lean(), &plan, 4), Some(Crowded { segment: 0, width: 16, lean: 14 }));
+        // Only the indexed segments count.
+        assert_eq!(most_crowded(&[40, 41, 42, 43], &plan, 2), None);
+        assert_eq!(most_crowded(&[40, 41, 42, 43], &plan, 3), Some(Crowded { segment: 2, width: 16, lean: 4 }));
+        assert_eq!(most_crowded(&[15, 16, 31, 32], &plan, 4), None);
+        let mut state = 5;
+        let mut uniform = BitCounts::new(64);
+        (0..1_000).for_each(|_| uniform.add(&next(&mut state).to_be_bytes()));
+        assert!(uniform.lean().is_empty());
+        // A small table's bits are not judged.
+        let mut few = BitCounts::new(64);
+        short_values(999).iter().for_each(|v| few.add(&v.to_be_bytes()));
+        assert!(few.lean().is_empty());
+        few.add(&0u64.to_be_bytes());
+        assert!(!few.lean().is_empty());
+        assert!(counted(0) && counted(SAMPLE - 1) && !counted(SAMPLE + 1) && counted(SAMPLE * 2));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
+use simhash_core::bit_deal::{self, BitCounts};
 use simhash_core::code_build::{self, OnThread, ThreadError};
 use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
@@ -36,12 +37,24 @@ struct BuildState {
     /// The bytes the rows may take in memory: `maintenance_work_mem`.
     budget: usize,
     spilled: Option<Box<Spilled>>,
+    /// The ones at each bit of the rows counted so far (`bit_deal::counted`), and the rows seen.
+    bit_counts: Option<BitCounts>,
+    seen: usize,
 }
 
 impl BuildState {
     fn new(bits: u32) -> BuildState {
         let budget = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
-        BuildState { bits, codes: Vec::new(), tids: Vec::new(), nulls: Vec::new(), budget, spilled: None }
+        BuildState {
+            bits,
+            codes: Vec::new(),
+            tids: Vec::new(),
+            nulls: Vec::new(),
+            budget,
+            spilled: None,
+            bit_counts: None,
+            seen: 0,
+        }
     }
 
     fn code_bytes(&self) -> usize {
@@ -50,6 +63,12 @@ impl BuildState {
 
     /// Adds a row: `code` (`None`: NULL) at `tid`.
     fn add(&mut self, code: Option<&[u8]>, tid: pg_sys::ItemPointerData) {
+        if let Some(code) = code {
+            if bit_deal::counted(self.seen) {
+                self.bit_counts.get_or_insert_with(|| BitCounts::new(self.bits)).add(code);
+            }
+            self.seen += 1;
+        }
         if let Some(spilled) = &mut self.spilled {
             return spilled.put(code, tid);
         }
@@ -226,6 +245,11 @@ pub(in crate::index) unsafe fn build(
             );
         }
         let nulls = state.spilled.as_ref().map_or(state.nulls.len() as u64, |spilled| spilled.nulls());
+        if let (Some(counts), Ok(layout)) =
+            (&state.bit_counts, Layout::for_table(state.bits, rows, super::super::options::segments(index)))
+        {
+            crate::index::options::notice_lean_bits(index, state.bits, &counts.lean(), &layout.plan, layout.indexed);
+        }
         write_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, state);
         let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
         (*result).heap_tuples = heap_tuples;
