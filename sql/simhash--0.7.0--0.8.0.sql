@@ -265,10 +265,11 @@ DECLARE
           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
           AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
 BEGIN
-    IF NOT code_column THEN
-        -- The radius, and with verify the threshold and the shingle length (22023).
-        PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n);
-    END IF;
+    -- The radius, and with verify the threshold and the shingle length (22023); the radius of a
+    -- column of bit codes only for NULL here, against the codes' range by simhash_dedup_lookup below
+    -- (which reads a NULL threshold or shingle length as its default: they are checked here).
+    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup',
+        CASE WHEN NOT code_column THEN k WHEN k IS NOT NULL THEN 0 END, verify, min_similarity, n);
     SELECT c.relname, ns.nspname, c.relowner, c.relpersistence INTO rel_name, rel_schema, rel_owner, rel_persistence
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
@@ -324,8 +325,7 @@ BEGIN
     ELSE
         -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
         -- trigger takes those two): the radius, checked against the codes' range by
-        -- simhash_dedup_lookup (22023; with verify, above, the threshold and shingle length too).
-        PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', CASE WHEN k IS NOT NULL THEN 0 END, NULL, NULL, NULL);
+        -- simhash_dedup_lookup (22023; with verify, above, too).
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
             simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'), tbl, col);

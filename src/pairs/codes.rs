@@ -48,6 +48,46 @@ pub(super) fn check_code_radius(k: i32) -> u32 {
     k as u32
 }
 
+/// ERROR 42804 unless the id column, if `tbl` has it, is an integer (smallint, integer or bigint, or
+/// a domain over one), as the pairs of a simhash64 column require: ids of another type would be
+/// cast to bigint (a text refused with 22P02, a float rounded into ids the table does not have).
+///
+/// # Safety
+///
+/// In a backend, inside a transaction.
+unsafe fn check_id_column(tbl: Oid, id_column: &CStr) {
+    unsafe {
+        let attnum = pg_sys::get_attnum(tbl, id_column.as_ptr());
+        if attnum <= 0 {
+            return; // (a missing column: 42703 from the query)
+        }
+        let atttype = pg_sys::get_atttype(tbl, attnum);
+        if !super::input::is_integer(atttype) {
+            let type_name = CStr::from_ptr(pg_sys::format_type_be(atttype)).to_string_lossy().into_owned();
+            raise(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "column \"{}\" of relation {} is of type {type_name}, not an integer id",
+                    id_column.to_string_lossy(),
+                    qualified_name(tbl),
+                ),
+                Some("The ids of near-duplicate pairs are smallint, integer or bigint.".into()),
+                None,
+            );
+        }
+    }
+}
+
+/// ERROR 23502 for a row with a code and a NULL id, as the pairs of a simhash64 column.
+fn null_id() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
+        "near-duplicate pairs need a non-NULL id for every code".into(),
+        None,
+        None,
+    )
+}
+
 /// Calls `on_pair(id_a, id_b, distance)` (id_a < id_b) for each pair of rows of `tbl` whose codes
 /// in `code_column` are within `k` bits (of a Citus table, on its workers, `super::code_keys`; there,
 /// with `links_only`, only enough of them to join the same groups); `function` is the calling
@@ -66,6 +106,7 @@ pub(super) unsafe fn for_each_code_pair(
     on_pair: &mut dyn FnMut(i64, i64, u32),
 ) {
     unsafe {
+        check_id_column(tbl, id_column);
         if crate::pg::citus::is_citus_table(tbl) {
             // (a self-join on the codes, which Citus cannot run on a distributed table)
             return super::code_keys::spread_code_pairs(tbl, code_column, id_column, k, links_only, function, on_pair);
@@ -93,7 +134,7 @@ pub(super) unsafe fn for_each_code_pair(
             "SELECT a.{id}::pg_catalog.int8, b.{id}::pg_catalog.int8, {schema}.simhash_hamming({a_code}, {b_code})::pg_catalog.int4 \
              FROM {table} a JOIN {table} b \
              ON {b_code} OPERATOR({schema}.<@) {schema}.simhash_code_ball({a_code}, {k}) \
-             AND a.{id}::pg_catalog.int8 OPERATOR(pg_catalog.<) b.{id}::pg_catalog.int8",
+             AND (a.{id}::pg_catalog.int8 OPERATOR(pg_catalog.<) b.{id}::pg_catalog.int8) IS NOT FALSE",
             table = qualified_name(tbl),
         );
         Spi::connect(|client| {
@@ -116,7 +157,9 @@ pub(super) unsafe fn for_each_code_pair(
                         row.get::<i64>(2).ok().flatten(),
                         row.get::<i32>(3).ok().flatten(),
                     );
-                    if let (Some(a), Some(b), Some(d)) = (a, b, d) {
+                    // (a row with a NULL id comes back at least with itself: IS NOT FALSE)
+                    let (Some(a), Some(b)) = (a, b) else { null_id() };
+                    if let Some(d) = d {
                         on_pair(a, b, d as u32);
                     }
                 }

@@ -328,18 +328,37 @@ pub fn cosine_radius(cosine: f64, bits: i64, recall: f64) -> Result<u32, RadiusE
     if p >= 1.0 {
         return Ok(b);
     }
-    // ln P[X = k], from ln P[X = 0] = b ln(1 - p) by the ratio (b - k) / (k + 1) * p / (1 - p).
+    // P[X = k] for k = 0..=b, from ln P[X = 0] = b ln(1 - p) by the ratio
+    // (b - k) / (k + 1) * p / (1 - p).
     let odds = libm::log(p) - libm::log1p(-p);
     let mut ln_term = b as f64 * libm::log1p(-p);
-    let mut cdf = 0.0;
-    for k in 0..b {
-        cdf += libm::exp(ln_term);
-        if cdf >= recall {
-            return Ok(k);
-        }
+    let mut terms = Vec::with_capacity(b as usize + 1);
+    for k in 0..=b {
+        terms.push(libm::exp(ln_term));
         ln_term += libm::log((b - k) as f64 / (k + 1) as f64) + odds;
     }
-    Ok(b)
+    if recall <= 0.5 {
+        // The lower tail, summed from k = 0: P[X <= k] >= recall.
+        let mut cdf = 0.0;
+        for (k, term) in terms.iter().enumerate() {
+            cdf += term;
+            if cdf >= recall {
+                return Ok(k as u32);
+            }
+        }
+        return Ok(b);
+    }
+    // A recall near 1: the upper tail, summed from k = b, P[X > k] <= 1 - recall (exact for a
+    // recall of 0.5 or more). A sum from below rounds to within about 1e-13 of 1 at 4,096 bits and
+    // never reached a recall beyond that (the radius came out as b, or short of the quantile).
+    let miss = 1.0 - recall;
+    let mut above = 0.0; // P[X > k]
+    let mut k = b;
+    while k > 0 && above + terms[k as usize] <= miss {
+        above += terms[k as usize];
+        k -= 1;
+    }
+    Ok(k)
 }
 
 #[cfg(test)]
@@ -614,6 +633,47 @@ mod tests {
             assert_eq!(cosine_radius(cosine, bits as i64, recall), Ok(want), "{cosine} {bits} {recall}");
         }
         assert_eq!(cosine_radius(0.9, 64, 0.95), Ok(14));
+        // Recalls near 1 and near 0, against the quantiles computed with 60 digits (mpmath):
+        // summed from below, the first four came out as 4096, 4096, 64 and 3654.
+        for (cosine, bits, recall, want) in [
+            (0.0, 4096, 0.999999999999, 2273),
+            (0.5, 4096, 0.9999999999999999, 1616),
+            (0.5, 64, 0.9999999999999998, 53),
+            (-0.9, 4096, 0.9999999999999999, 3684),
+            (0.5, 4096, 0.99999999999999, 1599),
+            (0.0, 4096, 0.95, 2101),
+            (0.5, 4096, 0.95, 1415),
+            (0.99999999999, 4096, 0.999999999999, 4),
+            (1e-300, 4096, 1e-300, 897),
+            (0.5, 4096, 1e-300, 363),
+            (0.9, 64, 1e-300, 0),
+            (0.0, 64, 0.5, 32),
+        ] {
+            assert_eq!(cosine_radius(cosine, bits, recall), Ok(want), "{cosine} {bits} {recall}");
+        }
+        // More recall never gives a smaller radius, across the switch between the tails at 0.5.
+        for bits in [1, 64, 4096] {
+            for cosine in [0.9, 0.0, -0.9] {
+                let mut last = 0;
+                for recall in [
+                    1e-300,
+                    1e-10,
+                    0.1,
+                    0.4999999,
+                    0.5,
+                    0.5000001,
+                    0.9,
+                    0.95,
+                    1.0 - 1e-9,
+                    1.0 - 1e-15,
+                    1.0 - f64::EPSILON / 2.0,
+                ] {
+                    let k = cosine_radius(cosine, bits, recall).unwrap();
+                    assert!(k >= last && k <= bits as u32, "{cosine} {bits} {recall}: {k} after {last}");
+                    last = k;
+                }
+            }
+        }
         assert_eq!(cosine_radius(1.5, 64, 0.95), Err(RadiusError::Cosine));
         assert_eq!(cosine_radius(f64::NAN, 64, 0.95), Err(RadiusError::Cosine));
         assert_eq!(cosine_radius(0.9, 0, 0.95), Err(RadiusError::Bits));

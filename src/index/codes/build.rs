@@ -151,6 +151,19 @@ pub(in crate::index) unsafe fn declared_bits(index: pg_sys::Relation) -> u32 {
     }
 }
 
+/// ERROR 22026 for an empty code (`B''` in a `bit varying` column), which an index does not take:
+/// its codes have 1 to 4,096 bits.
+pub(super) fn check_not_empty(bits: u32) {
+    if bits == 0 {
+        raise(
+            PgSqlErrorCode::ERRCODE_STRING_DATA_LENGTH_MISMATCH,
+            format!("a simhash index takes codes of 1 to {MAX_CODE_BITS} bits, not an empty one"),
+            None,
+            Some("Store NULL for a row without a code.".into()),
+        );
+    }
+}
+
 /// ERROR 54000 for codes longer than an index takes.
 pub(super) fn check_bits(bits: u32) {
     if bits > MAX_CODE_BITS {
@@ -187,11 +200,12 @@ unsafe extern "C-unwind" fn build_callback(
                 pgrx::vardata_any(value).cast::<u8>(),
                 pgrx::varsize_any_exhdr(value),
             ));
+            check_not_empty(code.bits);
             if state.bits == 0 {
                 check_bits(code.bits);
                 state.bits = code.bits;
             }
-            if code.bits != state.bits || code.bits == 0 {
+            if code.bits != state.bits {
                 super::wrong_length(code.bits, state.bits);
             }
             state.add(Some(code.bytes), *tid);

@@ -28,9 +28,8 @@ pub(in crate::index) unsafe fn insert(
         let mut meta = meta::read_meta(index, pg_sys::BufferGetPage(meta_buffer));
         let mut meta_changed = false;
         if let Some((bits, _)) = code {
-            if bits == 0 {
-                super::wrong_length(bits, meta.code_bits);
-            } else if meta.code_bits == 0 {
+            super::build::check_not_empty(bits);
+            if meta.code_bits == 0 {
                 super::build::check_bits(bits);
                 meta.code_bits = bits;
                 meta_changed = true;

@@ -66,6 +66,22 @@ WITH c AS (SELECT * FROM simhash_clusters('near', 'code', 6)),
      b AS (SELECT * FROM simhash_clusters_from_pairs('SELECT a.id, b.id FROM near a JOIN near b ON a.id < b.id AND bit_count(a.code # b.code) <= 6'))
 SELECT (SELECT count(*) FROM c) AS rows, (SELECT count(DISTINCT representative) FROM c) AS groups,
        (SELECT count(*) FROM (TABLE c EXCEPT TABLE b) x) + (SELECT count(*) FROM (TABLE b EXCEPT TABLE c) x) AS not_brute_force;
+-- The id column is an integer (42804: another type was cast to bigint, a float rounded into ids
+-- the table does not have), not NULL where there is a code (23502, even for a row without a pair:
+-- a NULL id was left out), as for simhash64; the verified forms too.
+CREATE TEMP TABLE near_ids (id bigint, fid float8, sid text, code bit(4), body text);
+INSERT INTO near_ids VALUES (1, 1.5, 'a', B'1010', 'same text'), (2, 2.5, 'b', B'1010', 'same text');
+SELECT * FROM simhash_pairs('near_ids', 'code', 0, 'fid');
+SELECT * FROM simhash_clusters('near_ids', 'code', 0, 'sid');
+SELECT * FROM simhash_pairs('near_ids', 'code', 0, 'body', 0.5, 'fid');
+SELECT * FROM simhash_clusters('near_ids', 'code', 0, 'body', 0.5, 'fid');
+INSERT INTO near_ids VALUES (NULL, NULL, NULL, B'0000', 'other');
+SELECT * FROM simhash_pairs('near_ids', 'code', 0);
+SELECT * FROM simhash_clusters('near_ids', 'code', 0);
+SELECT * FROM simhash_pairs('near_ids', 'code', 0, 'body', 0.5);
+UPDATE near_ids SET code = NULL WHERE id IS NULL;
+SELECT * FROM simhash_pairs('near_ids', 'code', 0);
+DROP TABLE near_ids;
 -- A `bit varying` column (which the index and the constraint take too), without and with its
 -- simhash index: the same pairs and clusters as of the bit column.
 CREATE TEMP TABLE near_varying AS SELECT id, code::varbit AS code FROM near;

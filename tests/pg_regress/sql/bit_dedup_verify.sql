@@ -31,10 +31,12 @@ EXECUTE lookup_v(pg_temp.code256('a') # pg_temp.flip(1), '(0,0)', pg_temp.words(
 DEALLOCATE lookup_v;
 RESET plan_cache_mode;
 RESET enable_seqscan;
--- The arguments: min_similarity and n out of range (22023), a missing text column (42703), one
--- that is not text (42804).
+-- The arguments: min_similarity and n out of range (22023; NULL too, which would otherwise make
+-- a trigger that refuses every row), a missing text column (42703), one that is not text (42804).
 SELECT simhash_add_dedup('vc', 'code', 8, verify => 'body', min_similarity => 1.5);
 SELECT simhash_add_dedup('vc', 'code', 8, verify => 'body', n => 0);
+SELECT simhash_add_dedup('vc', 'code', 8, verify => 'body', min_similarity => NULL);
+SELECT simhash_add_dedup('vc', 'code', 8, verify => 'body', n => NULL);
 SELECT simhash_add_dedup('vc', 'code', 8, verify => 'nope');
 SELECT simhash_add_dedup('vc', 'code', 8, verify => 'id');
 

@@ -247,10 +247,19 @@ SELECT code FROM cv WHERE code <@ simhash_code_ball(B'0010', 1) ORDER BY code;
 SELECT code FROM cv ORDER BY code <-> simhash_code_ball(B'0111', 0);
 RESET enable_seqscan;
 SELECT simhash_index_check('cv_code');
--- Built empty: the first row inserted sets the length; an empty code is refused (22026).
+-- Built empty: the first row inserted sets the length; an empty code is refused (22026), at
+-- insert and at the build, saying so (not "a code of 0 bits cannot be compared with the 0-bit codes").
 CREATE TABLE ce (code bit varying);
 CREATE INDEX ce_code ON ce USING simhash (code);
+\set VERBOSITY default
 INSERT INTO ce VALUES (B'');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE cempty (code bit varying);
+INSERT INTO cempty VALUES (NULL), (B'');
+CREATE INDEX ON cempty USING simhash (code);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
+DROP TABLE cempty;
 INSERT INTO ce VALUES (B'110'), (B'111');
 INSERT INTO ce VALUES (B'11');
 SET enable_seqscan = off;

@@ -43,6 +43,10 @@ SELECT simhash('{1,2,3}') IS NOT DISTINCT FROM simhash('{1,2,3}'::text) AS liter
 SELECT c, simhash_cosine_radius(c) AS b64, simhash_cosine_radius(c, 256) AS b256,
        simhash_cosine_radius(c, 1024, 0.99) AS b1024_r99
 FROM (VALUES (1.0), (0.99), (0.95), (0.9), (0.8), (0.0), (-1.0)) t(c);
+-- Recalls near 1 (2273, 1616, 3684: computed with 60 digits; summed from below, the radius came
+-- out as 4096, 4096 and 3654) and near 0 (363).
+SELECT simhash_cosine_radius(0.0, 4096, 0.999999999999) AS c0, simhash_cosine_radius(0.5, 4096, 0.9999999999999999) AS c05,
+       simhash_cosine_radius(-0.9, 4096, 0.9999999999999999) AS c_09, simhash_cosine_radius(0.5, 4096, 1e-300) AS low;
 
 -- Errors, by SQLSTATE.
 \set VERBOSITY sqlstate
