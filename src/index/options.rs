@@ -116,6 +116,10 @@ pub(crate) unsafe fn notice_lean_bits(
     plan: &simhash_core::multi_index::SegmentPlan,
     indexed: u32,
 ) {
+    if lean.len() == bits as usize {
+        // (Copies of a few values, not a short value in a long type: nothing to say of its bits.)
+        return;
+    }
     let Some(crowded) = simhash_core::bit_deal::most_crowded(lean, plan, indexed) else { return };
     // The lean bits as ranges numbered from 1, as `get_bit` numbers them from 0: "1-14, 33".
     let mut ranges: Vec<(u32, u32)> = Vec::new();
@@ -139,7 +143,7 @@ pub(crate) unsafe fn notice_lean_bits(
         .collect();
     crate::pg::errors::notice(
         format!(
-            "{} of the {bits} bits of the values in simhash index \"{}\" are the same in nearly every row (bits {}), {} of them in one of the {}-bit segments it files rows under",
+            "{} of the {bits} bits of the values in simhash index \"{}\" are the same in nearly every row (bits {}), {} of them among the {} bits of one segment it files rows under",
             lean.len(),
             unsafe { crate::pg::names::relation_name(index) },
             ranges.join(", "),

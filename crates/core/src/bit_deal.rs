@@ -31,7 +31,7 @@ const LEAN: usize = 8;
 const LEAN_BITS: usize = 3;
 
 /// [`BitCounts::lean`] tells lean bits among at least this many codes.
-pub const LEAN_AMONG: usize = 1_000;
+pub const LEAN_AMONG: usize = 10_000;
 
 /// A permutation of the bits of `bits`-bit codes: bit `source[p]` of a code goes to position `p`.
 /// Bits are numbered from the most significant bit of the first byte, as PostgreSQL stores
@@ -186,7 +186,7 @@ impl BitCounts {
 /// [`SAMPLE`] rows, then one in 64 (not evenly spaced, but the count is not known ahead; enough to
 /// tell lean bits).
 pub fn counted(n: usize) -> bool {
-    n < SAMPLE || n % 64 == 0
+    n < SAMPLE || n.is_multiple_of(64)
 }
 
 /// A segment of an index that holds lean bits, as [`most_crowded`] finds it.
@@ -348,11 +348,11 @@ mod tests {
         assert_eq!(most_crowded(&[15, 16, 31, 32], &plan, 4), None);
         let mut state = 5;
         let mut uniform = BitCounts::new(64);
-        (0..1_000).for_each(|_| uniform.add(&next(&mut state).to_be_bytes()));
+        (0..LEAN_AMONG).for_each(|_| uniform.add(&next(&mut state).to_be_bytes()));
         assert!(uniform.lean().is_empty());
         // A small table's bits are not judged.
         let mut few = BitCounts::new(64);
-        short_values(999).iter().for_each(|v| few.add(&v.to_be_bytes()));
+        short_values(LEAN_AMONG - 1).iter().for_each(|v| few.add(&v.to_be_bytes()));
         assert!(few.lean().is_empty());
         few.add(&0u64.to_be_bytes());
         assert!(!few.lean().is_empty());

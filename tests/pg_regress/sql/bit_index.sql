@@ -420,3 +420,25 @@ CREATE INDEX cl_code ON cl USING simhash (code);
 SELECT n, bool_and(same) AS same FROM (SELECT * FROM pg_temp.cl_same(1) UNION ALL SELECT * FROM pg_temp.cl_same(10)
     UNION ALL SELECT * FROM pg_temp.cl_same(200)) s GROUP BY n ORDER BY n;
 DROP TABLE cl;
+
+-- Lean bits (the same in nearly every row) crowding a segment the index files rows under: a
+-- NOTICE at the build, for codes and for simhash64 (20,000 values below 2^50: bits 1-17 zero).
+-- None for uniform codes, for copies of one value, for lean bits outside the indexed segments,
+-- or below 10,000 rows.
+CREATE TABLE lean AS SELECT g, (g * 2654435761 % (1::bigint << 50))::bit(64) AS code,
+    (g * 2654435761 % (1::bigint << 50))::simhash64 AS fp, ('x' || md5(g::text))::bit(128) AS uniform,
+    B'1011'::bit(64) AS copy, (('x' || md5(g::text))::bit(128) || B'0000')::bit(132) AS tail_lean
+FROM generate_series(1, 20000) g;
+\set VERBOSITY default
+CREATE INDEX lean_code ON lean USING simhash (code);
+CREATE INDEX lean_fp ON lean USING simhash (fp);
+CREATE INDEX lean_uniform ON lean USING simhash (uniform);
+CREATE INDEX lean_copy ON lean USING simhash (copy);
+CREATE INDEX lean_tail_first ON lean USING simhash (tail_lean) WITH (segments = 1);
+CREATE INDEX lean_tail ON lean USING simhash (tail_lean);
+CREATE INDEX lean_few ON lean USING simhash (code) WHERE g <= 9000;
+\set VERBOSITY sqlstate
+-- The lookups are exact all the same.
+SELECT count(*) FROM lean WHERE simhash_hamming(code, (SELECT code FROM lean WHERE g = 7)) <= 3;
+SELECT simhash_index_check('lean_code'), simhash_index_check('lean_fp');
+DROP TABLE lean;
