@@ -343,17 +343,23 @@ fn check_radius(k: i32) -> u32 {
 fn find_pairs(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32)) {
     let started = Instant::now();
     let mut last_notice = started;
-    let found = simhash_core::pairs::for_each_pair(fps, k, on_pair, &mut |done, all, found| {
-        pg_sys::check_for_interrupts!();
-        if last_notice.elapsed() >= NOTICE_EVERY {
-            last_notice = Instant::now();
-            notice!(
+    let found = simhash_core::pairs::for_each_pair(
+        fps,
+        k,
+        on_pair,
+        &mut |done, all, found| {
+            pg_sys::check_for_interrupts!();
+            if last_notice.elapsed() >= NOTICE_EVERY {
+                last_notice = Instant::now();
+                notice!(
                 "simhash: {done} of {all} tables searched, {found} pairs so far ({} distinct fingerprints, {:.0} s)",
                 fps.len(),
                 started.elapsed().as_secs_f64()
             );
-        }
-    });
+            }
+        },
+        crate::fingerprint::text::INTERRUPTS,
+    );
     if found.is_err() {
         pairs_out_of_memory(&format!(
             "the table of the {} distinct fingerprints of a near-duplicate search",
