@@ -105,17 +105,21 @@ pub struct Duplicates {
 }
 
 impl Duplicates {
-    /// The groups of `fps`, or [`OutOfMemory`]; `interrupt` checked while they are sorted.
+    /// The groups of `fps`, or [`OutOfMemory`]; `interrupt` checked while they are sorted and
+    /// gathered.
     pub fn group(fps: &[u64], interrupt: crate::Interrupt) -> Result<Self, OutOfMemory> {
         let mut rows: Vec<u32> = vec_with_room(fps.len())?;
         rows.extend(0..fps.len() as u32);
         crate::interrupt::sort_checked(&mut rows, &|&a, &b| fps[a as usize].cmp(&fps[b as usize]), interrupt);
         let mut distinct = Vec::new();
         let mut starts = Vec::new();
-        for (position, &i) in rows.iter().enumerate() {
-            if distinct.last() != Some(&fps[i as usize]) {
-                push(&mut distinct, fps[i as usize])?;
-                push(&mut starts, position as u32)?;
+        for range in crate::interrupt::ranges(rows.len(), interrupt) {
+            for position in range {
+                let fp = fps[rows[position] as usize];
+                if distinct.last() != Some(&fp) {
+                    push(&mut distinct, fp)?;
+                    push(&mut starts, position as u32)?;
+                }
             }
         }
         push(&mut starts, rows.len() as u32)?;
@@ -345,6 +349,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(calls.last(), Some(&(tables, tables)));
+    }
+
+    #[test]
+    fn grouping_many_rows_is_interruptible() {
+        // 4 STEP rows (sorted at once, no check there), gathered in 4 pieces.
+        let fps: Vec<u64> = (0..4 * crate::interrupt::STEP as u64).map(|i| i / 3).collect();
+        let (stopped, calls) = crate::interrupt::tests::run_stopping(usize::MAX, |i| Duplicates::group(&fps, i));
+        assert!(!stopped && calls == 4, "{calls} checks");
     }
 
     #[test]
