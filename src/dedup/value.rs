@@ -171,7 +171,7 @@ impl Fingerprint for u64 {
         let mut fps = Vec::new();
         fps.try_reserve_exact(rows).map_err(|_| NearSetError::OutOfMemory)?;
         fps.extend((0..rows).map(|i| *value(i)));
-        simhash_core::dedup::first_come(&fps, k, near_other, alive, similar)
+        simhash_core::dedup::first_come(&fps, k, near_other, alive, similar, crate::fingerprint::text::INTERRUPTS)
     }
 }
 
@@ -188,7 +188,7 @@ impl NearLookup<u64> for NearSet {
     }
 
     fn for_each_near(&self, value: &u64, found: &mut dyn FnMut(usize)) {
-        NearSet::for_each_near(self, *value, found)
+        NearSet::for_each_near(self, *value, found, crate::fingerprint::text::INTERRUPTS)
     }
 }
 

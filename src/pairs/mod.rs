@@ -252,10 +252,16 @@ fn clusters_of_query(query: &str, k: u32) -> Clusters {
     linked.resize(rows, false);
     // The rows, numbered as read; each group is represented by its smallest id.
     let mut groups_of = or_out_of_memory(Groups::of(ids), rows);
-    for rows in groups.repeated() {
-        for &i in rows {
-            linked[i as usize] = true;
-            groups_of.union(rows[0] as usize, i as usize);
+    // (a check for interrupts every STEP distinct fingerprints: a union each of millions of rows)
+    for (u, rows) in (0..groups.distinct.len()).map(|u| (u, groups.holders(u))) {
+        if u % simhash_core::interrupt::STEP == 0 {
+            pg_sys::check_for_interrupts!();
+        }
+        if rows.len() > 1 {
+            for &i in rows {
+                linked[i as usize] = true;
+                groups_of.union(rows[0] as usize, i as usize);
+            }
         }
     }
     find_pairs(&groups.distinct, k, &mut |u, v, _| {
@@ -265,7 +271,11 @@ fn clusters_of_query(query: &str, k: u32) -> Clusters {
         groups_of.union(groups.holders(u)[0] as usize, groups.holders(v)[0] as usize);
     });
     let mut out = or_out_of_memory(simhash_core::pairs::vec_with_room(linked.iter().filter(|&&l| l).count()), rows);
-    out.extend((0..rows).filter(|&i| linked[i]).map(|i| (groups_of.key(i), groups_of.representative(i))));
+    for start in (0..rows).step_by(simhash_core::interrupt::STEP) {
+        pg_sys::check_for_interrupts!();
+        let piece = start..(start + simhash_core::interrupt::STEP).min(rows);
+        out.extend(piece.filter(|&i| linked[i]).map(|i| (groups_of.key(i), groups_of.representative(i))));
+    }
     TableIterator::new(out)
 }
 
@@ -321,7 +331,11 @@ impl GroupsById {
     fn rows(&mut self) -> Vec<(i64, i64)> {
         let n = self.groups.len();
         let mut rows = or_out_of_memory(simhash_core::pairs::vec_with_room(n), n);
-        rows.extend((0..n).map(|i| (self.groups.key(i), self.groups.representative(i))));
+        for start in (0..n).step_by(simhash_core::interrupt::STEP) {
+            pg_sys::check_for_interrupts!();
+            let piece = start..(start + simhash_core::interrupt::STEP).min(n);
+            rows.extend(piece.map(|i| (self.groups.key(i), self.groups.representative(i))));
+        }
         rows
     }
 }
@@ -343,17 +357,23 @@ fn check_radius(k: i32) -> u32 {
 fn find_pairs(fps: &[u64], k: u32, on_pair: &mut dyn FnMut(usize, usize, u32)) {
     let started = Instant::now();
     let mut last_notice = started;
-    let found = simhash_core::pairs::for_each_pair(fps, k, on_pair, &mut |done, all, found| {
-        pg_sys::check_for_interrupts!();
-        if last_notice.elapsed() >= NOTICE_EVERY {
-            last_notice = Instant::now();
-            notice!(
+    let found = simhash_core::pairs::for_each_pair(
+        fps,
+        k,
+        on_pair,
+        &mut |done, all, found| {
+            pg_sys::check_for_interrupts!();
+            if last_notice.elapsed() >= NOTICE_EVERY {
+                last_notice = Instant::now();
+                notice!(
                 "simhash: {done} of {all} tables searched, {found} pairs so far ({} distinct fingerprints, {:.0} s)",
                 fps.len(),
                 started.elapsed().as_secs_f64()
             );
-        }
-    });
+            }
+        },
+        crate::fingerprint::text::INTERRUPTS,
+    );
     if found.is_err() {
         pairs_out_of_memory(&format!(
             "the table of the {} distinct fingerprints of a near-duplicate search",

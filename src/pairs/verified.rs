@@ -302,9 +302,10 @@ fn verified_groups(
             );
         }
     };
-    let groups = candidates.groups(&distinct, &mut verify, &mut progress).unwrap_or_else(|_| {
-        pairs_out_of_memory(&format!("the groups of the {} rows in candidate pairs", distinct.len()))
-    });
+    let groups =
+        candidates.groups(&distinct, &mut verify, &mut progress, crate::fingerprint::text::INTERRUPTS).unwrap_or_else(
+            |_| pairs_out_of_memory(&format!("the groups of the {} rows in candidate pairs", distinct.len())),
+        );
     pgrx::debug1!(
         "simhash: {all} candidate pairs among {} rows ({} texts read), {} of them verified, {} joined two groups",
         distinct.len(),

@@ -122,13 +122,19 @@ impl NearSet {
     }
 
     /// Calls `found(i)` for each member `fps[i]` within `k` of `v` (a member may be reported once
-    /// per segment it shares).
-    pub fn for_each_near(&self, v: u64, found: &mut dyn FnMut(usize)) {
+    /// per segment it shares); `interrupt` every [`crate::interrupt::STEP`] members compared (many
+    /// members may share a segment value).
+    pub fn for_each_near(&self, v: u64, found: &mut dyn FnMut(usize), interrupt: crate::Interrupt) {
         let dealt = self.deal.as_ref().map_or(v, |deal| deal.apply(v));
+        let mut visited = 0usize;
         for (n, table) in self.segments.iter().enumerate() {
             let value = segment(dealt, n as i32).expect("n < 4");
             let mut visit = |probe: u16| {
                 for &i in table.of(probe) {
+                    visited += 1;
+                    if visited.is_multiple_of(crate::interrupt::STEP) {
+                        interrupt.check();
+                    }
                     if hamming(self.fps[i as usize], v) <= self.k {
                         found(i as usize);
                     }
@@ -174,22 +180,25 @@ pub const FIRST_COME_DIRECT_UP_TO: usize = 256;
 /// Without verification the kept rows are pairwise more than `k` apart, so a row meets few of them
 /// however many copies of one text the transaction wrote; with it, a row meets every kept row
 /// within `k`, as the row trigger's lookup does.
+///
+/// `interrupt` is called every [`crate::interrupt::STEP`] kept rows compared: kept rows that share
+/// a segment value (and differ elsewhere) are all compared with each row that has that value.
 pub fn first_come(
     fps: &[u64],
     k: u32,
     near_other: &mut dyn FnMut(usize) -> bool,
     alive: &mut dyn FnMut(usize) -> bool,
     similar: &mut dyn FnMut(usize, usize) -> bool,
+    interrupt: crate::Interrupt,
 ) -> Result<Vec<Verdict>, NearSetError> {
     let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
     let filed = if fps.len() > FIRST_COME_DIRECT_UP_TO {
-        // (At most bit_deal::SAMPLE rows counted.)
-        let deal = BitDeal::for_u64s(fps, Interrupt::NEVER).and_then(|deal| deal.for_64_bits());
+        let deal = BitDeal::for_u64s(fps, interrupt).and_then(|deal| deal.for_64_bits());
         Some(KeptRows::new(fps.len(), radii, deal)?)
     } else {
         None
     };
-    let mut kept = KeptFingerprints { fps, k, filed, listed: Vec::new() };
+    let mut kept = KeptFingerprints { fps, k, filed, listed: Vec::new(), visited: 0, interrupt };
     first_come_filed(fps.len(), &mut kept, near_other, alive, similar)
 }
 
@@ -259,14 +268,17 @@ pub fn first_come_filed(
 
 /// The kept fingerprints of [`first_come`]: in a list, compared each, or past
 /// [`FIRST_COME_DIRECT_UP_TO`] rows filed by segment value.
-struct KeptFingerprints<'a> {
+struct KeptFingerprints<'a, 'i> {
     fps: &'a [u64],
     k: u32,
     filed: Option<KeptRows>,
     listed: Vec<usize>,
+    /// Kept rows compared so far, for a check every STEP of them.
+    visited: usize,
+    interrupt: crate::Interrupt<'i>,
 }
 
-impl KeptFiling for KeptFingerprints<'_> {
+impl KeptFiling for KeptFingerprints<'_, '_> {
     fn file(&mut self, i: usize) -> Result<(), NearSetError> {
         match &mut self.filed {
             Some(filed) => filed.insert(i, self.fps[i]),
@@ -277,10 +289,14 @@ impl KeptFiling for KeptFingerprints<'_> {
     }
 
     fn for_each_within(&mut self, i: usize, found: &mut dyn FnMut(usize)) {
-        let (fps, k) = (self.fps, self.k);
+        let (fps, k, visited, interrupt) = (self.fps, self.k, &mut self.visited, self.interrupt);
         let mut within = |j: usize| {
             #[cfg(test)]
             tests::COMPARED.with(|c| c.set(c.get() + 1));
+            *visited += 1;
+            if visited.is_multiple_of(crate::interrupt::STEP) {
+                interrupt.check();
+            }
             if hamming(fps[j], fps[i]) <= k {
                 found(j)
             }
@@ -403,7 +419,7 @@ mod tests {
                     v ^= 1 << (next(&mut state) % 64);
                 }
                 let mut got = Vec::new();
-                set.for_each_near(v, &mut |i| got.push(i));
+                set.for_each_near(v, &mut |i| got.push(i), crate::Interrupt::NEVER);
                 got.sort_unstable();
                 got.dedup();
                 let want: Vec<usize> = (0..fps.len()).filter(|&i| hamming(fps[i], v) <= k).collect();
@@ -413,11 +429,11 @@ mod tests {
         assert_eq!(NearSet::new(fps, MAX_DEDUP_RADIUS + 1).err(), Some(NearSetError::RadiusOutOfRange));
         // No members, and members twice.
         let set = NearSet::new(Vec::new(), 11).unwrap();
-        set.for_each_near(5, &mut |_| panic!("no members"));
+        set.for_each_near(5, &mut |_| panic!("no members"), crate::Interrupt::NEVER);
         for limit in [PROBES_FILED_UP_TO, 0] {
             let set = NearSet::filed(vec![9, 9, 0xFFFF_FFFF_FFFF_0000], 3, limit).unwrap();
             let mut got = Vec::new();
-            set.for_each_near(8, &mut |i| got.push(i));
+            set.for_each_near(8, &mut |i| got.push(i), crate::Interrupt::NEVER);
             got.sort_unstable();
             got.dedup();
             assert_eq!(got, vec![0, 1]);
@@ -425,7 +441,7 @@ mod tests {
             let set = NearSet::filed(vec![0, u64::MAX, 0x0000_FFFF_0000_FFFF], 11, limit).unwrap();
             for (v, want) in [(0x7FFu64, vec![0]), (!0x7FFu64, vec![1]), (0x0000_FFFF_0000_FF00, vec![2])] {
                 let mut got = Vec::new();
-                set.for_each_near(v, &mut |i| got.push(i));
+                set.for_each_near(v, &mut |i| got.push(i), crate::Interrupt::NEVER);
                 got.sort_unstable();
                 got.dedup();
                 assert_eq!(got, want, "v {v:x} limit {limit}");
@@ -489,6 +505,7 @@ mod tests {
                     alive[i]
                 },
                 &mut |_, _| true,
+                crate::Interrupt::NEVER,
             )
             .unwrap();
             let want = first_come_eagerly(&fps, k, &near_other, &alive, &|_, _| true);
@@ -507,7 +524,14 @@ mod tests {
             }
         }
         assert_eq!(
-            first_come(&[1], MAX_DEDUP_RADIUS + 1, &mut |_| false, &mut |_| true, &mut |_, _| true),
+            first_come(
+                &[1],
+                MAX_DEDUP_RADIUS + 1,
+                &mut |_| false,
+                &mut |_| true,
+                &mut |_, _| true,
+                crate::Interrupt::NEVER
+            ),
             Err(NearSetError::RadiusOutOfRange)
         );
         // 100,000 copies of one fingerprint and of a near one (a dedup feed): the first is kept and
@@ -525,6 +549,7 @@ mod tests {
                     i != 0 || first_alive
                 },
                 &mut |_, _| true,
+                crate::Interrupt::NEVER,
             )
             .unwrap();
             let first = if first_alive { 0 } else { 1 };
@@ -533,9 +558,13 @@ mod tests {
             assert!(asked <= 2 * copies.len() + 1, "{asked}");
         }
         // Copies: the first is kept, each later one refused by it; once it is gone, the second is kept.
-        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |_| true, &mut |_, _| true).unwrap();
+        let verdicts =
+            first_come(&[5, 5, 5], 0, &mut |_| false, &mut |_| true, &mut |_, _| true, crate::Interrupt::NEVER)
+                .unwrap();
         assert_eq!(verdicts, vec![Verdict::Kept, Verdict::NearEarlier(0), Verdict::NearEarlier(0)]);
-        let verdicts = first_come(&[5, 5, 5], 0, &mut |_| false, &mut |i| i != 0, &mut |_, _| true).unwrap();
+        let verdicts =
+            first_come(&[5, 5, 5], 0, &mut |_| false, &mut |i| i != 0, &mut |_, _| true, crate::Interrupt::NEVER)
+                .unwrap();
         assert_eq!(verdicts, vec![Verdict::Gone, Verdict::Kept, Verdict::NearEarlier(1)]);
     }
 
@@ -559,7 +588,7 @@ mod tests {
         let mut state = 17;
         let fps = short_values(&mut state, 20_000);
         COMPARED.with(|c| c.set(0));
-        let got = first_come(&fps, 3, &mut |_| false, &mut |_| true, &mut |_, _| true).unwrap();
+        let got = first_come(&fps, 3, &mut |_| false, &mut |_| true, &mut |_, _| true, Interrupt::NEVER).unwrap();
         // (13 a row; 8,925 without the deal, the first segment taking 4 values.)
         let compared = COMPARED.with(|c| c.get());
         assert!(compared < 100 * fps.len(), "{compared} kept rows compared");
@@ -575,13 +604,39 @@ mod tests {
             assert!(set.deal.is_some());
             for &v in fps[n - 100..n + 100].iter() {
                 let mut got = Vec::new();
-                set.for_each_near(v, &mut |i| got.push(i));
+                set.for_each_near(v, &mut |i| got.push(i), Interrupt::NEVER);
                 got.sort_unstable();
                 got.dedup();
                 let want: Vec<usize> = (0..n).filter(|&i| hamming(members[i], v) <= 3).collect();
                 assert_eq!(got, want);
             }
         }
+    }
+
+    /// Rows that share a segment value and are all kept (more than k apart elsewhere): each meets
+    /// every earlier one of its half, and the checks come every STEP kept rows compared, not every
+    /// row. (The two halves' first segments are complements, 0x5555 and 0xAAAA: no bit is lean, so
+    /// no deal moves them apart.)
+    #[test]
+    fn kept_rows_sharing_a_segment_are_interruptible() {
+        use crate::interrupt::{tests::run_stopping, STEP};
+        let mut state = 5;
+        let n = 2000;
+        let half = |i: usize| if i % 2 == 0 { 0x5555u64 << 48 } else { 0xAAAAu64 << 48 };
+        let fps: Vec<u64> = (0..n).map(|i| half(i) | next(&mut state) & 0x0000_FFFF_FFFF_FFFF).collect();
+        let compared = n / 2 * (n / 2 - 1);
+        let (stopped, calls) = run_stopping(usize::MAX, |i| {
+            let verdicts = first_come(&fps, 3, &mut |_| false, &mut |_| true, &mut |_, _| true, i).unwrap();
+            assert!(verdicts.iter().all(|v| *v == Verdict::Kept));
+        });
+        assert!(!stopped && calls >= compared / STEP, "{calls} checks for {compared} comparisons");
+        // The pending set of a commit: one value that shares segment 0 with 3 STEP of its 6 STEP
+        // members.
+        let members: Vec<u64> =
+            (0..6 * STEP).map(|i| half(i) | (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16).collect();
+        let set = NearSet::new(members, 3).unwrap();
+        let (stopped, calls) = run_stopping(usize::MAX, |i| set.for_each_near(half(0) | 1 << 40, &mut |_| {}, i));
+        assert!(!stopped && calls == 3, "{calls} checks");
     }
 
     /// With verification: a row within k of an earlier kept row is refused only if `similar` says
@@ -596,10 +651,17 @@ mod tests {
             let near_other: Vec<bool> = (0..n).map(|_| next(&mut state).is_multiple_of(10)).collect();
             let alive: Vec<bool> = (0..n).map(|_| !next(&mut state).is_multiple_of(7)).collect();
             let similar = |i: usize, j: usize| class[i] == class[j];
-            let got = first_come(&fps, k, &mut |i| near_other[i], &mut |i| alive[i], &mut |i, j| {
-                assert!(j < i && alive[i] && alive[j] && hamming(fps[i], fps[j]) <= k, "asked ({i}, {j})");
-                similar(i, j)
-            })
+            let got = first_come(
+                &fps,
+                k,
+                &mut |i| near_other[i],
+                &mut |i| alive[i],
+                &mut |i, j| {
+                    assert!(j < i && alive[i] && alive[j] && hamming(fps[i], fps[j]) <= k, "asked ({i}, {j})");
+                    similar(i, j)
+                },
+                crate::Interrupt::NEVER,
+            )
             .unwrap();
             let want = first_come_eagerly(&fps, k, &near_other, &alive, &similar);
             for i in (0..n).filter(|&i| alive[i]) {

@@ -38,14 +38,17 @@ pub const MAX_PAIRS_RADIUS: u32 = 16;
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, usize);
 
 /// Calls `on_pair(i, j, distance)` (i < j, indexes into `fps`) once for every pair within `k`.
-/// `progress` is called after each table and every few million comparisons: the place to check for
-/// cancellation. Returns the number of tables used, or [`OutOfMemory`] (before any pair) when the
-/// table of (key, index) pairs does not fit.
+/// `progress` is called after each table and every million comparisons or so; `interrupt` every
+/// [`crate::interrupt::STEP`] rows while a table is filled, sorted and read (a table holds every
+/// row: with few comparisons, tens of millions of rows are seconds between two progress calls).
+/// Returns the number of tables used, or [`OutOfMemory`] (before any pair) when the table of
+/// (key, index) pairs does not fit.
 pub fn for_each_pair(
     fps: &[u64],
     k: u32,
     on_pair: &mut dyn FnMut(usize, usize, u32),
     progress: Progress,
+    interrupt: crate::Interrupt,
 ) -> Result<usize, OutOfMemory> {
     assert!(k <= MAX_PAIRS_RADIUS, "radius {k} is out of range");
     let blocks = block_masks(choose_block_count(fps.len(), k));
@@ -56,10 +59,17 @@ pub fn for_each_pair(
     for (t, table) in tables.iter().enumerate() {
         let mask = table.iter().fold(0u64, |m, &b| m | blocks[b]);
         order.clear();
-        order.extend(fps.iter().enumerate().map(|(i, &fp)| (fp & mask, i as u32)));
-        order.sort_unstable();
+        for range in crate::interrupt::ranges(fps.len(), interrupt) {
+            order.extend(fps[range.clone()].iter().zip(range).map(|(&fp, i)| (fp & mask, i as u32)));
+        }
+        crate::interrupt::sort_checked(&mut order, &|a, b| a.cmp(b), interrupt);
         let mut start = 0;
+        let mut next_check = 0;
         while start < order.len() {
+            if start >= next_check {
+                interrupt.check();
+                next_check = start + crate::interrupt::STEP;
+            }
             let key = order[start].0;
             let end = start + order[start..].iter().take_while(|e| e.0 == key).count();
             for x in start..end {
@@ -72,7 +82,7 @@ pub fn for_each_pair(
                     }
                 }
                 comparisons += (end - x - 1) as u64;
-                if comparisons >= 1 << 22 {
+                if comparisons >= 1 << 20 {
                     comparisons = 0;
                     progress(t, tables.len(), found);
                 }
@@ -95,17 +105,21 @@ pub struct Duplicates {
 }
 
 impl Duplicates {
-    /// The groups of `fps`, or [`OutOfMemory`]; `interrupt` checked while they are sorted.
+    /// The groups of `fps`, or [`OutOfMemory`]; `interrupt` checked while they are sorted and
+    /// gathered.
     pub fn group(fps: &[u64], interrupt: crate::Interrupt) -> Result<Self, OutOfMemory> {
         let mut rows: Vec<u32> = vec_with_room(fps.len())?;
         rows.extend(0..fps.len() as u32);
         crate::interrupt::sort_checked(&mut rows, &|&a, &b| fps[a as usize].cmp(&fps[b as usize]), interrupt);
         let mut distinct = Vec::new();
         let mut starts = Vec::new();
-        for (position, &i) in rows.iter().enumerate() {
-            if distinct.last() != Some(&fps[i as usize]) {
-                push(&mut distinct, fps[i as usize])?;
-                push(&mut starts, position as u32)?;
+        for range in crate::interrupt::ranges(rows.len(), interrupt) {
+            for position in range {
+                let fp = fps[rows[position] as usize];
+                if distinct.last() != Some(&fp) {
+                    push(&mut distinct, fp)?;
+                    push(&mut starts, position as u32)?;
+                }
             }
         }
         push(&mut starts, rows.len() as u32)?;
@@ -285,7 +299,8 @@ mod tests {
         let fps = fingerprints(3000, 0x1234_5678_9abc_def1);
         for k in 0..=MAX_PAIRS_RADIUS {
             let mut got = Vec::new();
-            for_each_pair(&fps, k, &mut |i, j, d| got.push((i, j, d)), &mut |_, _, _| {}).unwrap();
+            for_each_pair(&fps, k, &mut |i, j, d| got.push((i, j, d)), &mut |_, _, _| {}, crate::Interrupt::NEVER)
+                .unwrap();
             got.sort_unstable();
             let want = brute_force(&fps, k);
             assert_eq!(got.len(), want.len(), "k={k}");
@@ -325,8 +340,46 @@ mod tests {
     fn reports_progress_after_each_table() {
         let fps = fingerprints(500, 7);
         let mut calls = Vec::new();
-        let tables = for_each_pair(&fps, 3, &mut |_, _, _| {}, &mut |done, all, _| calls.push((done, all))).unwrap();
+        let tables = for_each_pair(
+            &fps,
+            3,
+            &mut |_, _, _| {},
+            &mut |done, all, _| calls.push((done, all)),
+            crate::Interrupt::NEVER,
+        )
+        .unwrap();
         assert_eq!(calls.last(), Some(&(tables, tables)));
+    }
+
+    #[test]
+    fn grouping_many_rows_is_interruptible() {
+        // 4 STEP rows (sorted at once, no check there), gathered in 4 pieces.
+        let fps: Vec<u64> = (0..4 * crate::interrupt::STEP as u64).map(|i| i / 3).collect();
+        let (stopped, calls) = crate::interrupt::tests::run_stopping(usize::MAX, |i| Duplicates::group(&fps, i));
+        assert!(!stopped && calls == 4, "{calls} checks");
+    }
+
+    #[test]
+    fn a_table_of_many_rows_is_interruptible() {
+        use crate::interrupt::{tests::run_stopping, STEP};
+        // k = 0: one table, of 2^21 + 1 distinct fingerprints (no comparisons, so no progress
+        // until its end): filled and read in 129 pieces each, sorted in pieces (2 checks at least).
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let fps: Vec<u64> = (0..(1usize << 21) + 1)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                state ^ state >> 29
+            })
+            .collect();
+        let pieces = fps.len().div_ceil(STEP);
+        let (stopped, calls) = run_stopping(usize::MAX, |i| {
+            assert_eq!(for_each_pair(&fps, 0, &mut |_, _, _| {}, &mut |_, _, _| {}, i), Ok(1));
+        });
+        assert!(!stopped && calls >= 2 * pieces + 2, "{calls} checks");
+        let mut progress = 0;
+        let (stopped, _) =
+            run_stopping(2, |i| for_each_pair(&fps, 0, &mut |_, _, _| {}, &mut |_, _, _| progress += 1, i));
+        assert!(stopped && progress == 0);
     }
 
     /// Under a limit of the address space of 1 GB (`ulimit -v`, in a child process), the table of
@@ -339,7 +392,10 @@ mod tests {
         }
         let fps: Vec<u64> = (0..48u64 << 20).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
         let mut pairs = 0;
-        assert_eq!(for_each_pair(&fps, 3, &mut |_, _, _| pairs += 1, &mut |_, _, _| {}), Err(OutOfMemory));
+        assert_eq!(
+            for_each_pair(&fps, 3, &mut |_, _, _| pairs += 1, &mut |_, _, _| {}, crate::Interrupt::NEVER),
+            Err(OutOfMemory)
+        );
         assert_eq!(pairs, 0);
     }
 

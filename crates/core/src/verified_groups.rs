@@ -102,11 +102,12 @@ impl Candidates {
     }
 
     /// The distinct ids in some candidate, ascending, or [`OutOfMemory`]; `interrupt` checked
-    /// while they are sorted.
+    /// while they are gathered and sorted.
     pub fn distinct_ids(&self, interrupt: crate::Interrupt) -> Result<Vec<i64>, OutOfMemory> {
         // (through a set: the ids repeat, and a copy of them all would double the memory)
         let mut set = std::collections::HashSet::new();
-        for id in self.ids.iter().copied().chain(self.singles.iter().flat_map(|&(a, b, _)| [a, b])) {
+        let all = self.ids.iter().copied().chain(self.singles.iter().flat_map(|&(a, b, _)| [a, b]));
+        for id in crate::interrupt::Checked::new(all, interrupt) {
             set.try_reserve(1).map_err(|_| OutOfMemory)?;
             set.insert(id);
         }
@@ -120,27 +121,34 @@ impl Candidates {
     /// least id of its group, in ascending order of id. `distinct` is [`Self::distinct_ids`];
     /// `verify(i, j)` gets positions in it (`i` may equal `j` when one id is on two rows) and is
     /// called only for pairs whose rows are not already in one group; `progress` every
-    /// [`PROGRESS_STEP`] pairs taken (and may stop everything by unwinding). [`OutOfMemory`] when
-    /// the groups of the distinct ids do not fit.
+    /// [`PROGRESS_STEP`] pairs taken (and may stop everything by unwinding); `interrupt` every
+    /// [`crate::interrupt::STEP`] ids or so while the candidates are numbered, sorted and the rows
+    /// written. [`OutOfMemory`] when the groups of the distinct ids do not fit.
     pub fn groups(
         mut self,
         distinct: &[i64],
         verify: &mut dyn FnMut(usize, usize) -> bool,
         progress: &mut dyn FnMut(Progress),
+        interrupt: crate::Interrupt,
     ) -> Result<Vec<(i64, i64)>, OutOfMemory> {
-        // Ids to positions in `distinct`, once.
+        use crate::interrupt::{ranges, sort_checked};
+        // Ids to positions in `distinct`, once (a binary search each: checked every STEP of them).
         let position = |id: i64| distinct.binary_search(&id).expect("every candidate id is in distinct") as i64;
-        for id in &mut self.ids {
-            *id = position(*id);
+        for range in ranges(self.ids.len(), interrupt) {
+            for id in &mut self.ids[range] {
+                *id = position(*id);
+            }
         }
-        for (a, b, _) in &mut self.singles {
-            (*a, *b) = (position(*a), position(*b));
+        for range in ranges(self.singles.len(), interrupt) {
+            for (a, b, _) in &mut self.singles[range] {
+                (*a, *b) = (position(*a), position(*b));
+            }
         }
         // (unstable sorts, which take no memory; the entries keep the order they came in, as
         // `start` grows with them, and the singles' order among equal distances changes which
         // pairs are verified, not the groups)
-        self.entries.sort_unstable_by_key(|e| (e.distance, e.start));
-        self.singles.sort_unstable_by_key(|&(a, b, distance)| (distance, a, b));
+        sort_checked(&mut self.entries, &|x, y| (x.distance, x.start).cmp(&(y.distance, y.start)), interrupt);
+        sort_checked(&mut self.singles, &|&(a, b, d), &(x, y, e)| (d, a, b).cmp(&(e, x, y)), interrupt);
         let mut keys = vec_with_room(distinct.len())?;
         keys.extend_from_slice(distinct);
         let mut groups = Groups::of(keys)?;
@@ -194,7 +202,9 @@ impl Candidates {
         }
         progress(done);
         let mut rows = vec_with_room(joined.iter().filter(|&&j| j).count())?;
-        rows.extend((0..distinct.len()).filter(|&i| joined[i]).map(|i| (distinct[i], groups.representative(i))));
+        for range in ranges(distinct.len(), interrupt) {
+            rows.extend(range.filter(|&i| joined[i]).map(|i| (distinct[i], groups.representative(i))));
+        }
         Ok(rows)
     }
 }
@@ -270,6 +280,7 @@ mod tests {
                         accept(distinct[i], distinct[j])
                     },
                     &mut |_| {},
+                    crate::Interrupt::NEVER,
                 )
                 .unwrap();
             assert_eq!(got, all_verified(&pairs, &accept), "round {round}");
@@ -294,6 +305,7 @@ mod tests {
                     true
                 },
                 &mut |_| {},
+                crate::Interrupt::NEVER,
             )
             .unwrap();
         assert_eq!(seen, vec![(2, 3), (1, 2)]);
@@ -310,9 +322,56 @@ mod tests {
         candidates.push_cross(&[4], &[5], 1).unwrap();
         let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
         let got = candidates
-            .groups(&distinct, &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4, &mut |_| {})
+            .groups(
+                &distinct,
+                &mut |i, j| (distinct[i], distinct[j]) != (1, 3) && distinct[i] != 4,
+                &mut |_| {},
+                crate::Interrupt::NEVER,
+            )
             .unwrap();
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
+    }
+
+    #[test]
+    fn many_candidates_are_interruptible() {
+        use crate::interrupt::{tests::run_stopping, STEP};
+        // 2^21 pairs of one row with one row (0-1, 1-2, ...) and one entry of 2 rows with 3 STEP rows.
+        let singles = 1usize << 21;
+        let build = || {
+            let mut candidates = Candidates::default();
+            for i in 0..singles as i64 {
+                candidates.push_cross(&[i], &[i + 1], (i % 7) as u32).unwrap();
+            }
+            let big: Vec<i64> = (2..2 + 3 * STEP as i64).collect();
+            candidates.push_cross(&[0, 1], &big, 3).unwrap();
+            candidates
+        };
+        let candidates = build();
+        // Gathering the ids checks every STEP of them (the sort alone checks a few times).
+        let (stopped, calls) = run_stopping(usize::MAX, |i| candidates.distinct_ids(i));
+        assert!(!stopped && calls >= (2 * singles + 3 * STEP) / STEP, "{calls} checks");
+        let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
+        assert_eq!(distinct.len(), singles + 1);
+        // Numbering the ids of the entry (4 ranges) and of the singles (128), sorting the singles
+        // (halves of 2^20: 2) and writing the rows (129 ranges of the distinct ids).
+        let (stopped, calls) =
+            run_stopping(usize::MAX, |i| candidates.groups(&distinct, &mut |_, _| false, &mut |_| {}, i).unwrap());
+        assert!(!stopped);
+        assert_eq!(calls, 4 + 128 + 2 + 129);
+        // Stopped at its first check, nothing is verified.
+        let mut verified = 0;
+        let (stopped, _) = run_stopping(1, |i| {
+            build().groups(
+                &distinct,
+                &mut |_, _| {
+                    verified += 1;
+                    false
+                },
+                &mut |_| {},
+                i,
+            )
+        });
+        assert!(stopped && verified == 0);
     }
 
     #[test]
@@ -320,6 +379,9 @@ mod tests {
         let mut candidates = Candidates::default();
         candidates.push_all_pairs(&[9, 9]).unwrap();
         let distinct = candidates.distinct_ids(crate::Interrupt::NEVER).unwrap();
-        assert_eq!(candidates.groups(&distinct, &mut |i, j| i == j, &mut |_| {}), Ok(vec![(9, 9)]));
+        assert_eq!(
+            candidates.groups(&distinct, &mut |i, j| i == j, &mut |_| {}, crate::Interrupt::NEVER),
+            Ok(vec![(9, 9)])
+        );
     }
 }
