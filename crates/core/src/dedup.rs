@@ -622,7 +622,7 @@ mod tests {
         use crate::interrupt::{tests::run_stopping, STEP};
         let mut state = 5;
         let n = 2000;
-        let half = |i: usize| if i % 2 == 0 { 0x5555u64 << 48 } else { 0xAAAAu64 << 48 };
+        let half = |i: usize| if i.is_multiple_of(2) { 0x5555u64 << 48 } else { 0xAAAAu64 << 48 };
         let fps: Vec<u64> = (0..n).map(|i| half(i) | next(&mut state) & 0x0000_FFFF_FFFF_FFFF).collect();
         let compared = n / 2 * (n / 2 - 1);
         let (stopped, calls) = run_stopping(usize::MAX, |i| {
