@@ -119,6 +119,27 @@ impl BitDeal {
         }
     }
 
+    /// The codes `codes` (`bytes` bytes each, one after the other) with their bits moved, in a new
+    /// buffer laid out alike; `Err` when memory for it is refused. `interrupt` is called every
+    /// [`crate::interrupt::STEP`] codes.
+    pub fn dealt_all(
+        &self,
+        codes: &[u8],
+        bytes: usize,
+        interrupt: Interrupt,
+    ) -> Result<Vec<u8>, std::collections::TryReserveError> {
+        let mut dealt: Vec<u8> = Vec::new();
+        dealt.try_reserve_exact(codes.len())?;
+        dealt.resize(codes.len(), 0);
+        for (m, (out, code)) in dealt.chunks_exact_mut(bytes).zip(codes.chunks_exact(bytes)).enumerate() {
+            if m % STEP == STEP - 1 {
+                interrupt.check();
+            }
+            self.apply(code, out);
+        }
+        Ok(dealt)
+    }
+
     /// `code` with its bits moved, in a new vector.
     pub fn dealt(&self, code: &[u8]) -> Vec<u8> {
         let mut out = vec![0u8; self.source.len().div_ceil(8)];
@@ -223,6 +244,11 @@ pub struct BitDeal64 {
 }
 
 impl BitDeal64 {
+    /// The deal of `values` ([`BitDeal::for_u64s`]), as tables.
+    pub fn for_values(values: &[u64], interrupt: Interrupt) -> Option<BitDeal64> {
+        BitDeal::for_u64s(values, interrupt).and_then(|deal| deal.for_64_bits())
+    }
+
     pub fn apply(&self, value: u64) -> u64 {
         value.to_be_bytes().iter().zip(&self.tables).fold(0, |moved, (&byte, table)| moved | table[usize::from(byte)])
     }

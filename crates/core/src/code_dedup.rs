@@ -65,17 +65,10 @@ impl CodeNearSet {
         }
         set.deal = BitDeal::for_codes(bits, count, &|m| set.code(m), interrupt);
         // The members with their bits dealt, while the tables are made.
-        let mut dealt: Vec<u8> = Vec::new();
-        if let Some(deal) = &set.deal {
-            dealt.try_reserve_exact(set.codes.len()).map_err(|_| NearSetError::OutOfMemory)?;
-            dealt.resize(set.codes.len(), 0);
-            for (m, out) in dealt.chunks_exact_mut(bytes).enumerate() {
-                if m % STEP == STEP - 1 {
-                    interrupt.check();
-                }
-                deal.apply(set.code(m), out);
-            }
-        }
+        let dealt = match &set.deal {
+            Some(deal) => deal.dealt_all(&set.codes, bytes, interrupt).map_err(|_| NearSetError::OutOfMemory)?,
+            None => Vec::new(),
+        };
         let segmented = |m: usize| if set.deal.is_some() { &dealt[m * bytes..(m + 1) * bytes] } else { set.code(m) };
         let mut tables = Vec::new();
         tables.try_reserve_exact(radii.len()).map_err(|_| NearSetError::OutOfMemory)?;

@@ -58,16 +58,9 @@ impl Run {
         let mut rows = &codes[start * bytes..(start + len) * bytes];
         run.deal = BitDeal::for_codes(bits, len, &|m| &rows[m * bytes..(m + 1) * bytes], interrupt);
         // The rows with their bits dealt, while the segments are made.
-        let mut dealt: Vec<u8> = Vec::new();
+        let dealt;
         if let Some(deal) = &run.deal {
-            dealt.try_reserve_exact(rows.len())?;
-            dealt.resize(rows.len(), 0);
-            for (m, (out, code)) in dealt.chunks_exact_mut(bytes).zip(rows.chunks_exact(bytes)).enumerate() {
-                if m % STEP == STEP - 1 {
-                    interrupt.check();
-                }
-                deal.apply(code, out);
-            }
+            dealt = deal.dealt_all(rows, bytes, interrupt)?;
             rows = &dealt;
         }
         run.segments.try_reserve_exact(layout.indexed as usize)?;

@@ -1,7 +1,7 @@
 //! The near-duplicate constraint: its limits, and [`NearSet`], the in-memory lookup its commit-time
 //! recheck uses to compare a whole table against a transaction's fingerprints in one pass.
 
-use crate::bit_deal::{BitDeal, BitDeal64};
+use crate::bit_deal::BitDeal64;
 use crate::distance::{hamming, segment};
 use crate::interrupt::Interrupt;
 use crate::probes::{segment_probes, segment_radii};
@@ -100,7 +100,7 @@ impl NearSet {
         let probes = masks.iter().map(|m| m.len().saturating_mul(fps.len())).fold(0, usize::saturating_add);
         let probes_filed = probes <= limit;
         // (At most bit_deal::SAMPLE members counted.)
-        let deal = BitDeal::for_u64s(&fps, Interrupt::NEVER).and_then(|deal| deal.for_64_bits());
+        let deal = BitDeal64::for_values(&fps, Interrupt::NEVER);
         let dealt = |fp: u64| deal.as_ref().map_or(fp, |deal| deal.apply(fp));
         let value = |fp: u64, n: usize| segment(dealt(fp), n as i32).expect("n < 4");
         let mut segments = Vec::with_capacity(4);
@@ -193,7 +193,7 @@ pub fn first_come(
 ) -> Result<Vec<Verdict>, NearSetError> {
     let radii = segment_radii(k).ok_or(NearSetError::RadiusOutOfRange)?;
     let filed = if fps.len() > FIRST_COME_DIRECT_UP_TO {
-        let deal = BitDeal::for_u64s(fps, interrupt).and_then(|deal| deal.for_64_bits());
+        let deal = BitDeal64::for_values(fps, interrupt);
         Some(KeptRows::new(fps.len(), radii, deal)?)
     } else {
         None
