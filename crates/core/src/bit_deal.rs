@@ -54,31 +54,16 @@ impl BitDeal {
         interrupt: Interrupt,
     ) -> Option<BitDeal> {
         let mut counts = BitCounts::new(bits);
-        let sample = count.min(SAMPLE);
-        for s in 0..sample {
-            if s % STEP == STEP - 1 {
-                interrupt.check();
-            }
-            counts.add(code(s * count / sample));
-        }
+        sample_evenly(count, interrupt, &mut |i| counts.add(code(i)));
         counts.deal()
     }
 
     /// The deal for 64-bit values (bit `b` numbered from the most significant), as
     /// [`BitDeal::for_codes`].
     pub fn for_u64s(values: &[u64], interrupt: Interrupt) -> Option<BitDeal> {
-        let sample = values.len().min(SAMPLE);
-        let mut ones = vec![0usize; 64];
-        for s in 0..sample {
-            if s % STEP == STEP - 1 {
-                interrupt.check();
-            }
-            let v = values[s * values.len() / sample];
-            for (b, one) in ones.iter_mut().enumerate() {
-                *one += (v >> (63 - b) & 1) as usize;
-            }
-        }
-        Self::of_counts(&ones, sample)
+        let mut counts = BitCounts::new(64);
+        sample_evenly(values.len(), interrupt, &mut |i| counts.add(&values[i].to_be_bytes()));
+        counts.deal()
     }
 
     /// The deal for bits with `ones[b]` ones among `sample` codes.
@@ -87,7 +72,7 @@ impl BitDeal {
             return None;
         }
         let leanness = |b: usize| ones[b].min(sample - ones[b]);
-        let lean = (0..ones.len()).filter(|&b| leanness(b) * LEAN < sample).count();
+        let lean = ones.iter().filter(|&&one| is_lean(one, sample)).count();
         if lean < LEAN_BITS {
             return None;
         }
@@ -101,11 +86,6 @@ impl BitDeal {
             source[r * step % bits] = b as u32;
         }
         Some(BitDeal { source })
-    }
-
-    /// The number of bits of the codes dealt.
-    pub fn bits(&self) -> u32 {
-        self.source.len() as u32
     }
 
     /// `code` with its bits moved, into `out` (`bits.div_ceil(8)` bytes; the bits past the code's
@@ -141,7 +121,8 @@ impl BitDeal {
     }
 
     /// `code` with its bits moved, in a new vector.
-    pub fn dealt(&self, code: &[u8]) -> Vec<u8> {
+    #[cfg(test)]
+    fn dealt(&self, code: &[u8]) -> Vec<u8> {
         let mut out = vec![0u8; self.source.len().div_ceil(8)];
         self.apply(code, &mut out);
         out
@@ -198,8 +179,25 @@ impl BitCounts {
         if self.codes < LEAN_AMONG {
             return Vec::new();
         }
-        let leanness = |ones: usize| ones.min(self.codes - ones);
-        (0..self.ones.len() as u32).filter(|&b| leanness(self.ones[b as usize]) * LEAN < self.codes).collect()
+        (0..self.ones.len() as u32).filter(|&b| is_lean(self.ones[b as usize], self.codes)).collect()
+    }
+}
+
+/// Whether a bit with `ones` ones among `codes` codes is lean: fewer than one code in [`LEAN`]
+/// differs from the rest there.
+fn is_lean(ones: usize, codes: usize) -> bool {
+    ones.min(codes - ones) * LEAN < codes
+}
+
+/// Calls `take(i)` for at most [`SAMPLE`] of `count` items, evenly spaced (a load's codes may
+/// drift from its first to its last), and `interrupt` every [`crate::interrupt::STEP`] of them.
+fn sample_evenly(count: usize, interrupt: Interrupt, take: &mut dyn FnMut(usize)) {
+    let sample = count.min(SAMPLE);
+    for s in 0..sample {
+        if s % STEP == STEP - 1 {
+            interrupt.check();
+        }
+        take(s * count / sample);
     }
 }
 
