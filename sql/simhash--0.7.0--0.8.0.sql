@@ -232,6 +232,14 @@ BEGIN
     END LOOP;
 END $$;
 
+-- The argument checks of simhash_add_dedup by the column's kind (simhash64 or bit codes); the
+-- five-argument one stays for simhash_pairs.
+CREATE FUNCTION simhash_internal.simhash_dedup_check(function text, k integer, verify name,
+                                                      min_similarity double precision, n integer, codes boolean) RETURNS void
+IMMUTABLE LANGUAGE c AS 'MODULE_PATHNAME', 'simhash_dedup_check_of_kind_wrapper';
+COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer) IS 'argument checks of simhash_pairs: radius, threshold and shingle length (22023)';
+COMMENT ON FUNCTION simhash_internal.simhash_dedup_check(text, integer, name, double precision, integer, boolean) IS 'argument checks of simhash_add_dedup on a column of simhash64 or (codes) of bit codes: radius, threshold and shingle length (22023)';
+
 CREATE OR REPLACE FUNCTION simhash_add_dedup(tbl regclass, col name, k integer DEFAULT 3, action text DEFAULT 'error',
                                   report_table text DEFAULT NULL, verify name DEFAULT NULL,
                                   min_similarity double precision DEFAULT 0.7, n integer DEFAULT 3,
@@ -265,11 +273,11 @@ DECLARE
           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
           AND t.typcategory OPERATOR(pg_catalog.=) 'V'::pg_catalog.char);
 BEGIN
-    -- The radius, and with verify the threshold and the shingle length (22023); the radius of a
-    -- column of bit codes only for NULL here, against the codes' range by simhash_dedup_lookup below
-    -- (which reads a NULL threshold or shingle length as its default: they are checked here).
-    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup',
-        CASE WHEN NOT code_column THEN k WHEN k IS NOT NULL THEN 0 END, verify, min_similarity, n);
+    -- The radius (against the range of the column's kind: simhash64, or bit codes), and with
+    -- verify the threshold and the shingle length (22023), before anything else is read or made
+    -- (simhash_dedup_lookup below reads a NULL threshold or shingle length as its default).
+    PERFORM simhash_internal.simhash_dedup_check('simhash_add_dedup', k, verify, min_similarity, n,
+        codes => code_column);
     SELECT c.relname, ns.nspname, c.relowner, c.relpersistence INTO rel_name, rel_schema, rel_owner, rel_persistence
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace
     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
@@ -324,8 +332,8 @@ BEGIN
         FROM @extschema@.simhash_index_statements(tbl, col) s;
     ELSE
         -- A column of bit codes (a bit-string type: bit, bit varying or a domain over one; the
-        -- trigger takes those two): the radius, checked against the codes' range by
-        -- simhash_dedup_lookup (22023; with verify, above, too).
+        -- trigger takes those two): its lookup, which checks the radius again (22023, as above)
+        -- and reads the column (42703).
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
             simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'), tbl, col);

@@ -282,7 +282,8 @@ fn float_text(x: f64) -> String {
 }
 
 /// `simhash_internal.simhash_dedup_check(function, k, verify, min_similarity, n)`: the argument
-/// checks of `simhash_add_dedup` (a PL/pgSQL function), so that the limits live in one place.
+/// checks of `simhash_pairs` (and of `simhash_add_dedup` in version 0.7.0), on a `simhash64`
+/// column.
 #[pg_extern(sql = false)]
 fn simhash_dedup_check(
     function: Option<&str>,
@@ -292,6 +293,22 @@ fn simhash_dedup_check(
     n: Option<i32>,
 ) {
     check_arguments(function.unwrap_or("simhash_add_dedup"), Kind::Simhash64, k, verify.is_some(), min_similarity, n);
+}
+
+/// `simhash_internal.simhash_dedup_check(function, k, verify, min_similarity, n, codes)`: the
+/// argument checks of `simhash_add_dedup` (a PL/pgSQL function), so that the limits live in one
+/// place; `codes` for a column of bit codes (radius up to 4096), else `simhash64` (up to 11).
+#[pg_extern(sql = false)]
+fn simhash_dedup_check_of_kind(
+    function: Option<&str>,
+    k: Option<i32>,
+    verify: Option<&CStr>,
+    min_similarity: Option<f64>,
+    n: Option<i32>,
+    codes: Option<bool>,
+) {
+    let kind = if codes == Some(true) { Kind::Code } else { Kind::Simhash64 };
+    check_arguments(function.unwrap_or("simhash_add_dedup"), kind, k, verify.is_some(), min_similarity, n);
 }
 
 pub(super) fn bad_argument(message: String, hint: &str) -> ! {

@@ -5,7 +5,8 @@
 //! - **`simhash_hamming(code, q) <= k`** (or `<`, or commuted): `simhash_hamming` returns the domain
 //!   `simhash_distance`, so the comparison carries the planner support function
 //!   (`super::support`), which hands it here: when `code` is a `bit` column with a `simhash` index,
-//!   the test becomes `code <@ simhash_code_ball(q, k)`, the index's operator. Exact for every input
+//!   or an expression with one of its own (`simhash_code(hash)`, `super::expression`), the test
+//!   becomes `code <@ simhash_code_ball(q, k)`, the index's operator. Exact for every input
 //!   (both raise 22026 for unequal lengths; NULL for NULL), so nothing else is kept.
 //! - **pgvector's `code <~> q <= k`** (its `hamming_distance(bit, bit)`, float8, under pg_catalog's
 //!   float8 comparison, to which no support function of ours can be attached): the planner hook
@@ -32,7 +33,8 @@ const ORDER_BY_FLOAT: i16 = 3;
 /// The support function's rewrite of `simhash_hamming(a, b) <= radius`: `col <@ ball(other,
 /// radius)` for each operand that is a `bit` column of this query level with a `simhash` index and
 /// whose other operand is not a column of the same row (both, ANDed, in a join of two such
-/// columns); `None` to leave the test as written.
+/// columns); else `expr <@ ball(other, radius)` for an operand that is an indexed expression of one
+/// table (`super::expression`); `None` to leave the test as written.
 ///
 /// # Safety
 ///
@@ -59,7 +61,9 @@ pub(super) unsafe fn rewrite_hamming_test(
             }
         }
         match tests.len() {
-            0 => None,
+            // an expression with an index of its own, `simhash_code(hash)` (`super::expression`)
+            0 => super::expression::indexed_expression(root, a, b, ours)
+                .map(|(probed, other)| within_ball(probed, other, radius, codes)),
             1 => tests.get_ptr(0),
             _ => Some(pg_sys::make_andclause(tests.into_pg()).cast()),
         }

@@ -1,8 +1,10 @@
 //! A radius test on an indexed expression: with `CREATE INDEX ... USING simhash ((code::simhash64))`
 //! (a pgvector `bit(64)` column) or `USING simhash ((minhash64(body)))` (no stored fingerprint),
-//! `code::simhash64 <~> q <= k` becomes `code::simhash64 <@ simhash_ball(q, k)`, which the planner
-//! matches to that index as it matches any expression index (`match_index_to_operand`). The test
-//! is exact either way, so where the index is not used the rewritten test gives the same rows.
+//! `code::simhash64 <~> q <= k` becomes `code::simhash64 <@ simhash_ball(q, k)`; with `USING simhash
+//! ((simhash_code(hash)))` (a `bytea` hash), `simhash_hamming(simhash_code(hash), q) <= k` becomes
+//! `simhash_code(hash) <@ simhash_code_ball(q, k)`. The planner matches either to that index as it
+//! matches any expression index (`match_index_to_operand`). The test is exact either way, so where
+//! the index is not used the rewritten test gives the same rows.
 //!
 //! Only the `simhash` index serves expressions: the segment B-trees and the bands GIN index are
 //! defined on a column (`crate::lookup::catalog`).
@@ -13,26 +15,25 @@ use pgrx::PgList;
 use super::catalog::{is_whole_single_key_index, ExtensionObjects};
 use crate::pg::nodes::strip_relabel;
 
-/// `probed <@ simhash_ball(other, k)` for the first of `(a, b)` and `(b, a)` whose first member is
-/// an expression (not a bare column) of one table of the query with a valid `simhash` index, without
-/// a predicate, on that very expression, and whose second member does not depend on that table's
-/// rows and is not volatile; `None` otherwise.
+/// `(probed, other)` for the first of `(a, b)` and `(b, a)` whose first member is an expression
+/// (not a bare column) of one table of the query with a valid `simhash` index, without a
+/// predicate, on that very expression, and whose second member does not depend on that table's
+/// rows and is not volatile; `None` otherwise. The caller makes `probed <@ ball(other, k)` of them.
 ///
 /// # Safety
 ///
 /// In the planner, with `root` the query's planner state.
-pub(super) unsafe fn indexed_expression_test(
+pub(super) unsafe fn indexed_expression(
     root: *mut pg_sys::PlannerInfo,
     a: *mut Node,
     b: *mut Node,
-    radius: u32,
     ours: &ExtensionObjects,
-) -> Option<*mut Node> {
+) -> Option<(*mut Node, *mut Node)> {
     unsafe {
         let own = ours.own_index?;
         let rtable = PgList::<pg_sys::RangeTblEntry>::from_pg((*(*root).parse).rtable);
         for (probed, other) in [(a, b), (b, a)] {
-            // (a bare column is the column path's: `crate::lookup::support`)
+            // (a bare column is the column path's: `crate::lookup::support`, `crate::lookup::codes`)
             if (*strip_relabel(probed)).type_ == NodeTag::T_Var || pg_sys::contain_volatile_functions(probed) {
                 continue;
             }
@@ -52,7 +53,7 @@ pub(super) unsafe fn indexed_expression_test(
             {
                 continue;
             }
-            return super::support::within_ball(probed, other, radius, ours);
+            return Some((probed, other));
         }
         None
     }

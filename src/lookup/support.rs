@@ -92,7 +92,8 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
                     return within_ball(probed, other, radius, &ours);
                 }
             }
-            return super::expression::indexed_expression_test(root, a, b, radius, &ours);
+            let (probed, other) = super::expression::indexed_expression(root, a, b, &ours)?;
+            return within_ball(probed, other, radius, &ours);
         }
         // A candidate test per operand that is a column with indexes: in a join both sides may be,
         // and whichever the planner puts on the inner side probes its indexes with the other's value.

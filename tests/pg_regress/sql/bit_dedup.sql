@@ -33,9 +33,14 @@ SELECT id, note FROM bd ORDER BY id;
 
 -- The argument checks: the radius of codes goes up to 4096 (22023 beyond, or NULL); actions as for
 -- simhash64. (The deferred check on codes: bit_dedup_deferred; verification: bit_dedup_verify.)
+-- (with the hint: the codes' range, named for the function called)
+\set VERBOSITY default
+\set SHOW_CONTEXT never
 SELECT simhash_add_dedup('bd', 'code', -1);
 SELECT simhash_add_dedup('bd', 'code', 4097);
 SELECT simhash_add_dedup('bd', 'code', NULL);
+\set VERBOSITY sqlstate
+\set SHOW_CONTEXT errors
 SELECT simhash_add_dedup('bd', 'code', 8, 'drop');
 SELECT simhash_dedup_lookup('bd', 'code', 4097);
 -- Triggers made by hand are checked alike.

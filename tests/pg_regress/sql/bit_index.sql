@@ -346,6 +346,33 @@ SELECT indexes, left(form, 60) AS form, estimate = (SELECT estimate FROM join_es
        estimate > 5 AS above_5
 FROM join_estimates WHERE indexes > 0 ORDER BY 1, 2;
 DROP TABLE cja, cjb;
+-- Codes stored as bytea, indexed as the expression simhash_code(hash): simhash_hamming of that
+-- expression <= k becomes its <@ test (either order, a parameter too) and reads the index; the
+-- rows equal a sequential scan's. An expression with no index of its own, or compared with the
+-- same row, stays as written. In a join, the first operand's index is probed.
+CREATE TABLE cbytes AS SELECT i AS id, decode(md5(i::text) || md5((i + 1)::text), 'hex') AS hash FROM generate_series(1, 3000) i;
+INSERT INTO cbytes SELECT 10000 + id, set_byte(hash, 0, get_byte(hash, 0) # 1) FROM cbytes WHERE id % 100 = 0;
+CREATE INDEX cbytes_code ON cbytes USING simhash ((simhash_code(hash)));
+ANALYZE cbytes;
+SET plan_cache_mode = force_generic_plan;
+PREPARE cbytes_radius(bytea) AS SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(hash), simhash_code($1)) <= 8;
+EXPLAIN (COSTS OFF) EXECUTE cbytes_radius('\x00');
+PREPARE cbytes_radius_commuted(bytea) AS SELECT id FROM cbytes WHERE 100 > simhash_hamming(simhash_code($1), simhash_code(hash)) ORDER BY id;
+EXPLAIN (COSTS OFF) EXECUTE cbytes_radius_commuted('\x00');
+RESET plan_cache_mode;
+EXPLAIN (COSTS OFF) SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(substr(hash, 1, 16)), simhash_code('\x00'::bytea)) <= 8;
+EXPLAIN (COSTS OFF) SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(hash), simhash_code(hash || '\x00'::bytea)) <= 8;
+EXPLAIN (COSTS OFF) SELECT a.id FROM cbytes a JOIN cbytes b ON simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 3 WHERE b.id = 500;
+CREATE TEMP TABLE cbytes_q AS SELECT hash AS q FROM cbytes WHERE id IN (700, 1500);
+SET enable_seqscan = off;
+CREATE TEMP TABLE cbytes_by_index AS SELECT q, array(SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(hash), simhash_code(q)) <= 110 ORDER BY id) AS ids
+    FROM cbytes_q;
+RESET enable_seqscan;
+SELECT count(*) AS queries, bool_and(ids = array(SELECT id FROM cbytes WHERE bit_count(simhash_code(hash) # simhash_code(q)) <= 110 ORDER BY id)) AS same,
+       sum(cardinality(ids)) > 2 AS found_near
+FROM cbytes_by_index;
+SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(hash), simhash_code('\x0102'::bytea)) <= 8;
+DROP TABLE cbytes;
 -- NULL codes in ORDER BY come last in table order, read in passes bounded by work_mem (64 kB:
 -- 2,730 rows a pass) as the codes are: 6,000 NULL rows, after the build and inserted.
 CREATE TABLE cnulls AS SELECT i AS id, CASE WHEN i % 3 = 0 THEN pg_temp.code256('n' || i) END AS code FROM generate_series(1, 6000) i;
