@@ -317,12 +317,9 @@ pub(super) unsafe fn for_each_row<F: Fingerprint>(
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_STRAT;
         let scan = pg_sys::heap_beginscan(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
-        let mut rows = 0u64;
         while pg_sys::heap_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-            rows += 1;
-            if rows.is_multiple_of(4096) {
-                pg_sys::check_for_interrupts!();
-            }
+            // (at every row: one row's visit may compare it with many pending rows)
+            pg_sys::check_for_interrupts!();
             if row_of_slot(slot, attnum, (*rel).rd_att, visit).is_break() {
                 break;
             }
