@@ -105,3 +105,41 @@ PREPARE vparts_nearest(bit) AS SELECT id FROM vparts ORDER BY code <~> $1 LIMIT 
 EXPLAIN (COSTS OFF) EXECUTE vparts_nearest(B'1');
 RESET plan_cache_mode;
 DROP TABLE vparts;
+
+-- pgvector's binary quantization without a bit column (its documented form: the index on
+-- binary_quantize(embedding)::bit(n), the query on the same expression), any dimension: a simhash
+-- index on that expression serves pgvector's ORDER BY ... <~> ... LIMIT n and radius test as
+-- written, and simhash_hamming of the expression <= k; the rows equal a sequential scan's.
+CREATE TABLE embeddings (id int PRIMARY KEY, embedding vector(256));
+INSERT INTO embeddings SELECT i, (SELECT array_agg(sin(i * 7.1 + d * 1.3 + i * d * 0.37) ORDER BY d) FROM generate_series(1, 256) d)::vector
+FROM generate_series(1, 3000) i;
+-- Copies of row 7 with its first d dimensions negated: codes d bits away.
+INSERT INTO embeddings SELECT 10000 + d, (SELECT array_agg(CASE WHEN n <= d THEN -x ELSE x END ORDER BY n)
+    FROM unnest(embedding::real[]) WITH ORDINALITY u(x, n))::vector
+FROM embeddings, generate_series(1, 12) d WHERE id = 7;
+CREATE INDEX embeddings_bq ON embeddings USING simhash ((binary_quantize(embedding)::bit(256)));
+ANALYZE embeddings;
+SET plan_cache_mode = force_generic_plan;
+PREPARE bq_nearest(vector) AS SELECT id FROM embeddings ORDER BY binary_quantize(embedding)::bit(256) <~> binary_quantize($1) LIMIT 5;
+PREPARE bq_radius(vector) AS SELECT id FROM embeddings WHERE binary_quantize(embedding)::bit(256) <~> binary_quantize($1) <= 6;
+PREPARE bq_hamming(vector) AS SELECT id FROM embeddings WHERE simhash_hamming(binary_quantize(embedding)::bit(256), binary_quantize($1)) <= 6;
+EXPLAIN (COSTS OFF) EXECUTE bq_nearest('[1,2,3]');
+EXPLAIN (COSTS OFF) EXECUTE bq_radius('[1,2,3]');
+EXPLAIN (COSTS OFF) EXECUTE bq_hamming('[1,2,3]');
+RESET plan_cache_mode;
+CREATE TEMP TABLE bq_q AS SELECT embedding AS e FROM embeddings WHERE id IN (7, 1500, 10003);
+SET enable_seqscan = off;
+CREATE TEMP TABLE bq_by_index AS SELECT e,
+    array(SELECT id FROM embeddings WHERE binary_quantize(embedding)::bit(256) <~> binary_quantize(e) <= 8 ORDER BY id) AS pgvector_radius,
+    array(SELECT id FROM embeddings WHERE simhash_hamming(binary_quantize(embedding)::bit(256), binary_quantize(e)) <= 8 ORDER BY id) AS hamming_radius,
+    array(SELECT binary_quantize(embedding)::bit(256) <~> binary_quantize(e) FROM embeddings
+          ORDER BY binary_quantize(embedding)::bit(256) <~> binary_quantize(e) LIMIT 15) AS nearest
+FROM bq_q;
+RESET enable_seqscan;
+SELECT count(*) AS queries,
+       bool_and(pgvector_radius = array(SELECT id FROM embeddings WHERE bit_count(binary_quantize(embedding) # binary_quantize(e)) <= 8 ORDER BY id)) AS radius_same,
+       bool_and(hamming_radius = pgvector_radius) AS hamming_same,
+       bool_and(nearest = array(SELECT bit_count(binary_quantize(embedding) # binary_quantize(e))::float8 FROM embeddings ORDER BY 1 LIMIT 15)) AS nearest_same,
+       min(cardinality(pgvector_radius)) AS fewest_rows
+FROM bq_by_index;
+DROP TABLE embeddings;
