@@ -83,7 +83,8 @@ pub(super) unsafe extern "C-unwind" fn amcostestimate(
 ) {
     unsafe {
         let mut costs: pg_sys::GenericCosts = std::mem::zeroed();
-        pg_sys::genericcostestimate(root, path, loop_count, &mut costs);
+        // (each condition counted in full: `crate::pg::twin::counting_alone`)
+        crate::pg::twin::counting_alone(|| pg_sys::genericcostestimate(root, path, loop_count, &mut costs));
         *startup_cost = costs.indexStartupCost;
         *total_cost = costs.indexTotalCost;
         // Priced out (as pgvector does), so that a sequential scan, whose own disabling counts

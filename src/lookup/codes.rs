@@ -33,8 +33,8 @@ const ORDER_BY_FLOAT: i16 = 3;
 /// The support function's rewrite of `simhash_hamming(a, b) <= radius`: `col <@ ball(other,
 /// radius)` for each operand that is a `bit` column of this query level with a `simhash` index and
 /// whose other operand is not a column of the same row (both, ANDed, in a join of two such
-/// columns); else `expr <@ ball(other, radius)` for an operand that is an indexed expression of one
-/// table (`super::expression`); `None` to leave the test as written.
+/// columns); else `expr <@ ball(other, radius)` for each operand that is an indexed expression of
+/// one table (`super::expression`); `None` to leave the test as written.
 ///
 /// # Safety
 ///
@@ -60,10 +60,14 @@ pub(super) unsafe fn rewrite_hamming_test(
                 tests.push(within_ball(probed, other, radius, codes));
             }
         }
-        match tests.len() {
+        if tests.is_empty() {
             // an expression with an index of its own, `simhash_code(hash)` (`super::expression`)
-            0 => super::expression::indexed_expression(root, a, b, ours)
-                .map(|(probed, other)| within_ball(probed, other, radius, codes)),
+            for (probed, other) in super::expression::indexed_expressions(root, a, b, ours) {
+                tests.push(within_ball(probed, other, radius, codes));
+            }
+        }
+        match tests.len() {
+            0 => None,
             1 => tests.get_ptr(0),
             _ => Some(pg_sys::make_andclause(tests.into_pg()).cast()),
         }

@@ -15,23 +15,25 @@ use pgrx::PgList;
 use super::catalog::{is_whole_single_key_index, ExtensionObjects};
 use crate::pg::nodes::strip_relabel;
 
-/// `(probed, other)` for the first of `(a, b)` and `(b, a)` whose first member is an expression
-/// (not a bare column) of one table of the query with a valid `simhash` index, without a
-/// predicate, on that very expression, and whose second member does not depend on that table's
-/// rows and is not volatile; `None` otherwise. The caller makes `probed <@ ball(other, k)` of them.
+/// Each `(probed, other)` of `(a, b)` and `(b, a)` whose first member is an expression (not a bare
+/// column) of one table of the query with a valid `simhash` index, without a predicate, on that
+/// very expression, and whose second member does not depend on that table's rows and is not
+/// volatile: none, one, or in a join of two such expressions both. The caller makes `probed <@
+/// ball(other, k)` of each (both, ANDed: one condition, counted once by `crate::pg::twin`).
 ///
 /// # Safety
 ///
 /// In the planner, with `root` the query's planner state.
-pub(super) unsafe fn indexed_expression(
+pub(super) unsafe fn indexed_expressions(
     root: *mut pg_sys::PlannerInfo,
     a: *mut Node,
     b: *mut Node,
     ours: &ExtensionObjects,
-) -> Option<(*mut Node, *mut Node)> {
+) -> Vec<(*mut Node, *mut Node)> {
     unsafe {
-        let own = ours.own_index?;
+        let Some(own) = ours.own_index else { return Vec::new() };
         let rtable = PgList::<pg_sys::RangeTblEntry>::from_pg((*(*root).parse).rtable);
+        let mut found = Vec::new();
         for (probed, other) in [(a, b), (b, a)] {
             // (a bare column is the column path's: `crate::lookup::support`, `crate::lookup::codes`)
             if (*strip_relabel(probed)).type_ == NodeTag::T_Var || pg_sys::contain_volatile_functions(probed) {
@@ -53,9 +55,9 @@ pub(super) unsafe fn indexed_expression(
             {
                 continue;
             }
-            return Some((probed, other));
+            found.push((probed, other));
         }
-        None
+        found
     }
 }
 

@@ -92,8 +92,15 @@ unsafe fn rewrite_radius_test(node: *mut Node) -> Option<*mut Node> {
                     return within_ball(probed, other, radius, &ours);
                 }
             }
-            let (probed, other) = super::expression::indexed_expression(root, a, b, &ours)?;
-            return within_ball(probed, other, radius, &ours);
+            let mut tests = PgList::<Node>::new();
+            for (probed, other) in super::expression::indexed_expressions(root, a, b, &ours) {
+                tests.push(within_ball(probed, other, radius, &ours)?);
+            }
+            return match tests.len() {
+                0 => None,
+                1 => tests.get_ptr(0),
+                _ => Some(pg_sys::make_andclause(tests.into_pg()).cast()),
+            };
         }
         // A candidate test per operand that is a column with indexes: in a join both sides may be,
         // and whichever the planner puts on the inner side probes its indexes with the other's value.

@@ -349,7 +349,8 @@ DROP TABLE cja, cjb;
 -- Codes stored as bytea, indexed as the expression simhash_code(hash): simhash_hamming of that
 -- expression <= k becomes its <@ test (either order, a parameter too) and reads the index; the
 -- rows equal a sequential scan's. An expression with no index of its own, or compared with the
--- same row, stays as written. In a join, the first operand's index is probed.
+-- same row, stays as written. In a join of two such expressions the test becomes one per side,
+-- each probing its own index, whichever side is restricted, and is counted once in the estimate.
 CREATE TABLE cbytes AS SELECT i AS id, decode(md5(i::text) || md5((i + 1)::text), 'hex') AS hash FROM generate_series(1, 3000) i;
 INSERT INTO cbytes SELECT 10000 + id, set_byte(hash, 0, get_byte(hash, 0) # 1) FROM cbytes WHERE id % 100 = 0;
 CREATE INDEX cbytes_code ON cbytes USING simhash ((simhash_code(hash)));
@@ -362,7 +363,17 @@ EXPLAIN (COSTS OFF) EXECUTE cbytes_radius_commuted('\x00');
 RESET plan_cache_mode;
 EXPLAIN (COSTS OFF) SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(substr(hash, 1, 16)), simhash_code('\x00'::bytea)) <= 8;
 EXPLAIN (COSTS OFF) SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(hash), simhash_code(hash || '\x00'::bytea)) <= 8;
-EXPLAIN (COSTS OFF) SELECT a.id FROM cbytes a JOIN cbytes b ON simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 3 WHERE b.id = 500;
+CREATE TABLE cbytes2 AS SELECT * FROM cbytes;
+CREATE INDEX cbytes2_code ON cbytes2 USING simhash ((simhash_code(hash)));
+ANALYZE cbytes2;
+EXPLAIN (COSTS OFF) SELECT a.id FROM cbytes a JOIN cbytes2 b ON simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 3 WHERE b.id = 500;
+EXPLAIN (COSTS OFF) SELECT a.id FROM cbytes a JOIN cbytes2 b ON simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 3 WHERE a.id = 500;
+SELECT pg_temp.estimate('SELECT * FROM cbytes a, cbytes2 b WHERE simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 110')
+     = pg_temp.estimate('SELECT * FROM cbytes a, cbytes2 b WHERE simhash_code(a.hash) <@ simhash_code_ball(simhash_code(b.hash), 110)') AS counted_once;
+SELECT count(*) FILTER (WHERE simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 3) AS within_3,
+       (SELECT count(*) FROM cbytes a JOIN cbytes2 b ON simhash_hamming(simhash_code(a.hash), simhash_code(b.hash)) <= 3 WHERE a.id % 100 = 0) AS through_index
+FROM cbytes a, cbytes2 b WHERE a.id % 100 = 0;
+DROP TABLE cbytes2;
 CREATE TEMP TABLE cbytes_q AS SELECT hash AS q FROM cbytes WHERE id IN (700, 1500);
 SET enable_seqscan = off;
 CREATE TEMP TABLE cbytes_by_index AS SELECT q, array(SELECT id FROM cbytes WHERE simhash_hamming(simhash_code(hash), simhash_code(q)) <= 110 ORDER BY id) AS ids

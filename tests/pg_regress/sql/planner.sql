@@ -121,4 +121,12 @@ SELECT pg_temp.estimate('SELECT * FROM pa, pb WHERE pa.fp <~> pb.fp <= 20') AS o
 CREATE INDEX pb_fp ON pb USING simhash (fp);
 SELECT pg_temp.estimate('SELECT * FROM pa, pb WHERE pa.fp <~> pb.fp <= 20') = :one_index AS same_with_two,
        :one_index > 100 AS above_100;
+-- Restricted on either side, the join probes the other side's index: each index's cost counts
+-- its own test in full (once, the side whose twin counted was costed as reading every row, and
+-- a join restricted on the first table scanned the second).
+ALTER TABLE pa ADD PRIMARY KEY (id);
+ALTER TABLE pb ADD PRIMARY KEY (id);
+ANALYZE pa, pb;
+EXPLAIN (COSTS OFF) SELECT pa.id, pb.id FROM pa JOIN pb ON pa.fp <~> pb.fp <= 4 WHERE pa.id = 7;
+EXPLAIN (COSTS OFF) SELECT pa.id, pb.id FROM pa JOIN pb ON pa.fp <~> pb.fp <= 4 WHERE pb.id = 7;
 DROP TABLE pa, pb;
