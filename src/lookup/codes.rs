@@ -12,7 +12,9 @@
 //!   float8 comparison, to which no support function of ours can be attached): the planner hook
 //!   finds it among a table's restrictions and offers index paths on the same index with the
 //!   clause `code <@ simhash_code_ball(q, floor(k))` as their index condition, keeping the original
-//!   as a filter (an exact one: the same rows). pgvector's operator is recognised by its function:
+//!   as a filter (an exact one: the same rows); in a join, `a.code <~> b.code <= k`, a path
+//!   parameterized by the other side, for the inner side of a nested loop. pgvector's operator is
+//!   recognised by its function:
 //!   `hamming_distance(bit, bit) → float8`, a member of extension `vector`; never by name alone.
 //! - **`ORDER BY simhash_hamming(code, q)`** and pgvector's **`ORDER BY code <~> q`**: the hook
 //!   offers the index's ordered scan (`code <-> simhash_code_ball(q, 0)`, integer, or
@@ -293,6 +295,95 @@ pub(super) unsafe fn offer_pgvector_radius_paths(root: *mut pg_sys::PlannerInfo,
             let bitmap = pg_sys::create_bitmap_heap_path(root, rel, path.cast(), std::ptr::null_mut(), 1.0, 0);
             pg_sys::add_path(rel, bitmap.cast());
         }
+    }
+}
+
+/// Offers, for each join clause of `rel` that is pgvector's `code <~> other.code <= k` (or with an
+/// expression of other tables in place of `other.code`) over an indexed `bit` column, a plain and
+/// a bitmap index path parameterized by the other side: the inner side of a nested loop, probing
+/// the index once per outer row.
+///
+/// # Safety
+///
+/// Called from `set_rel_pathlist_hook` with its arguments, for a plain table.
+pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) {
+    unsafe {
+        if (*rel).indexlist.is_null() || (*rel).joininfo.is_null() {
+            return;
+        }
+        let mut found = Vec::new();
+        for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).joininfo).iter_ptr() {
+            if let Some((distance, radius)) = pgvector_radius_test((*rinfo).clause.cast()) {
+                found.push((rinfo, distance, radius));
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
+        for (index, codes) in code_indexes(rel) {
+            for &(rinfo, distance, radius) in &found {
+                let Some((column, query, outer)) = join_operands(root, rel, index, distance) else { continue };
+                // Only where the clause is enforced by this scan (it is movable to it), as the
+                // planner's own parameterized index paths.
+                let param_info = pg_sys::get_baserel_parampathinfo(root, rel, outer);
+                if param_info.is_null() || !pg_sys::list_member_ptr((*param_info).ppi_clauses, rinfo.cast()) {
+                    continue;
+                }
+                let test = within_ball(column, query, radius, &codes);
+                let derived = crate::pg::compat::make_simple_restrictinfo(root, test.cast(), (*rinfo).security_level);
+                let mut clause = pgrx::PgBox::<pg_sys::IndexClause>::alloc_node(NodeTag::T_IndexClause);
+                clause.rinfo = rinfo;
+                clause.indexquals = pg_sys::lappend(std::ptr::null_mut(), derived.cast());
+                // (the original stays as a filter: exact, so it drops no row the index returns)
+                clause.lossy = true;
+                clause.indexcol = 0;
+                let clauses = pg_sys::lappend(std::ptr::null_mut(), clause.into_pg().cast());
+                let path = pg_sys::create_index_path(
+                    root,
+                    index,
+                    clauses,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    pg_sys::ScanDirection::ForwardScanDirection,
+                    false,
+                    outer,
+                    1.0,
+                    false,
+                );
+                pg_sys::add_path(rel, path.cast());
+                let bitmap = pg_sys::create_bitmap_heap_path(root, rel, path.cast(), outer, 1.0, 0);
+                pg_sys::add_path(rel, bitmap.cast());
+            }
+        }
+    }
+}
+
+/// For a distance call `f(a, b)` in a join clause of `rel`: the operand that is `index`'s column,
+/// the other, and the tables that other reads (none of them `rel`; nothing volatile).
+unsafe fn join_operands(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    index: *mut pg_sys::IndexOptInfo,
+    distance: *mut Node,
+) -> Option<(*mut Node, *mut Node, *mut pg_sys::Bitmapset)> {
+    unsafe {
+        let (_, args) = call_of(strip_relabel(distance))?;
+        let args = PgList::<Node>::from_pg(args);
+        let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
+        for (column, query) in [(a, b), (b, a)] {
+            let outer = pg_sys::pull_varnos(root, query);
+            if pg_sys::contain_volatile_functions(query)
+                || crate::pg::compat::bms_is_empty(outer)
+                || pg_sys::bms_is_member((*rel).relid as i32, outer)
+            {
+                continue;
+            }
+            if pg_sys::match_index_to_operand(column, 0, index) {
+                return Some((column, query, outer));
+            }
+        }
+        None
     }
 }
 

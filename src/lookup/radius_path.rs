@@ -69,6 +69,7 @@ unsafe extern "C-unwind" fn set_rel_pathlist(
         }
         if super::settings::ENABLE_REWRITE.get() {
             super::codes::offer_pgvector_radius_paths(root, rel);
+            super::codes::offer_pgvector_join_paths(root, rel);
             super::order_path::offer(root, rel);
             super::codes::offer_order_paths(root, rel);
         }

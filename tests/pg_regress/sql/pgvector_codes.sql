@@ -52,6 +52,20 @@ RESET enable_bitmapscan;
 SELECT count(*) AS tests, count(*) FILTER (WHERE i.r IS DISTINCT FROM s.r) AS differ,
        count(*) FILTER (WHERE i.r IS NOT NULL) AS with_rows
 FROM through_index i JOIN by_scan s USING (t, k);
+-- A join, pgvector's a.code <~> b.code <= k: the inner side probes its index once per outer row
+-- (a left join too); the rows of a nested loop over every pair.
+CREATE TABLE probes AS SELECT id, code FROM items WHERE id IN (7, 100, 10005, 20000);
+ANALYZE probes;
+EXPLAIN (COSTS OFF) SELECT p.id, i.id FROM probes p JOIN items i ON i.code <~> p.code <= 5;
+EXPLAIN (COSTS OFF) SELECT p.id, i.id FROM probes p LEFT JOIN items i ON p.code <~> i.code < 5.5 WHERE p.id = 7;
+CREATE TEMP TABLE join_by_index AS SELECT p.id AS p, i.id AS i FROM probes p LEFT JOIN items i ON i.code <~> p.code <= 5;
+SET simhash.enable_rewrite = off;
+EXPLAIN (COSTS OFF) SELECT p.id, i.id FROM probes p JOIN items i ON i.code <~> p.code <= 5;
+CREATE TEMP TABLE join_by_scan AS SELECT p.id AS p, i.id AS i FROM probes p LEFT JOIN items i ON i.code <~> p.code <= 5;
+RESET simhash.enable_rewrite;
+SELECT (SELECT count(*) FROM join_by_index) AS pairs, (SELECT count(*) FROM join_by_index WHERE i IS NULL) AS unmatched,
+       NOT EXISTS ((TABLE join_by_index EXCEPT TABLE join_by_scan) UNION ALL (TABLE join_by_scan EXCEPT TABLE join_by_index)) AS same;
+DROP TABLE probes;
 -- Nearest rows: the same order as a sort, NULL last.
 SET enable_seqscan = off;
 SELECT array_agg(id) AS through_index FROM (SELECT id FROM items, q ORDER BY code <~> q LIMIT 14) s;
