@@ -39,8 +39,10 @@ pub(super) unsafe fn indexed_expressions(
             if (*strip_relabel(probed)).type_ == NodeTag::T_Var || pg_sys::contain_volatile_functions(probed) {
                 continue;
             }
+            // (the table's own view of it: `not_nulled`)
+            let plain = not_nulled(probed);
             let mut varno = 0;
-            if !pg_sys::bms_get_singleton_member(pg_sys::pull_varnos(root, probed), &mut varno) {
+            if !pg_sys::bms_get_singleton_member(pg_sys::pull_varnos(root, plain), &mut varno) {
                 continue;
             }
             if pg_sys::bms_is_member(varno, pg_sys::pull_varnos(root, other))
@@ -51,7 +53,7 @@ pub(super) unsafe fn indexed_expressions(
             let Some(rte) = rtable.get_ptr(varno as usize - 1) else { continue };
             if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
                 || crate::pg::citus::is_citus_table((*rte).relid)
-                || !has_index_on(own.access_method, (*rte).relid, varno, probed)
+                || !has_index_on(own.access_method, (*rte).relid, varno, plain)
             {
                 continue;
             }
@@ -93,6 +95,42 @@ unsafe fn has_index_on(am: Oid, relid: Oid, varno: i32, expr: *mut Node) -> bool
         }
         pg_sys::RelationClose(rel);
         found
+    }
+}
+
+/// `expr` as its table's scan sees it: on PostgreSQL 16 and later a column on the nullable side of
+/// an outer join names that join (`varnullingrels`) until the planner finds the join reducible
+/// (`WHERE f(p.x) <~> q <= k` of a `LEFT JOIN p` makes it an inner join, later than this rewrite):
+/// a copy without those marks, to find its table and compare it with the index's expression (the
+/// rewritten test keeps the expression as written). (Without
+/// it, such a test on an indexed expression stayed a scan, while one on an indexed column did not.)
+#[cfg(not(feature = "pg15"))]
+unsafe fn not_nulled(expr: *mut Node) -> *mut Node {
+    unsafe {
+        let copy = crate::pg::nodes::copy(expr);
+        clear_nulling(copy, std::ptr::null_mut());
+        copy
+    }
+}
+
+#[cfg(feature = "pg15")]
+unsafe fn not_nulled(expr: *mut Node) -> *mut Node {
+    expr
+}
+
+/// Walker for [`not_nulled`], in place. (Guarded, as [`set_varno`].)
+#[cfg(not(feature = "pg15"))]
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn clear_nulling(node: *mut Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if (*node).type_ == NodeTag::T_Var {
+            (*(node as *mut pg_sys::Var)).varnullingrels = std::ptr::null_mut();
+            return false;
+        }
+        pg_sys::expression_tree_walker(node, Some(clear_nulling), context)
     }
 }
 
