@@ -313,6 +313,13 @@ pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, r
         }
         let mut found = Vec::new();
         for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).joininfo).iter_ptr() {
+            // Only a clause the planner itself would push into this scan (as its own index paths:
+            // `match_join_clauses_to_index`): on PostgreSQL 16 and later that leaves out both
+            // versions of a clause of an outer join that commutes with another (once, a path made
+            // of one of them crashed the backend).
+            if !pg_sys::join_clause_is_movable_to(rinfo, rel) {
+                continue;
+            }
             if let Some((distance, radius)) = pgvector_radius_test((*rinfo).clause.cast()) {
                 found.push((rinfo, distance, radius));
             }
@@ -373,9 +380,11 @@ unsafe fn join_operands(
         let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
         for (column, query) in [(a, b), (b, a)] {
             let outer = pg_sys::pull_varnos(root, query);
+            // (tables only: not an outer join that nulls the other side's columns)
             if pg_sys::contain_volatile_functions(query)
                 || crate::pg::compat::bms_is_empty(outer)
                 || pg_sys::bms_is_member((*rel).relid as i32, outer)
+                || !pg_sys::bms_is_subset(outer, (*root).all_baserels)
             {
                 continue;
             }
