@@ -103,8 +103,16 @@ unsafe fn offer_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInf
         // A join clause `fp <~> other.fp <= k`: a path parameterized by the other side, for the inner
         // side of a nested loop that rescans it once per outer row.
         for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).joininfo).iter_ptr() {
+            // Only a clause the planner itself would push into this scan (its own index paths:
+            // `match_join_clauses_to_index`), parameterized by tables alone: on PostgreSQL 16 and
+            // later that leaves out both versions of the clause of an outer join that commutes
+            // with another (once, `a LEFT JOIN b ... LEFT JOIN docs d ON d.fp <~> b.fp <= 3`
+            // crashed the backend on 18).
+            if !pg_sys::join_clause_is_movable_to(rinfo, rel) {
+                continue;
+            }
             let Some(test) = radius_test_of(root, (*rinfo).clause.cast(), (*rel).relid) else { continue };
-            if test.outer.is_null() {
+            if test.outer.is_null() || !pg_sys::bms_is_subset(test.outer, (*root).all_baserels) {
                 continue;
             }
             let param_info = pg_sys::get_baserel_parampathinfo(root, rel, test.outer);

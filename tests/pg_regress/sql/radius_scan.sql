@@ -131,3 +131,30 @@ RESET enable_partitionwise_join;
 RESET enable_hashjoin;
 RESET enable_mergejoin;
 DROP TABLE rs_docs, rs_asks;
+
+-- The join clause of an outer join that commutes with another, on the nullable side's
+-- fingerprint (PostgreSQL 16 and later plan it in two versions, neither of which a scan may be
+-- parameterized by; once, the radius scan made of one crashed the backend on 18), and one that
+-- reads two tables: the rows of the plain join.
+CREATE TABLE rs_fps (id int PRIMARY KEY, fp simhash64);
+INSERT INTO rs_fps SELECT i, simhash(i::text) FROM generate_series(1, 3000) i;
+INSERT INTO rs_fps SELECT 10000 + id, (fp::bigint # 5)::simhash64 FROM rs_fps WHERE id % 100 = 0;
+SELECT count(*) FROM simhash_create_indexes('rs_fps', 'fp');
+CREATE TABLE rs_ids AS SELECT id FROM rs_fps WHERE id % 50 = 0 UNION ALL SELECT 99999;
+CREATE TABLE rs_some AS SELECT id, fp FROM rs_fps WHERE id % 100 = 0;
+ANALYZE rs_fps, rs_ids, rs_some;
+CREATE TEMP TABLE rs_outer_scan AS
+SELECT r.id AS r, f.id AS f, g.id AS g FROM rs_ids r LEFT JOIN rs_some s ON s.id = r.id
+    LEFT JOIN rs_fps f ON f.fp <~> s.fp <= 3
+    LEFT JOIN rs_fps g ON g.fp <~> coalesce(s.fp, f.fp) <= 2;
+SET simhash.enable_rewrite = off;
+SET simhash.enable_radius_scan = off;
+CREATE TEMP TABLE rs_outer_plain AS
+SELECT r.id AS r, f.id AS f, g.id AS g FROM rs_ids r LEFT JOIN rs_some s ON s.id = r.id
+    LEFT JOIN rs_fps f ON f.fp <~> s.fp <= 3
+    LEFT JOIN rs_fps g ON g.fp <~> coalesce(s.fp, f.fp) <= 2;
+RESET simhash.enable_rewrite;
+RESET simhash.enable_radius_scan;
+SELECT (SELECT count(*) FROM rs_outer_scan) AS rows, (SELECT count(*) FROM rs_outer_scan WHERE f IS NOT NULL) AS matched,
+       NOT EXISTS ((TABLE rs_outer_scan EXCEPT ALL TABLE rs_outer_plain) UNION ALL (TABLE rs_outer_plain EXCEPT ALL TABLE rs_outer_scan)) AS same;
+DROP TABLE rs_fps, rs_ids, rs_some;
