@@ -265,36 +265,59 @@ pub(super) unsafe fn offer_pgvector_radius_paths(root: *mut pg_sys::PlannerInfo,
             let mut clauses = PgList::<pg_sys::IndexClause>::new();
             for &(rinfo, distance, radius) in &found {
                 let Some((column, query)) = index_operands(root, index, distance) else { continue };
-                let test = within_ball(column, query, radius, &codes);
-                let derived = crate::pg::compat::make_simple_restrictinfo(root, test.cast(), (*rinfo).security_level);
-                let mut clause = pgrx::PgBox::<pg_sys::IndexClause>::alloc_node(NodeTag::T_IndexClause);
-                clause.rinfo = rinfo;
-                clause.indexquals = pg_sys::lappend(std::ptr::null_mut(), derived.cast());
-                // (the original stays as a filter: exact, so it drops no row the index returns)
-                clause.lossy = true;
-                clause.indexcol = 0;
-                clauses.push(clause.into_pg());
+                clauses.push(index_clause(root, rinfo, within_ball(column, query, radius, &codes)));
             }
-            if clauses.is_empty() {
-                continue;
+            if !clauses.is_empty() {
+                add_index_paths(root, rel, index, clauses.into_pg(), std::ptr::null_mut());
             }
-            let path = pg_sys::create_index_path(
-                root,
-                index,
-                clauses.into_pg(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                pg_sys::ScanDirection::ForwardScanDirection,
-                false,
-                std::ptr::null_mut(),
-                1.0,
-                false,
-            );
-            pg_sys::add_path(rel, path.cast());
-            let bitmap = pg_sys::create_bitmap_heap_path(root, rel, path.cast(), std::ptr::null_mut(), 1.0, 0);
-            pg_sys::add_path(rel, bitmap.cast());
         }
+    }
+}
+
+/// The index condition `test` derived from the query's clause `rinfo`, which stays as a filter
+/// (exact, so it drops no row the index returns).
+unsafe fn index_clause(
+    root: *mut pg_sys::PlannerInfo,
+    rinfo: *mut pg_sys::RestrictInfo,
+    test: *mut Node,
+) -> *mut pg_sys::IndexClause {
+    unsafe {
+        let derived = crate::pg::compat::make_simple_restrictinfo(root, test.cast(), (*rinfo).security_level);
+        let mut clause = pgrx::PgBox::<pg_sys::IndexClause>::alloc_node(NodeTag::T_IndexClause);
+        clause.rinfo = rinfo;
+        clause.indexquals = pg_sys::lappend(std::ptr::null_mut(), derived.cast());
+        clause.lossy = true;
+        clause.indexcol = 0;
+        clause.into_pg()
+    }
+}
+
+/// Adds a plain and a bitmap scan of `index` with `clauses` to `rel`'s paths, parameterized by
+/// `outer` (NULL: none).
+unsafe fn add_index_paths(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    index: *mut pg_sys::IndexOptInfo,
+    clauses: *mut pg_sys::List,
+    outer: *mut pg_sys::Bitmapset,
+) {
+    unsafe {
+        let path = pg_sys::create_index_path(
+            root,
+            index,
+            clauses,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            pg_sys::ScanDirection::ForwardScanDirection,
+            false,
+            outer,
+            1.0,
+            false,
+        );
+        pg_sys::add_path(rel, path.cast());
+        let bitmap = pg_sys::create_bitmap_heap_path(root, rel, path.cast(), outer, 1.0, 0);
+        pg_sys::add_path(rel, bitmap.cast());
     }
 }
 
@@ -317,7 +340,10 @@ pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, r
             // `match_join_clauses_to_index`): on PostgreSQL 16 and later that leaves out both
             // versions of a clause of an outer join that commutes with another (once, a path made
             // of one of them crashed the backend).
-            if !pg_sys::join_clause_is_movable_to(rinfo, rel) {
+            // (and, as for a restriction, not a test of ours, which is not leakproof, below a
+            // security policy of the table that it could run before)
+            if !pg_sys::join_clause_is_movable_to(rinfo, rel) || !pg_sys::restriction_is_securely_promotable(rinfo, rel)
+            {
                 continue;
             }
             if let Some((distance, radius)) = pgvector_radius_test((*rinfo).clause.cast()) {
@@ -336,31 +362,8 @@ pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, r
                 if param_info.is_null() || !pg_sys::list_member_ptr((*param_info).ppi_clauses, rinfo.cast()) {
                     continue;
                 }
-                let test = within_ball(column, query, radius, &codes);
-                let derived = crate::pg::compat::make_simple_restrictinfo(root, test.cast(), (*rinfo).security_level);
-                let mut clause = pgrx::PgBox::<pg_sys::IndexClause>::alloc_node(NodeTag::T_IndexClause);
-                clause.rinfo = rinfo;
-                clause.indexquals = pg_sys::lappend(std::ptr::null_mut(), derived.cast());
-                // (the original stays as a filter: exact, so it drops no row the index returns)
-                clause.lossy = true;
-                clause.indexcol = 0;
-                let clauses = pg_sys::lappend(std::ptr::null_mut(), clause.into_pg().cast());
-                let path = pg_sys::create_index_path(
-                    root,
-                    index,
-                    clauses,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    pg_sys::ScanDirection::ForwardScanDirection,
-                    false,
-                    outer,
-                    1.0,
-                    false,
-                );
-                pg_sys::add_path(rel, path.cast());
-                let bitmap = pg_sys::create_bitmap_heap_path(root, rel, path.cast(), outer, 1.0, 0);
-                pg_sys::add_path(rel, bitmap.cast());
+                let clause = index_clause(root, rinfo, within_ball(column, query, radius, &codes));
+                add_index_paths(root, rel, index, pg_sys::lappend(std::ptr::null_mut(), clause.cast()), outer);
             }
         }
     }

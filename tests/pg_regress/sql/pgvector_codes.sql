@@ -81,7 +81,21 @@ SELECT r.id AS r, i.id AS i, j.id AS j FROM probe_ids r LEFT JOIN probes p ON p.
 RESET simhash.enable_rewrite;
 SELECT (SELECT count(*) FROM outer_by_index) AS rows,
        NOT EXISTS ((TABLE outer_by_index EXCEPT ALL TABLE outer_by_scan) UNION ALL (TABLE outer_by_scan EXCEPT ALL TABLE outer_by_index)) AS same;
-DROP TABLE probes, probe_ids;
+-- Under a row security policy the join test (not leakproof) runs after the policy, never as an
+-- index condition below it; the role sees its own rows only. (Without a policy: the index.)
+CREATE ROLE simhash_codes_rls;
+CREATE TABLE owned AS SELECT id, CASE WHEN id % 2 = 0 THEN 'simhash_codes_rls' ELSE 'someone' END AS owner, code FROM items;
+CREATE INDEX owned_code ON owned USING simhash (code);
+ALTER TABLE owned ENABLE ROW LEVEL SECURITY;
+CREATE POLICY mine ON owned USING (owner = current_user);
+GRANT SELECT ON owned, probes TO simhash_codes_rls;
+ANALYZE owned;
+SET ROLE simhash_codes_rls;
+EXPLAIN (COSTS OFF) SELECT p.id, o.id FROM probes p JOIN owned o ON o.code <~> p.code <= 5;
+SELECT count(*) AS pairs, bool_and(o.id % 2 = 0) AS own_rows_only FROM probes p JOIN owned o ON o.code <~> p.code <= 5;
+RESET ROLE;
+DROP TABLE owned, probes, probe_ids;
+DROP ROLE simhash_codes_rls;
 -- Nearest rows: the same order as a sort, NULL last.
 SET enable_seqscan = off;
 SELECT array_agg(id) AS through_index FROM (SELECT id FROM items, q ORDER BY code <~> q LIMIT 14) s;
