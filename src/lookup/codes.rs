@@ -264,7 +264,7 @@ pub(super) unsafe fn offer_pgvector_radius_paths(root: *mut pg_sys::PlannerInfo,
         for (index, codes) in code_indexes(rel) {
             let mut clauses = PgList::<pg_sys::IndexClause>::new();
             for &(rinfo, distance, radius) in &found {
-                let Some((column, query)) = index_operands(root, index, distance) else { continue };
+                let Some((column, query)) = fixed_operands(root, index, distance) else { continue };
                 clauses.push(index_clause(root, rinfo, within_ball(column, query, radius, &codes)));
             }
             if !clauses.is_empty() {
@@ -336,14 +336,9 @@ pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, r
         }
         let mut found = Vec::new();
         for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).joininfo).iter_ptr() {
-            // Only a clause the planner itself would push into this scan (as its own index paths:
-            // `match_join_clauses_to_index`): on PostgreSQL 16 and later that leaves out both
-            // versions of a clause of an outer join that commutes with another (once, a path made
-            // of one of them crashed the backend).
-            // (and, as for a restriction, not a test of ours, which is not leakproof, below a
-            // security policy of the table that it could run before)
-            if !pg_sys::join_clause_is_movable_to(rinfo, rel) || !pg_sys::restriction_is_securely_promotable(rinfo, rel)
-            {
+            // (as for a restriction, not a test of ours, which is not leakproof, below a security
+            // policy of the table that it could run before)
+            if !pg_sys::restriction_is_securely_promotable(rinfo, rel) {
                 continue;
             }
             if let Some((distance, radius)) = pgvector_radius_test((*rinfo).clause.cast()) {
@@ -355,11 +350,8 @@ pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, r
         }
         for (index, codes) in code_indexes(rel) {
             for &(rinfo, distance, radius) in &found {
-                let Some((column, query, outer)) = join_operands(root, rel, index, distance) else { continue };
-                // Only where the clause is enforced by this scan (it is movable to it), as the
-                // planner's own parameterized index paths.
-                let param_info = pg_sys::get_baserel_parampathinfo(root, rel, outer);
-                if param_info.is_null() || !pg_sys::list_member_ptr((*param_info).ppi_clauses, rinfo.cast()) {
+                let Some((column, query, outer)) = index_operands(root, index, distance) else { continue };
+                if super::radius_path::join_param_info(root, rel, rinfo, outer).is_none() {
                     continue;
                 }
                 let clause = index_clause(root, rinfo, within_ball(column, query, radius, &codes));
@@ -369,11 +361,11 @@ pub(super) unsafe fn offer_pgvector_join_paths(root: *mut pg_sys::PlannerInfo, r
     }
 }
 
-/// For a distance call `f(a, b)` in a join clause of `rel`: the operand that is `index`'s column,
-/// the other, and the tables that other reads (none of them `rel`; nothing volatile).
-unsafe fn join_operands(
+/// For a distance call `f(a, b)`: the operand that is `index`'s column, the other (nothing
+/// volatile, no column of the index's table), and the tables that other reads (empty: it is fixed
+/// for the scan; else the scan is the inner side of a join).
+unsafe fn index_operands(
     root: *mut pg_sys::PlannerInfo,
-    rel: *mut pg_sys::RelOptInfo,
     index: *mut pg_sys::IndexOptInfo,
     distance: *mut Node,
 ) -> Option<(*mut Node, *mut Node, *mut pg_sys::Bitmapset)> {
@@ -382,16 +374,13 @@ unsafe fn join_operands(
         let args = PgList::<Node>::from_pg(args);
         let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
         for (column, query) in [(a, b), (b, a)] {
-            let outer = pg_sys::pull_varnos(root, query);
-            // (tables only: not an outer join that nulls the other side's columns)
-            if pg_sys::contain_volatile_functions(query)
-                || crate::pg::compat::bms_is_empty(outer)
-                || pg_sys::bms_is_member((*rel).relid as i32, outer)
-                || !pg_sys::bms_is_subset(outer, (*root).all_baserels)
-            {
+            if pg_sys::contain_volatile_functions(query) {
                 continue;
             }
-            if pg_sys::match_index_to_operand(column, 0, index) {
+            let outer = pg_sys::pull_varnos(root, query);
+            if !pg_sys::bms_is_member((*(*index).rel).relid as i32, outer)
+                && pg_sys::match_index_to_operand(column, 0, index)
+            {
                 return Some((column, query, outer));
             }
         }
@@ -399,25 +388,16 @@ unsafe fn join_operands(
     }
 }
 
-/// For a distance call `f(a, b)`: the operand that is `index`'s column and the other, fixed for the
-/// scan (no column of the table, nothing volatile).
-unsafe fn index_operands(
+/// [`index_operands`] whose other operand is fixed for the scan.
+unsafe fn fixed_operands(
     root: *mut pg_sys::PlannerInfo,
     index: *mut pg_sys::IndexOptInfo,
     distance: *mut Node,
 ) -> Option<(*mut Node, *mut Node)> {
     unsafe {
-        let (_, args) = call_of(strip_relabel(distance))?;
-        let args = PgList::<Node>::from_pg(args);
-        let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
-        for (column, query) in [(a, b), (b, a)] {
-            let fixed = !pg_sys::contain_volatile_functions(query)
-                && crate::pg::compat::bms_is_empty(pg_sys::pull_varnos(root, query));
-            if fixed && pg_sys::match_index_to_operand(column, 0, index) {
-                return Some((column, query));
-            }
-        }
-        None
+        index_operands(root, index, distance)
+            .filter(|&(_, _, outer)| crate::pg::compat::bms_is_empty(outer))
+            .map(|(column, query, _)| (column, query))
     }
 }
 
@@ -484,7 +464,7 @@ unsafe fn ordering_by(
             {
                 continue;
             }
-            let Some((column, query)) = index_operands(root, index, expr) else { continue };
+            let Some((column, query)) = fixed_operands(root, index, expr) else { continue };
             return Some(
                 pg_sys::make_opclause(
                     ordering,

@@ -103,24 +103,41 @@ unsafe fn offer_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInf
         // A join clause `fp <~> other.fp <= k`: a path parameterized by the other side, for the inner
         // side of a nested loop that rescans it once per outer row.
         for rinfo in PgList::<pg_sys::RestrictInfo>::from_pg((*rel).joininfo).iter_ptr() {
-            // Only a clause the planner itself would push into this scan (its own index paths:
-            // `match_join_clauses_to_index`), parameterized by tables alone: on PostgreSQL 16 and
-            // later that leaves out both versions of the clause of an outer join that commutes
-            // with another (once, `a LEFT JOIN b ... LEFT JOIN docs d ON d.fp <~> b.fp <= 3`
-            // crashed the backend on 18).
-            if !pg_sys::join_clause_is_movable_to(rinfo, rel) {
-                continue;
-            }
             let Some(test) = radius_test_of(root, (*rinfo).clause.cast(), (*rel).relid) else { continue };
-            if test.outer.is_null() || !pg_sys::bms_is_subset(test.outer, (*root).all_baserels) {
-                continue;
-            }
-            let param_info = pg_sys::get_baserel_parampathinfo(root, rel, test.outer);
-            // Only where the clause is enforced by this scan (it is movable to it).
-            if !param_info.is_null() && pg_sys::list_member_ptr((*param_info).ppi_clauses, rinfo.cast()) {
+            if let Some(param_info) = join_param_info(root, rel, rinfo, test.outer) {
                 add_radius_path(root, rel, rte, &test, param_info);
             }
         }
+    }
+}
+
+/// The parameterization of a scan of `rel` that takes the join clause `rinfo` with the values of
+/// the tables `outer` (those the clause's other side reads), or `None` where no scan may take it:
+/// only a clause the planner itself would push into the scan (its own index paths:
+/// `match_join_clauses_to_index`), parameterized by tables alone, and enforced by that scan. On
+/// PostgreSQL 16 and later that leaves out both versions of the clause of an outer join that
+/// commutes with another (once, `a LEFT JOIN b ... LEFT JOIN docs d ON d.fp <~> b.fp <= 3` crashed
+/// the backend on 18, its radius scan parameterized by one of them).
+///
+/// # Safety
+///
+/// In `set_rel_pathlist_hook`, `rinfo` one of `rel`'s join clauses.
+pub(super) unsafe fn join_param_info(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    rinfo: *mut pg_sys::RestrictInfo,
+    outer: *mut pg_sys::Bitmapset,
+) -> Option<*mut pg_sys::ParamPathInfo> {
+    unsafe {
+        if !pg_sys::join_clause_is_movable_to(rinfo, rel)
+            || crate::pg::compat::bms_is_empty(outer)
+            || !pg_sys::bms_is_subset(outer, (*root).all_baserels)
+        {
+            return None;
+        }
+        let param_info = pg_sys::get_baserel_parampathinfo(root, rel, outer);
+        (!param_info.is_null() && pg_sys::list_member_ptr((*param_info).ppi_clauses, rinfo.cast()))
+            .then_some(param_info)
     }
 }
 
