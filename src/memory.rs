@@ -105,22 +105,15 @@ pub(crate) fn sort_interruptibly<T, K: Ord>(items: &mut [T], key: impl Fn(&T) ->
 }
 
 /// `items.sort_unstable_by(compare)`, in pieces of at most `at_once` elements with a check for
-/// interrupts between them: each slice beyond that is split at its median
-/// (`select_nth_unstable_by`, linear: 40 ms for ten million entries), and its halves sorted alone.
+/// interrupts between them and while each slice beyond that is split around a pivot
+/// (`simhash_core::interrupt::sort_in_pieces`).
 pub(crate) fn sort_interruptibly_by<T>(
     items: &mut [T],
     at_once: usize,
     compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
 ) {
-    if items.len() <= at_once.max(1) {
-        items.sort_unstable_by(compare);
-    } else {
-        let middle = items.len() / 2;
-        items.select_nth_unstable_by(middle, compare);
+    let check = || {
         pgrx::check_for_interrupts!();
-        let (low, high) = items.split_at_mut(middle);
-        sort_interruptibly_by(low, at_once, compare);
-        sort_interruptibly_by(high, at_once, compare);
-    }
-    pgrx::check_for_interrupts!();
+    };
+    simhash_core::interrupt::sort_in_pieces(items, compare, at_once, simhash_core::Interrupt::new(&check));
 }

@@ -28,9 +28,10 @@ use std::rc::Rc;
 
 use crate::multi_index::{self, LookupCosts, PlanError, SegmentPlan, Work};
 
-/// The segments an index files its rows under unless told otherwise (the rest of a long code is
-/// only compared): all of a code of up to 16 segments (320 bits of a 1M-row table).
-pub const DEFAULT_INDEXED_SEGMENTS: u32 = 16;
+/// The segments an index files its rows under unless told otherwise: every segment of the plan
+/// (Norouzi et al.'s `m = n / log2(rows)` segments of a code of `n` bits). An index told to file
+/// fewer only compares the rest of a long code.
+pub const DEFAULT_INDEXED_SEGMENTS: u32 = MAX_INDEXED_SEGMENTS;
 
 /// The most segments a plan has (4,096 bits in segments of 16), so the most an index can file its
 /// rows under.

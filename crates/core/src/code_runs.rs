@@ -16,9 +16,15 @@
 use std::collections::TryReserveError;
 
 use crate::bit_deal::BitDeal;
-use crate::code_index::{self, Layout, Segments, DEFAULT_INDEXED_SEGMENTS};
+use crate::code_index::{self, Layout, Segments};
 use crate::interrupt::{Interrupt, STEP};
 use crate::multi_index::{hamming_bytes, lookup_radii, LookupCosts, MAX_CODE_BITS};
+
+/// The segments a run files its rows under: all of a code of up to 16 segments (320 bits of a
+/// million rows); the rest of a longer code is only compared. Fewer than an index files by default
+/// ([`code_index::DEFAULT_INDEXED_SEGMENTS`]: every one), so that a backend's memory holds twice as
+/// many rows of 1,024 bits.
+pub const RUN_INDEXED_SEGMENTS: u32 = 16;
 
 /// Rows compared whole before they are sealed into a run.
 pub const SEAL_ROWS: usize = 256;
@@ -54,7 +60,7 @@ impl Run {
         interrupt: Interrupt,
     ) -> Result<Run, TryReserveError> {
         let mut run = Run { start, len, layout: None, segments: Vec::new(), radii: None, deal: None };
-        let Ok(layout) = Layout::for_table(bits, len as u64, DEFAULT_INDEXED_SEGMENTS) else { return Ok(run) };
+        let Ok(layout) = Layout::for_table(bits, len as u64, RUN_INDEXED_SEGMENTS) else { return Ok(run) };
         let mut rows = &codes[start * bytes..(start + len) * bytes];
         run.deal = BitDeal::for_codes(bits, len, &|m| &rows[m * bytes..(m + 1) * bytes], interrupt);
         // The rows with their bits dealt, while the segments are made.
@@ -157,7 +163,7 @@ impl CodeRuns {
     /// decides whether to keep them: the code, its key, and 6 bytes per indexed segment).
     pub fn row_memory(bits: u32, rows: u64) -> usize {
         let segments =
-            Layout::for_table(bits, rows.max(1), DEFAULT_INDEXED_SEGMENTS).map_or(0, |layout| layout.indexed as usize);
+            Layout::for_table(bits, rows.max(1), RUN_INDEXED_SEGMENTS).map_or(0, |layout| layout.indexed as usize);
         bits.div_ceil(8) as usize + 8 + 6 * segments
     }
 

@@ -99,30 +99,85 @@ impl<I: Iterator> Iterator for Checked<'_, I> {
 const SORTED_AT_ONCE: usize = 1 << 20;
 
 /// `items.sort_unstable_by(compare)`, in pieces of at most [`SORTED_AT_ONCE`] elements with a
-/// check for interrupts between them: a longer slice is split at its median
-/// (`select_nth_unstable_by`, linear) and its halves sorted alone.
+/// check for interrupts between them: a longer slice is split around a pivot ([`split_checked`])
+/// and its parts sorted alone.
 pub(crate) fn sort_checked<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> std::cmp::Ordering, interrupt: Interrupt) {
     sort_in_pieces(items, compare, SORTED_AT_ONCE, interrupt)
 }
 
-/// [`sort_checked`] in pieces of at most `at_once` elements.
-pub(crate) fn sort_in_pieces<T>(
+/// [`sort_checked`] in pieces of at most `at_once` elements (at least one).
+pub fn sort_in_pieces<T>(
     items: &mut [T],
     compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
     at_once: usize,
     interrupt: Interrupt,
 ) {
-    if items.len() <= at_once {
+    if items.len() <= at_once.max(1) {
         items.sort_unstable_by(compare);
     } else {
-        let middle = items.len() / 2;
-        items.select_nth_unstable_by(middle, compare);
-        interrupt.check();
-        let (low, high) = items.split_at_mut(middle);
+        let (before, after) = split_checked(items, compare, interrupt);
+        let (low, rest) = items.split_at_mut(before);
         sort_in_pieces(low, compare, at_once, interrupt);
-        sort_in_pieces(high, compare, at_once, interrupt);
+        sort_in_pieces(&mut rest[after - before..], compare, at_once, interrupt);
         interrupt.check();
     }
+}
+
+/// Reorders `items` (at least two) into the elements that order before a pivot, those equal to
+/// it and those after it, and returns where the equal ones start and end, checking for interrupts
+/// every [`STEP`] elements. The pivot is the median of a sample of 31 elements spread over the
+/// slice. A first pass moves the elements before it to the front; when that leaves more than
+/// seven eighths behind (many equal to the pivot), a second pass over those moves the equal ones
+/// to their front. Should one side still hold more than seven eighths, it is split at its median
+/// by `select_nth_unstable_by` (linear, but unchecked: only input ordered to defeat the sample gets
+/// there), so the parts shrink geometrically whatever the input.
+fn split_checked<T>(
+    items: &mut [T],
+    compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
+    interrupt: Interrupt,
+) -> (usize, usize) {
+    use std::cmp::Ordering::{Greater, Less};
+    let n = items.len();
+    let mut sample: Vec<usize> = (0..31).map(|i| i * (n - 1) / 30).collect();
+    sample.dedup();
+    sample.sort_unstable_by(|&a, &b| compare(&items[a], &items[b]));
+    items.swap(0, sample[sample.len() / 2]);
+    let (pivot, rest) = items.split_at_mut(1);
+    let pivot = &pivot[0];
+    let before = partition_checked(rest, &|item| compare(item, pivot) == Less, interrupt);
+    let mut after = before;
+    if (rest.len() - before) * 8 > n * 7 {
+        after += partition_checked(&mut rest[before..], &|item| compare(item, pivot) != Greater, interrupt);
+    }
+    // rest[..before] < pivot, rest[before..after] == pivot (when the second pass ran), the rest
+    // after; the pivot (at 0) joins the equal ones, the last of the smaller ones taking its place.
+    items.swap(0, before);
+    let after = after + 1;
+    if before * 8 > n * 7 {
+        items[..before].select_nth_unstable_by(before / 2, compare);
+        return (before / 2, before / 2);
+    }
+    if (n - after) * 8 > n * 7 {
+        let middle = after + (n - after) / 2;
+        items[after..].select_nth_unstable_by(middle - after, compare);
+        return (middle, middle);
+    }
+    (before, after)
+}
+
+/// Moves the elements of `items` for which `first` holds to its front (in no particular order)
+/// and returns how many there are, checking for interrupts every [`STEP`] elements (a Lomuto
+/// partition without branches on `first`: the element is swapped either way).
+fn partition_checked<T>(items: &mut [T], first: &impl Fn(&T) -> bool, interrupt: Interrupt) -> usize {
+    let mut front = 0;
+    for range in ranges(items.len(), interrupt) {
+        for at in range {
+            let is_first = first(&items[at]);
+            items.swap(front, at);
+            front += usize::from(is_first);
+        }
+    }
+    front
 }
 
 #[cfg(test)]
@@ -277,6 +332,53 @@ pub(crate) mod tests {
             i = i.wrapping_mul(7).wrapping_add(3);
         }
         text
+    }
+
+    /// Sorted in pieces as in one go, whatever the order of the input: sorted, reversed, all
+    /// equal, few values, organ pipe, random, and a sample of the pivot's that holds the least
+    /// values (the split then falls back to the median).
+    #[test]
+    fn sorts_in_pieces_whatever_the_order() {
+        let n = 5_000u64;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut misleading: Vec<u64> = (0..n).map(|_| 1000 + random() % 100_000).collect();
+        for i in 0..31 {
+            misleading[(i * (n - 1) / 30) as usize] = i;
+        }
+        let inputs: Vec<Vec<u64>> = vec![
+            (0..n).collect(),
+            (0..n).rev().collect(),
+            vec![7; n as usize],
+            (0..n).map(|i| i % 3).collect(),
+            (0..n).map(|i| i.min(n - i)).collect(),
+            (0..n).map(|_| random() % 1000).collect(),
+            misleading,
+        ];
+        for input in inputs {
+            let mut expected = input.clone();
+            expected.sort_unstable();
+            for at_once in [0, 1, 7, 100, 4_999] {
+                let mut sorted = input.clone();
+                sort_in_pieces(&mut sorted, &u64::cmp, at_once, Interrupt::NEVER);
+                assert_eq!(sorted, expected, "pieces of {at_once}");
+            }
+        }
+    }
+
+    /// A split checks for interrupts as it goes: 16 STEP elements sorted in pieces of 8 STEP are
+    /// split once, with a check every STEP elements (and one after each piece).
+    #[test]
+    fn a_split_checks_for_interrupts() {
+        let mut items: Vec<u64> = (0..16 * STEP as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let (stopped, calls) = run_stopping(usize::MAX, |i| sort_in_pieces(&mut items, &u64::cmp, 8 * STEP, i));
+        assert!(!stopped && calls >= 16, "{calls} checks");
+        assert!(items.is_sorted());
     }
 
     #[test]

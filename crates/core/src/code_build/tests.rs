@@ -130,9 +130,10 @@ fn segments_sort_as_by_value_then_ordinal() {
     let layouts = [
         (Layout::for_table(256, 5000, DEFAULT_INDEXED_SEGMENTS).unwrap(), 5000),
         (Layout::for_table(64, 3000, DEFAULT_INDEXED_SEGMENTS).unwrap(), 3000),
+        // Every segment of a long code indexed (the default: 64 here), and 16 of them (`WITH
+        // (segments = 16)`).
         (Layout::for_table(1024, 2000, DEFAULT_INDEXED_SEGMENTS).unwrap(), 2000),
-        // Every segment of a long code indexed (`WITH (segments = ...)`: 64 here).
-        (Layout::for_table(1024, 2000, code_index::MAX_INDEXED_SEGMENTS).unwrap(), 2000),
+        (Layout::for_table(1024, 2000, 16).unwrap(), 2000),
         (Layout::for_table(20, 100, DEFAULT_INDEXED_SEGMENTS).unwrap(), 100),
         (Layout::for_table(7, 300, DEFAULT_INDEXED_SEGMENTS).unwrap(), 300),
         // Few prefixes (long runs) and two bytes of low bits; a prefix of whole segments.
