@@ -6,7 +6,7 @@
 //! FILE: the codes of a `bit(n)` column in COPY's binary format (`COPY (SELECT code FROM t) TO
 //! 'FILE' (FORMAT binary)`), in the table's order; without it, 1M clustered 1,024-bit codes
 //! (1,000 random centres, each bit flipped with probability 1/16). SEGMENTS: the segments indexed
-//! (default 16; 256: all).
+//! (default 256: all, as the index's default).
 use std::time::Instant;
 
 use simhash_core::code_build::{entries_of_values, segment_values, store_order};
@@ -66,7 +66,7 @@ fn main() {
         Some(path) if path != "-" => read_copy(path),
         _ => (1024, clustered(1_000_000, 1024)),
     };
-    let segments: u32 = args.get(2).map_or(16, |s| s.parse().expect("a number"));
+    let segments: u32 = args.get(2).map_or(256, |s| s.parse().expect("a number"));
     let code_bytes = bits.div_ceil(8) as usize;
     let rows = codes.len() / code_bytes;
     let layout = Layout::for_table(bits, rows as u64, segments).unwrap();

@@ -308,10 +308,18 @@ pub struct Meetings {
     /// `ordinal << 32 | read << 31 | slack` (the sum of a row's slacks), sorted by ordinal, each
     /// ordinal once.
     met: Vec<u64>,
+    /// A bit for each ordinal below `64 * READ_WORDS` marked read (grown as rows are): their
+    /// meetings in the segments probed later are dropped before they are summed, as nothing
+    /// hands them out again (the rounds of a cluster meet its rows read in every segment).
+    read: Vec<u64>,
 }
 
 const READ: u64 = 1 << 31;
 const SLACK: u64 = READ - 1;
+
+/// The most words of [`Meetings`]'s bits of rows read (256 KB: the first two million rows of the
+/// code store; a row beyond them is summed as any other).
+const READ_WORDS: usize = 1 << 15;
 
 impl Meetings {
     /// Probes the indexed segments of `query` with `radii`: only the segments not probed yet when
@@ -332,6 +340,7 @@ impl Meetings {
         if !extends {
             self.radii = vec![None; radii.len()];
             self.met = Vec::new();
+            self.read = Vec::new();
         }
         // (ordinal << 32 | the slack of the meeting, at most `SLACK`)
         let mut new: Vec<u64> = Vec::new();
@@ -364,7 +373,11 @@ impl Meetings {
                 }
                 // (a probe is within the radius: the slack is at least 1)
                 let slack = (u64::from(radius) + 1 - u64::from((probe ^ value).count_ones())).min(SLACK);
+                let from = new.len();
                 segments.ordinals(i, range, slack, &mut new);
+                if !self.read.is_empty() {
+                    drop_read(&mut new, from, &self.read);
+                }
             }
         }
         for (old, new) in self.radii.iter_mut().zip(radii) {
@@ -431,8 +444,32 @@ impl Meetings {
                 found.push((*m >> 32) as u32);
             }
         }
+        // (the bits grown to the last row found within the bound, or not at all when memory for
+        // them is refused: then those rows' meetings are summed as before)
+        let words = found.iter().rev().map(|&o| o as usize / 64 + 1).find(|&w| w <= READ_WORDS).unwrap_or(0);
+        if words > self.read.len() && self.read.try_reserve_exact(words - self.read.len()).is_ok() {
+            self.read.resize(words, 0);
+        }
+        for &o in &found {
+            if let Some(word) = self.read.get_mut(o as usize / 64) {
+                *word |= 1 << (o % 64);
+            }
+        }
         Some(found)
     }
+}
+
+/// Drops from `new[from..]` the meetings `ordinal << 32 | slack` of the rows marked in `read`.
+fn drop_read(new: &mut Vec<u64>, from: usize, read: &[u64]) {
+    let mut to = from;
+    for at in from..new.len() {
+        let m = new[at];
+        let ordinal = (m >> 32) as usize;
+        let was_read = read.get(ordinal / 64).is_some_and(|word| word >> (ordinal % 64) & 1 == 1);
+        new[to] = m;
+        to += usize::from(!was_read);
+    }
+    new.truncate(to);
 }
 
 /// Sums the slacks of the meetings of each ordinal into one (sorted by ordinal; whether one of

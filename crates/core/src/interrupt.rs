@@ -118,6 +118,7 @@ pub fn sort_in_pieces<T>(
         let (before, after) = split_checked(items, compare, interrupt);
         let (low, rest) = items.split_at_mut(before);
         sort_in_pieces(low, compare, at_once, interrupt);
+        interrupt.check();
         sort_in_pieces(&mut rest[after - before..], compare, at_once, interrupt);
         interrupt.check();
     }
@@ -125,8 +126,9 @@ pub fn sort_in_pieces<T>(
 
 /// Reorders `items` (at least two) into the elements that order before a pivot, those equal to
 /// it and those after it, and returns where the equal ones start and end, checking for interrupts
-/// every [`STEP`] elements. The pivot is the median of a sample of 31 elements spread over the
-/// slice. A first pass moves the elements before it to the front; when that leaves more than
+/// every [`STEP`] elements. The pivot is the median of a sample of 31 elements, one from each of
+/// 31 equal stretches of the slice at a place drawn from the slice's length (not at their ends,
+/// where sorted runs of input would put it). A first pass moves the elements before it to the front; when that leaves more than
 /// seven eighths behind (many equal to the pivot), a second pass over those moves the equal ones
 /// to their front. Should one side still hold more than seven eighths, it is split at its median
 /// by `select_nth_unstable_by` (linear, but unchecked: only input ordered to defeat the sample gets
@@ -138,8 +140,7 @@ fn split_checked<T>(
 ) -> (usize, usize) {
     use std::cmp::Ordering::{Greater, Less};
     let n = items.len();
-    let mut sample: Vec<usize> = (0..31).map(|i| i * (n - 1) / 30).collect();
-    sample.dedup();
+    let mut sample = sample_places(n);
     sample.sort_unstable_by(|&a, &b| compare(&items[a], &items[b]));
     items.swap(0, sample[sample.len() / 2]);
     let (pivot, rest) = items.split_at_mut(1);
@@ -163,6 +164,23 @@ fn split_checked<T>(
         return (middle, middle);
     }
     (before, after)
+}
+
+/// Where [`split_checked`] samples a slice of `n` elements (at least one): one place in each of 31
+/// equal stretches, drawn from `n`, ascending, each once.
+fn sample_places(n: usize) -> Vec<usize> {
+    let mut state = (n as u64) ^ 0x9e37_79b9_7f4a_7c15;
+    let mut places: Vec<usize> = (0..31)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let (start, end) = (i * n / 31, (i + 1) * n / 31);
+            start + (state % (end - start).max(1) as u64) as usize
+        })
+        .collect();
+    places.dedup();
+    places
 }
 
 /// Moves the elements of `items` for which `first` holds to its front (in no particular order)
@@ -348,10 +366,13 @@ pub(crate) mod tests {
             state
         };
         let mut misleading: Vec<u64> = (0..n).map(|_| 1000 + random() % 100_000).collect();
-        for i in 0..31 {
-            misleading[(i * (n - 1) / 30) as usize] = i;
+        for (i, place) in sample_places(n as usize).into_iter().enumerate() {
+            misleading[place] = i as u64;
         }
+        // 30 sorted runs of one value each (the ends of even stretches would sample their largest).
+        let runs: Vec<u64> = (0..n).map(|i| i * 30 / n).collect();
         let inputs: Vec<Vec<u64>> = vec![
+            runs,
             (0..n).collect(),
             (0..n).rev().collect(),
             vec![7; n as usize],

@@ -248,6 +248,7 @@ fn rounds_of_meetings_hand_out_each_row_once() {
         let mut memory = Memory::build(&layout, &codes);
         let mut state = seed ^ 0x7777;
         let mut kept_rounds = 0;
+        let mut unchanged_reads = 0;
         for q in 0..12 {
             let query = query_of(&codes, bits, &mut state, q % 4 == 3, q % 5);
             let distance = |o: u32| hamming_bytes(&codes[o as usize], &query).unwrap();
@@ -258,10 +259,16 @@ fn rounds_of_meetings_hand_out_each_row_once() {
             let mut r = 0;
             while r <= bits.min(64) {
                 let Some(radii) = layout.radii(r, rows as u64) else { break };
+                let read_before: Vec<u64> = meetings.met.iter().copied().filter(|m| m & READ != 0).collect();
                 let kept =
                     meetings.probe(&layout, &radii, &query, &mut memory, usize::MAX, crate::Interrupt::NEVER).unwrap();
                 if kept {
                     kept_rounds += 1;
+                    // The rows read before are kept as they were: their meetings in the segments
+                    // probed since were dropped, not summed.
+                    let read_after: Vec<u64> = meetings.met.iter().copied().filter(|m| m & READ != 0).collect();
+                    assert_eq!(read_after, read_before, "{bits} bits, {segments} segments, round {r}");
+                    unchanged_reads += read_before.len();
                 } else {
                     carry.clear();
                 }
@@ -298,6 +305,7 @@ fn rounds_of_meetings_hand_out_each_row_once() {
         }
         if bits == 1024 && segments == MAX_INDEXED_SEGMENTS {
             assert!(kept_rounds >= 12 * 8, "{kept_rounds} rounds kept the rows met before");
+            assert!(unchanged_reads > 200, "{unchanged_reads} rows read before a round that kept them");
         }
     }
 }
