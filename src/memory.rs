@@ -112,8 +112,5 @@ pub(crate) fn sort_interruptibly_by<T>(
     at_once: usize,
     compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
 ) {
-    let check = || {
-        pgrx::check_for_interrupts!();
-    };
-    simhash_core::interrupt::sort_in_pieces(items, compare, at_once, simhash_core::Interrupt::new(&check));
+    simhash_core::interrupt::sort_in_pieces(items, compare, at_once, crate::fingerprint::text::INTERRUPTS);
 }

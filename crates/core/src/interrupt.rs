@@ -124,15 +124,15 @@ pub fn sort_in_pieces<T>(
     }
 }
 
-/// Reorders `items` (at least two) into the elements that order before a pivot, those equal to
-/// it and those after it, and returns where the equal ones start and end, checking for interrupts
-/// every [`STEP`] elements. The pivot is the median of a sample of 31 elements, one from each of
-/// 31 equal stretches of the slice at a place drawn from the slice's length (not at their ends,
-/// where sorted runs of input would put it). A first pass moves the elements before it to the front; when that leaves more than
-/// seven eighths behind (many equal to the pivot), a second pass over those moves the equal ones
-/// to their front. Should one side still hold more than seven eighths, it is split at its median
-/// by `select_nth_unstable_by` (linear, but unchecked: only input ordered to defeat the sample gets
-/// there), so the parts shrink geometrically whatever the input.
+/// Reorders `items` (at least two) into the elements that order before a pivot, those equal to it
+/// and those after it, and returns where the equal ones start and end, checking for interrupts
+/// every [`STEP`] elements. The pivot is the median of a sample of 31 elements, one from each of 31
+/// equal stretches of the slice at a place drawn from the slice's length (not at their ends, where
+/// sorted runs of input would put it). A first pass moves the elements before it to the front; when
+/// that leaves more than seven eighths behind (many equal to the pivot), a second pass over those
+/// moves the equal ones to their front. Should one side still hold more than seven eighths, it is
+/// split at its median by `select_nth_unstable_by` (linear, but unchecked: only input ordered to
+/// defeat the sample gets there), so the parts shrink geometrically whatever the input.
 fn split_checked<T>(
     items: &mut [T],
     compare: &impl Fn(&T, &T) -> std::cmp::Ordering,
