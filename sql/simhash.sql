@@ -840,8 +840,11 @@ BEGIN
         -- trigger takes those two): its lookup, which checks the radius again (22023, as above)
         -- and reads the column (42703).
         PERFORM @extschema@.simhash_dedup_lookup(tbl, col, k);
+        -- (a temporary table named as pg_temp.name, as simhash_index_statements names it)
         statements := pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %s USING simhash (%I);',
-            simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'), tbl, col);
+            simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_simhash'),
+            CASE WHEN rel_persistence OPERATOR(pg_catalog.=) 't'::pg_catalog.char
+                 THEN pg_catalog.format('pg_temp.%I', rel_name) ELSE tbl::pg_catalog.text END, col);
     END IF;
     row_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup');
     notice_trigger := simhash_internal.simhash_index_name(pg_catalog.format('%s_%s', rel_name, col), '_dedup_notice');

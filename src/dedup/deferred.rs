@@ -298,7 +298,10 @@ pub(super) unsafe fn check_written_rows<F: Pendable>(
             Err(NearSetError::RadiusOutOfRange) => unreachable!("the trigger checked k"),
         };
         let mut skipped = 0u64;
-        for (row, verdict) in rows.iter().zip(verdicts) {
+        for (n, (row, verdict)) in rows.iter().zip(verdicts).enumerate() {
+            if n % 4096 == 4095 {
+                pg_sys::check_for_interrupts!();
+            }
             let earlier = match verdict {
                 Verdict::Kept | Verdict::Gone => continue,
                 Verdict::NearOther => None,

@@ -19,7 +19,7 @@ use simhash_core::code_keyed_pairs::{self, CodeKeyError, MAX_CODE_KEYED_RADIUS};
 use simhash_core::pairs::Groups;
 
 use super::granted;
-use super::spread::{distribute_by_key, fetch_pairs, run, work_table};
+use super::spread::{distribute_by_key, fetch_pairs, run, work_table, CHECK_EVERY};
 use crate::codes::code_of_payload;
 use crate::pg::errors::raise;
 use crate::pg::names::{qualified_name, quote_identifier};
@@ -57,7 +57,10 @@ fn simhash_code_key_pairs(
     }
     let rows = &|| format!("the {} codes of key {key}", ids.len());
     let (mut row_ids, mut flat, mut bits) = (granted(crate::memory::vec_with_room(ids.len()), rows), Vec::new(), None);
-    for (id, code) in ids.iter().zip(codes.iter()) {
+    for (n, (id, code)) in ids.iter().zip(codes.iter()).enumerate() {
+        if n % CHECK_EVERY == 0 {
+            pgrx::check_for_interrupts!();
+        }
         let Some(code) = code else { continue };
         let Some(id) = id else {
             raise(

@@ -56,7 +56,10 @@ fn simhash_key_pairs(
     let rows = &|| format!("the {} rows of key {key}", ids.len());
     let mut row_ids: Vec<i64> = granted(crate::memory::vec_with_room(ids.len()), rows);
     let mut row_fps: Vec<u64> = granted(crate::memory::vec_with_room(ids.len()), rows);
-    for (id, fp) in ids.iter().zip(fps.iter()) {
+    for (n, (id, fp)) in ids.iter().zip(fps.iter()).enumerate() {
+        if n % CHECK_EVERY == 0 {
+            pgrx::check_for_interrupts!();
+        }
         let Some(fp) = fp else { continue };
         let Some(id) = id else {
             raise(
@@ -351,3 +354,7 @@ fn spi_error(e: pgrx::spi::SpiError) -> ! {
         None,
     )
 }
+
+/// The elements of a key's arrays read between two checks for interrupts (an array of a
+/// gigabyte holds about a hundred million).
+pub(super) const CHECK_EVERY: usize = 1 << 16;

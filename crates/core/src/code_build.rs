@@ -250,6 +250,16 @@ pub fn entries_of_values(
     Ok(directory)
 }
 
+/// The bytes [`entries_of_values`] takes for segment `i` of `rows` rows besides its `values` and
+/// `entries`, at most: the counts and the directory (4 bytes a prefix each), the counts of a run's
+/// low bits, and the scratch space of sorting a run by counting (8 bytes an entry of the longest
+/// run so sorted).
+pub fn entries_scratch_bytes(layout: &Layout, i: u32, rows: usize) -> usize {
+    let prefixes = layout.directory_len(i);
+    let lows = (1usize << layout.low_bits_of(i)) + 1;
+    8 * prefixes + 4 * lows + 8 * rows.next_power_of_two().min(COUNTED_RUN)
+}
+
 /// `n` zeros, or `Err` when memory runs out.
 fn zeros(n: usize) -> Result<Vec<u32>, TryReserveError> {
     let mut v = Vec::new();

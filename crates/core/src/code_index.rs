@@ -631,10 +631,13 @@ impl Smallest {
     }
 
     /// The keys kept, ascending, and whether they are all the keys above the cursor (the pass
-    /// held fewer than its capacity).
-    pub fn finish(self) -> (Vec<(u32, u64)>, bool) {
+    /// held fewer than its capacity). Sorted in pieces with checks of `interrupt` between them
+    /// (a pass may keep tens of millions of keys under a large `work_mem`).
+    pub fn finish(self, interrupt: crate::Interrupt) -> (Vec<(u32, u64)>, bool) {
         let all = self.heap.len() < self.capacity;
-        (self.heap.into_sorted_vec(), all)
+        let mut keys = self.heap.into_vec();
+        crate::interrupt::sort_in_pieces(&mut keys, &|a, b| a.cmp(b), 1 << 20, interrupt);
+        (keys, all)
     }
 }
 

@@ -14,7 +14,6 @@ use simhash_core::bit_deal::{self, BitCounts};
 use simhash_core::code_build::{self, OnThread, ThreadError};
 use simhash_core::code_index::Layout;
 use simhash_core::multi_index::MAX_CODE_BITS;
-use simhash_core::Interrupt;
 
 use super::super::buffers;
 use super::super::page::TID;
@@ -123,8 +122,11 @@ impl BuildState {
             self.codes.shrink_to_fit();
             pgrx::check_for_interrupts!();
         }
-        for tid in std::mem::take(&mut self.nulls) {
+        for (n, tid) in std::mem::take(&mut self.nulls).into_iter().enumerate() {
             spilled.put(None, tid);
+            if n % SPILLED_AT_ONCE == SPILLED_AT_ONCE - 1 {
+                pgrx::check_for_interrupts!();
+            }
         }
         (self.codes, self.tids) = (Vec::new(), Vec::new());
         self.spilled = Some(spilled);
@@ -335,10 +337,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
     unsafe {
         let rows = state.tids.len();
         let code_bytes = state.code_bytes();
-        let check = || {
-            pgrx::check_for_interrupts!();
-        };
-        let interrupt = Interrupt::new(&check);
+        let interrupt = crate::fingerprint::text::INTERRUPTS;
         // The order of the code store: the rows by code (then TID), left where they are.
         let mut order: Vec<u32> = Vec::new();
         memory::reserve_entries(&mut order, rows);
@@ -459,7 +458,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
 
 /// ERROR 53200: memory refused for a segment's counts and directory (one element a prefix) or
 /// for sorting a run of its entries, beside the build's buffers.
-fn segment_out_of_memory(layout: &Layout) -> ! {
+pub(super) fn segment_out_of_memory(layout: &Layout) -> ! {
     memory::out_of_memory(
         format!(
             "out of memory for the directory of a segment of a simhash index ({} prefixes)",
@@ -529,4 +528,4 @@ impl Drop for SignalsBlocked {
 }
 
 /// The most segments whose values a build reads from the codes in one pass.
-const VALUES_AT_ONCE: usize = 16;
+pub(super) const VALUES_AT_ONCE: usize = 16;

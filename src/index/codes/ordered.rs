@@ -128,7 +128,7 @@ impl Nearest {
         unsafe {
             let mut pass = Smallest::new(work_mem_bytes() / 24, self.nulls_after.map(|key| (0, key)));
             Reader::new(index).for_each_null_row(&mut |key| offer_or_raise(&mut pass, (0, key)));
-            let (batch, all) = pass.finish();
+            let (batch, all) = pass.finish(crate::fingerprint::text::INTERRUPTS);
             self.nulls_after = batch.last().map(|&(_, key)| key).or(self.nulls_after);
             self.nulls_all = all;
             self.in_nulls = true;
@@ -271,7 +271,7 @@ impl Nearest {
                 }
                 None => reader.for_each_row(&mut |code, tid| offer(0, tid_order(tid), code)),
             }
-            let (batch, all) = pass.finish();
+            let (batch, all) = pass.finish(crate::fingerprint::text::INTERRUPTS);
             self.done = batch.last().copied().or(self.done);
             self.batch = batch;
             self.codes_done = all;

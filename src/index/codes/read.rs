@@ -299,10 +299,7 @@ impl Reader {
         radii: &[Option<u32>],
         limit: usize,
     ) -> Option<bool> {
-        let check = || {
-            pgrx::check_for_interrupts!();
-        };
-        let interrupt = simhash_core::Interrupt::new(&check);
+        let interrupt = crate::fingerprint::text::INTERRUPTS;
         let layout = self.layout;
         let kept = meetings.probe(&layout, radii, query, &mut SegmentPages::new(self), limit, interrupt);
         self.pages.release();
@@ -324,10 +321,7 @@ impl Reader {
         keep: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Option<Vec<(u32, u64)>> {
         unsafe {
-            let check = || {
-                pgrx::check_for_interrupts!();
-            };
-            let interrupt = simhash_core::Interrupt::new(&check);
+            let interrupt = crate::fingerprint::text::INTERRUPTS;
             let layout = self.layout;
             let ordinals = if self.meta.rows == 0 {
                 Some(Vec::new())

@@ -4,13 +4,18 @@
 //!
 //! Two sorts take the rows: one of the codes, each with its TID (as `bytea`: the code's bytes,
 //! then the TID's order key big-endian, so sorted by code, then TID), one of the NULL rows' TIDs.
-//! The sorted codes are the code store, a row's ordinal its place there. Then, one indexed segment
-//! at a time, the code store is read back from the index's own pages (written first, in order),
-//! each row's (segment value, ordinal) put into a sort of its own and the prefixes counted for
-//! the segment's directory: one sort open at a time besides that of the NULL rows.
+//! The sorted codes are the code store, a row's ordinal its place there. Then the indexed segments
+//! are made from the code store read back from the index's own pages (written first, in order).
+//! In memory where the budget holds a segment's entries (8 bytes a row, against the code's bytes
+//! and more for a row held whole): the values of up to 16 segments from each read of the code
+//! store, each segment's entries sorted as a build in memory sorts them (`code_build`). Else one
+//! segment at a time: each row's (segment value, ordinal) put into a sort of its own and the
+//! prefixes counted for the segment's directory, one sort open at a time besides that of the NULL
+//! rows.
 
 use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
+use simhash_core::code_build;
 use simhash_core::code_index::{self, Layout};
 
 use super::super::buffers::read_locked;
@@ -66,8 +71,9 @@ impl Spilled {
         self.nulls.len()
     }
 
-    /// Writes the code store of the `rows` rows of `code_bytes`-byte codes, then each indexed
-    /// segment of `layout` (its directory and its entries), from the sorts.
+    /// Writes the code store of the `rows` rows of `code_bytes`-byte codes from its sort, then
+    /// each indexed segment of `layout` (its directory and its entries) from the code store read
+    /// back: in memory where the budget holds a segment's entries, else through sorts.
     ///
     /// # Safety
     ///
@@ -88,6 +94,35 @@ impl Spilled {
                 }
             }
             let store_pages = rows.div_ceil(per_page) as u32;
+            let store = store_start..store_start + store_pages;
+            // The segments in memory when one buffer of entries fits in the sorts' budget (the
+            // sort of the codes is gone), else each through a sort of its own.
+            let how = match segments_in_memory(self.segment_kb * 1024, layout, rows) {
+                0 => {
+                    self.segments_through_sorts(out, layout, code_bytes, rows, store);
+                    "through sorts on disk (beyond maintenance_work_mem)"
+                }
+                at_once => {
+                    segments_in_memory_from_store(out, layout, code_bytes, rows, store, at_once);
+                    "the code store through a sort on disk (beyond maintenance_work_mem), the segments in memory"
+                }
+            };
+            super::build::report_path(out, rows, layout, how);
+        }
+    }
+
+    /// Each indexed segment in turn through a sort of its own (which spills to disk): the code
+    /// store (`store`, its blocks) read back for each, each row's (segment value, ordinal) put into
+    /// the sort and the prefixes counted for the segment's directory.
+    unsafe fn segments_through_sorts(
+        &self,
+        out: &mut Writer,
+        layout: &Layout,
+        code_bytes: usize,
+        rows: usize,
+        store: std::ops::Range<u32>,
+    ) {
+        unsafe {
             for i in 0..layout.indexed {
                 let mut entries = Sort::<u64>::new(self.segment_kb);
                 // (one element a prefix, up to 256 kB: an allocation of its own, taken fallibly)
@@ -96,7 +131,7 @@ impl Spilled {
                     .unwrap_or_else(|| crate::memory::index_out_of_memory::<u32>(prefixes, 0));
                 counts.resize(prefixes, 0);
                 let mut ordinal = 0usize;
-                for block in store_start..store_start + store_pages {
+                for block in store.clone() {
                     let buffer = read_locked(out.index(), block, pg_sys::BUFFER_LOCK_SHARE);
                     for (_, code) in slots(out.index(), pg_sys::BufferGetPage(buffer), block, code_bytes) {
                         let value = layout.plan.segment(code, i);
@@ -112,7 +147,6 @@ impl Spilled {
                     .unwrap_or_else(|_| crate::memory::index_out_of_memory::<u32>(counts.len() + 1, 0));
                 out.segment(layout, i, &directory, rows, || entries.next().expect("an entry per row"));
             }
-            super::build::report_path(out, rows, layout, "through sorts on disk (beyond maintenance_work_mem)");
         }
     }
 
@@ -120,5 +154,63 @@ impl Spilled {
     pub fn sorted_nulls(&mut self) -> impl Iterator<Item = pg_sys::ItemPointerData> + '_ {
         self.nulls.sort();
         std::iter::from_fn(move || self.nulls.next().map(tid_of_order))
+    }
+}
+
+/// The indexed segments of `layout` whose values a build beyond `maintenance_work_mem` makes in
+/// memory from one read of the code store, within `budget` bytes for `rows` rows: as many as fit
+/// beside one buffer of entries (8 bytes a row; 4 more a segment, and what sorting a segment takes
+/// besides, `code_build::entries_scratch_bytes`), up to `VALUES_AT_ONCE` and the indexed
+/// segments; 0 when not even one fits (the segments then go through sorts on disk).
+fn segments_in_memory(budget: usize, layout: &Layout, rows: usize) -> usize {
+    let scratch = (0..layout.indexed).map(|i| code_build::entries_scratch_bytes(layout, i, rows)).max().unwrap_or(0);
+    let room = budget.saturating_sub(rows.saturating_mul(8) + scratch) / rows.saturating_mul(4).max(1);
+    room.min(super::build::VALUES_AT_ONCE).min(layout.indexed as usize)
+}
+
+/// The indexed segments made in memory from the code store written (`store`, its blocks), with
+/// the values of `at_once` segments read from it in each pass (`code_build::put_values`), then
+/// each segment's entries sorted (`code_build::entries_of_values`) and written in turn.
+///
+/// # Safety
+///
+/// `out` writes the main fork of the index being built, the code store written as `store`.
+unsafe fn segments_in_memory_from_store(
+    out: &mut Writer,
+    layout: &Layout,
+    code_bytes: usize,
+    rows: usize,
+    store: std::ops::Range<u32>,
+    at_once: usize,
+) {
+    unsafe {
+        let interrupt = crate::fingerprint::text::INTERRUPTS;
+        let mut values: Vec<u32> = crate::memory::entries_with_room(rows * at_once);
+        values.resize(rows * at_once, 0);
+        let mut entries: Vec<u64> = crate::memory::entries_with_room(rows);
+        entries.resize(rows, 0);
+        let mut first = 0;
+        while first < layout.indexed {
+            let n = at_once.min((layout.indexed - first) as usize);
+            let values = &mut values[..rows * n];
+            let mut place = 0;
+            for block in store.clone() {
+                let buffer = read_locked(out.index(), block, pg_sys::BUFFER_LOCK_SHARE);
+                for (_, code) in slots(out.index(), pg_sys::BufferGetPage(buffer), block, code_bytes) {
+                    code_build::put_values(layout, first, code, place, values, rows);
+                    place += 1;
+                }
+                pg_sys::UnlockReleaseBuffer(buffer);
+                pgrx::check_for_interrupts!();
+            }
+            assert_eq!(place, rows, "a row per slot of the code store");
+            for (i, values) in (first..).zip(values.chunks_exact(rows)) {
+                let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt)
+                    .unwrap_or_else(|_| super::build::segment_out_of_memory(layout));
+                let mut next = entries.iter();
+                out.segment(layout, i, &directory, rows, || *next.next().expect("an entry per row"));
+            }
+            first += n as u32;
+        }
     }
 }

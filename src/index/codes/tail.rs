@@ -146,10 +146,7 @@ pub(super) unsafe fn for_each_within(
             (copy.runs, copy.refused_at) = (None, Some(limit()));
         }
         if let Some(runs) = copy.runs.as_mut() {
-            let check = || {
-                pgrx::check_for_interrupts!();
-            };
-            let interrupt = simhash_core::Interrupt::new(&check);
+            let interrupt = crate::fingerprint::text::INTERRUPTS;
             // (Memory for the copy's tables refused: read whole, as when it outgrows the setting.)
             if runs.seal(interrupt).is_ok() && runs.memory() <= limit() {
                 runs.for_each_within(query, k, interrupt, found);

@@ -1,6 +1,8 @@
 -- A simhash index of bit codes built beyond maintenance_work_mem: the rows go to sorts that spill
 -- to disk (a NOTICE), and the index written is the one a build in memory writes, page for page;
--- its radius lookups and nearest rows equal a sequential scan of bit_count(code # q).
+-- its radius lookups and nearest rows equal a sequential scan of bit_count(code # q). The segments
+-- are made in memory where a segment's entries fit (8 bytes a row), else through sorts too (the
+-- last table; the DEBUG line says which).
 SET jit = off;
 CREATE FUNCTION pg_temp.code256(seed text) RETURNS bit(256) LANGUAGE sql IMMUTABLE
     AS $$ SELECT ('x' || md5(seed || 'a') || md5(seed || 'b'))::bit(256) $$;
@@ -111,3 +113,20 @@ SELECT array(SELECT i FROM ctoast WHERE code <@ simhash_code_ball((SELECT code F
     AS through_index;
 RESET enable_seqscan;
 SELECT array(SELECT i FROM ctoast WHERE code = (SELECT code FROM ctoast WHERE i = 700) ORDER BY i) AS sequential;
+
+-- 100,000 codes of 64 bits: one segment's entries (8 bytes a row) beyond 1 MB, so the segments too
+-- go through sorts on disk; the same pages again.
+CREATE TABLE c64 (i int, code bit(64));
+INSERT INTO c64 SELECT i, ('x' || substr(md5((i / 3)::text), 1, 16))::bit(64) FROM generate_series(1, 100000) i;
+SET maintenance_work_mem = '1MB';
+SET client_min_messages = debug1;
+CREATE INDEX c64_spilled ON c64 USING simhash (code);
+RESET client_min_messages;
+RESET maintenance_work_mem;
+CREATE INDEX c64_in_memory ON c64 USING simhash (code);
+SELECT simhash_index_check('c64_spilled') AS spilled, simhash_index_check('c64_in_memory') AS in_memory;
+CHECKPOINT;
+SELECT count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath('c64_spilled'), b * 8192, 8192), 11)
+                           <> substr(pg_read_binary_file(pg_relation_filepath('c64_in_memory'), b * 8192, 8192), 11))
+           AS pages_differ
+FROM generate_series(1, pg_relation_size('c64_spilled') / 8192 - 1) b;

@@ -244,6 +244,21 @@ SELECT simhash_add_dedup('public.mc', 'dcode', 3, 'skip');
 INSERT INTO public.mc (id, body, code, dcode) SELECT 1001, body, code, dcode FROM public.mc WHERE id = 1;
 SELECT simhash_add_dedup('public.mc', 'vcode', 3, 'error', verify => 'body', min_similarity => 0.5, deferred => true);
 INSERT INTO public.mc (id, body, vcode) SELECT 1002, body, vcode FROM public.mc WHERE id = 2;
+-- The check at each row on the plain bit(64) column ('error'), on another domain column with
+-- 'report' and verify (the lookup statement run with its similarity; the report table, of
+-- bit varying, made and written), an UPDATE under it, and a domain column without an index (the
+-- first row's warning names the statement that would make it).
+SELECT simhash_add_dedup('public.mc', 'code', 3, 'error');
+INSERT INTO public.mc (id, body, code) SELECT 1003, body, code FROM public.mc WHERE id = 3;
+ALTER TABLE public.mc ADD COLUMN rcode public.hcode;
+CREATE INDEX mc_rcode ON public.mc USING simhash (rcode);
+SELECT simhash_add_dedup('public.mc', 'rcode', 3, 'report', verify => 'body', min_similarity => 0.5);
+UPDATE public.mc SET rcode = dcode WHERE id BETWEEN 10 AND 12;
+INSERT INTO public.mc (id, body, rcode) SELECT 1004, body, rcode FROM public.mc WHERE id = 11;
+SELECT existing_key, new_key, distance FROM public.mc_near_duplicates ORDER BY 1, 2;
+ALTER TABLE public.mc ADD COLUMN ncode public.hcode;
+SELECT simhash_add_dedup('public.mc', 'ncode', 3, 'error');
+INSERT INTO public.mc (id, body, ncode) SELECT 1005, body, dcode FROM public.mc WHERE id = 20;
 \set VERBOSITY default
 SELECT count(*) AS rows_kept FROM public.mc;
 

@@ -387,7 +387,7 @@ fn smallest_in_passes_equals_a_sort() {
     loop {
         let mut pass = Smallest::new(37, after);
         keys.iter().for_each(|&key| pass.offer(key).unwrap());
-        let (mut batch, all) = pass.finish();
+        let (mut batch, all) = pass.finish(crate::Interrupt::NEVER);
         batch.dedup();
         after = batch.last().copied().or(after);
         out.extend(batch);
@@ -574,7 +574,7 @@ fn smallest_beyond_memory_keeps_what_it_holds() {
         for key in 0..KEYS {
             pass.offer((0, key)).expect("memory for the first key");
         }
-        let (batch, all) = pass.finish();
+        let (batch, all) = pass.finish(crate::Interrupt::NEVER);
         passes += 1;
         for &(_, key) in &batch {
             assert_eq!(key, next);
