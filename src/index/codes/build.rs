@@ -380,7 +380,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
                 SignalsBlocked::new,
                 out,
                 |out| {
-                    write_store(out, code_bytes, &order, &mut |row| {
+                    write_store(out, &codes, code_bytes, &order, &mut |row| {
                         (tids[row], &codes[row * code_bytes..(row + 1) * code_bytes])
                     });
                 },
@@ -424,7 +424,7 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
             let (codes, tids) = (&state.codes, &state.tids);
             let values = &mut values[..];
             let mut place = 0;
-            write_store(out, code_bytes, &order, &mut |row| {
+            write_store(out, codes, code_bytes, &order, &mut |row| {
                 let code = &codes[row * code_bytes..(row + 1) * code_bytes];
                 code_build::put_values(layout, 0, code, place, values, rows);
                 place += 1;
@@ -481,15 +481,21 @@ pub(super) fn report_path(out: &Writer, rows: usize, layout: &Layout, how: &str)
     );
 }
 
-/// Writes the code store: the rows of `order` in turn, `row` giving each one's TID and code.
+/// Writes the code store: the rows of `order` (of `codes`, `code_bytes` bytes each) in turn, `row`
+/// giving each one's TID and code.
 unsafe fn write_store<'a>(
     out: &mut Writer,
+    codes: &[u8],
     code_bytes: usize,
     order: &[u32],
     row: &mut dyn FnMut(usize) -> (pg_sys::ItemPointerData, &'a [u8]),
 ) {
     let per_page = meta::store_per_page(code_bytes);
-    for chunk in order.chunks(per_page) {
+    for (n, chunk) in order.chunks(per_page).enumerate() {
+        // (the codes of the next page asked for ahead: they are scattered in `codes`)
+        for &ahead in order.iter().skip((n + 1) * per_page).take(per_page) {
+            code_build::prefetch(&codes[ahead as usize * code_bytes..(ahead as usize + 1) * code_bytes]);
+        }
         let mut next = chunk.iter();
         unsafe {
             out.store_page(code_bytes, chunk.len(), |slot| {
