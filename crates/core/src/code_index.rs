@@ -383,7 +383,7 @@ impl Meetings {
         for (old, new) in self.radii.iter_mut().zip(radii) {
             *old = old.or(*new);
         }
-        sum_by_ordinal(&mut new);
+        sum_by_ordinal(&mut new, interrupt);
         if self.merge(new).is_none() {
             *self = Meetings::default();
             return None;
@@ -495,11 +495,11 @@ fn sum_slacks(met: &mut Vec<u64>) {
 /// ordinal into one ([`sum_slacks`]). Unless they are in order already: by hashing when many
 /// meetings are of the same rows (the rows of a cluster of similar codes, met in most segments),
 /// else by [`sort_by_ordinal`].
-pub fn sum_by_ordinal(met: &mut Vec<u64>) {
+pub fn sum_by_ordinal(met: &mut Vec<u64>, interrupt: crate::Interrupt) {
     if met.is_sorted_by_key(|m| m >> 32) {
         // (one probe's run, as a round that probes one more segment at radius 0 meets)
-    } else if met.len() < 64 || sum_by_hashing(met).is_none() {
-        sort_by_ordinal(met);
+    } else if met.len() < 64 || sum_by_hashing(met, interrupt).is_none() {
+        sort_by_ordinal(met, interrupt);
     }
     sum_slacks(met);
 }
@@ -507,7 +507,7 @@ pub fn sum_by_ordinal(met: &mut Vec<u64>) {
 /// [`sum_by_ordinal`] by summing the slacks of each ordinal in a hash table, then sorting the
 /// ordinals met, when they are at most a quarter of the meetings; `None` (and `met` as it was)
 /// else, or when memory for the table is refused.
-fn sum_by_hashing(met: &mut Vec<u64>) -> Option<()> {
+fn sum_by_hashing(met: &mut Vec<u64>, interrupt: crate::Interrupt) -> Option<()> {
     const EMPTY: u64 = u64::MAX;
     let most = met.len() / 4;
     // (at most half full)
@@ -517,7 +517,10 @@ fn sum_by_hashing(met: &mut Vec<u64>) -> Option<()> {
     table.resize(slots, EMPTY);
     let shift = 64 - slots.trailing_zeros();
     let mut distinct = 0;
-    for &m in met.iter() {
+    for (n, &m) in met.iter().enumerate() {
+        if n % crate::interrupt::STEP == 0 {
+            interrupt.check();
+        }
         debug_assert!(m & READ == 0);
         let ordinal = m >> 32;
         let mut at = (ordinal.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize;
@@ -540,16 +543,17 @@ fn sum_by_hashing(met: &mut Vec<u64>) -> Option<()> {
     }
     met.clear();
     met.extend(table.iter().filter(|&&slot| slot != EMPTY));
-    sort_by_ordinal(met);
+    sort_by_ordinal(met, interrupt);
     Some(())
 }
 
 /// Sorts meetings `ordinal << 32 | slack` by ordinal (the meetings of one ordinal then adjacent,
 /// in no particular order): a radix sort on the ordinal's bits, 11 at a time (two passes for up to
-/// 4M rows), through a second buffer of the same size; an ordinary sort when there are few of them
-/// or no memory for the buffer. (A lookup meets thousands to millions of rows; a comparison sort
+/// 4M rows), through a second buffer of the same size, checking `interrupt` every
+/// [`crate::interrupt::STEP`] meetings; an ordinary sort when there are few of them or no memory
+/// for the buffer. (A lookup meets thousands to millions of rows; a comparison sort
 /// of them was most of its time.)
-pub fn sort_by_ordinal(met: &mut Vec<u64>) {
+pub fn sort_by_ordinal(met: &mut Vec<u64>, interrupt: crate::Interrupt) {
     const DIGIT: u32 = 11;
     if met.len() < 1024 {
         met.sort_unstable();
@@ -557,7 +561,7 @@ pub fn sort_by_ordinal(met: &mut Vec<u64>) {
     }
     let mut other: Vec<u64> = Vec::new();
     if other.try_reserve_exact(met.len()).is_err() {
-        met.sort_unstable();
+        crate::interrupt::sort_in_pieces(met, &|a, b| a.cmp(b), 1 << 20, interrupt);
         return;
     }
     other.resize(met.len(), 0);
@@ -567,17 +571,21 @@ pub fn sort_by_ordinal(met: &mut Vec<u64>) {
     while shift < 32 + bits {
         let mut starts = [0usize; 1 << DIGIT];
         let digit = |m: u64| ((m >> shift) & ((1 << DIGIT) - 1)) as usize;
-        for &m in met.iter() {
-            starts[digit(m)] += 1;
+        for range in crate::interrupt::ranges(met.len(), interrupt) {
+            for &m in &met[range] {
+                starts[digit(m)] += 1;
+            }
         }
         let mut at = 0;
         for start in starts.iter_mut() {
             (*start, at) = (at, at + *start);
         }
-        for &m in met.iter() {
-            let d = digit(m);
-            other[starts[d]] = m;
-            starts[d] += 1;
+        for range in crate::interrupt::ranges(met.len(), interrupt) {
+            for &m in &met[range] {
+                let d = digit(m);
+                other[starts[d]] = m;
+                starts[d] += 1;
+            }
         }
         std::mem::swap(met, &mut other);
         shift += DIGIT;

@@ -411,7 +411,7 @@ fn sort_by_ordinal_orders_by_ordinal() {
             (0..len).map(|_| ((xorshift(&mut state) & mask) << 32) | (xorshift(&mut state) % 7)).collect();
         let mut expected = met.clone();
         expected.sort_unstable();
-        sort_by_ordinal(&mut met);
+        sort_by_ordinal(&mut met, crate::Interrupt::NEVER);
         assert!(met.windows(2).all(|w| w[0] >> 32 <= w[1] >> 32), "{len} x {ordinal_bits} bits");
         met.sort_unstable();
         assert_eq!(met, expected);
@@ -451,11 +451,11 @@ fn sum_by_ordinal_equals_a_sort_and_sum() {
                 _ => summed.push(m),
             }
         }
-        sum_by_ordinal(&mut met);
+        sum_by_ordinal(&mut met, crate::Interrupt::NEVER);
         assert_eq!(met, summed, "{len} meetings around {base} within {spread}");
     }
     let mut sorted: Vec<u64> = (0..100u64).map(|at| (at / 3) << 32 | 1).collect();
-    sum_by_ordinal(&mut sorted);
+    sum_by_ordinal(&mut sorted, crate::Interrupt::NEVER);
     assert_eq!(sorted, (0..34u64).map(|at| at << 32 | if at < 33 { 3 } else { 1 }).collect::<Vec<_>>());
 }
 
@@ -587,4 +587,20 @@ fn smallest_beyond_memory_keeps_what_it_holds() {
     }
     assert_eq!(next, KEYS);
     assert!(passes > 1, "every key fitted: {passes} pass");
+}
+
+/// Summing many meetings checks for interrupts as it goes, by hashing (many meetings of few rows)
+/// and by the radix sort (rows met once).
+#[test]
+fn summing_meetings_is_interruptible() {
+    use crate::interrupt::tests::run_stopping;
+    let mut state = 0x5151_2323_4545_6767u64;
+    let few_rows: Vec<u64> = (0..200_000).map(|_| (xorshift(&mut state) % 1000) << 32 | 1).collect();
+    let many_rows: Vec<u64> = (0..200_000).map(|_| (xorshift(&mut state) % (1 << 30)) << 32 | 1).collect();
+    for met in [few_rows, many_rows] {
+        let sum = |interrupt: crate::Interrupt<'_>| sum_by_ordinal(&mut met.clone(), interrupt);
+        let (stopped, calls) = run_stopping(usize::MAX, sum);
+        assert!(!stopped && calls >= 8, "{calls} checks");
+        assert!(run_stopping(2, sum).0);
+    }
 }
