@@ -10,6 +10,12 @@ CREATE FUNCTION pg_temp.code256(seed text) RETURNS bit(256) LANGUAGE sql IMMUTAB
 CREATE FUNCTION pg_temp.flips(seed int, n int) RETURNS bit(256) LANGUAGE sql IMMUTABLE
     AS $$ SELECT coalesce(bit_or(set_bit(repeat('0', 256)::bit(256), hashint4(seed * 64 + j) & 255, 1)),
                           repeat('0', 256)::bit(256)) FROM generate_series(1, n) j $$;
+-- The pages of index b that differ from index a's (a's length): every byte after the page header's
+-- LSN and checksum, but the metapage's (its build stamp).
+CREATE FUNCTION pg_temp.pages_differ(a regclass, b regclass) RETURNS bigint LANGUAGE sql AS $$
+    SELECT count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath(a), n * 8192, 8192), 11)
+                               <> substr(pg_read_binary_file(pg_relation_filepath(b), n * 8192, 8192), 11))
+    FROM generate_series(1, pg_relation_size(a) / 8192 - 1) n $$;
 -- 30,000 rows: groups of 10, two exact copies of the group's code and near copies 4 to 32 bits
 -- from it, and 30 NULL codes.
 CREATE TABLE cbig (i int, code bit(256));
@@ -29,15 +35,11 @@ RESET client_min_messages;
 RESET maintenance_work_mem;
 CREATE INDEX cbig_in_memory ON cbig USING simhash (code);
 SELECT simhash_index_check('cbig_spilled') AS spilled, simhash_index_check('cbig_in_memory') AS in_memory;
--- The same pages: every byte after the page header's LSN and checksum, but the metapage's (its
--- build stamp).
+-- The same pages (pages_differ).
 CHECKPOINT;
 SELECT pg_relation_size('cbig_spilled') / 8192 AS pages,
        pg_relation_size('cbig_spilled') = pg_relation_size('cbig_in_memory') AS same_size,
-       count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath('cbig_spilled'), b * 8192, 8192), 11)
-                           <> substr(pg_read_binary_file(pg_relation_filepath('cbig_in_memory'), b * 8192, 8192), 11))
-           AS pages_differ
-FROM generate_series(1, pg_relation_size('cbig_spilled') / 8192 - 1) b;
+       pg_temp.pages_differ('cbig_spilled', 'cbig_in_memory');
 
 -- Radius lookups (k 0, 8, 16, 40) and the 10 nearest rows (k empty) through the index, against
 -- brute force.
@@ -103,10 +105,7 @@ RESET maintenance_work_mem;
 CREATE INDEX ctoast_in_memory ON ctoast USING simhash (code);
 SELECT simhash_index_check('ctoast_spilled') AS spilled, simhash_index_check('ctoast_in_memory') AS in_memory;
 CHECKPOINT;
-SELECT count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath('ctoast_spilled'), b * 8192, 8192), 11)
-                           <> substr(pg_read_binary_file(pg_relation_filepath('ctoast_in_memory'), b * 8192, 8192), 11))
-           AS pages_differ
-FROM generate_series(1, pg_relation_size('ctoast_spilled') / 8192 - 1) b;
+SELECT pg_temp.pages_differ('ctoast_spilled', 'ctoast_in_memory');
 DROP INDEX ctoast_in_memory;
 SET enable_seqscan = off;
 SELECT array(SELECT i FROM ctoast WHERE code <@ simhash_code_ball((SELECT code FROM ctoast WHERE i = 700), 0) ORDER BY i)
@@ -126,7 +125,4 @@ RESET maintenance_work_mem;
 CREATE INDEX c64_in_memory ON c64 USING simhash (code);
 SELECT simhash_index_check('c64_spilled') AS spilled, simhash_index_check('c64_in_memory') AS in_memory;
 CHECKPOINT;
-SELECT count(*) FILTER (WHERE substr(pg_read_binary_file(pg_relation_filepath('c64_spilled'), b * 8192, 8192), 11)
-                           <> substr(pg_read_binary_file(pg_relation_filepath('c64_in_memory'), b * 8192, 8192), 11))
-           AS pages_differ
-FROM generate_series(1, pg_relation_size('c64_spilled') / 8192 - 1) b;
+SELECT pg_temp.pages_differ('c64_spilled', 'c64_in_memory');
