@@ -492,8 +492,8 @@ unsafe fn write_store<'a>(
 ) {
     let per_page = meta::store_per_page(code_bytes);
     for (n, chunk) in order.chunks(per_page).enumerate() {
-        // (the codes of the next page asked for ahead: they are scattered in `codes`)
-        for &ahead in order.iter().skip((n + 1) * per_page).take(per_page) {
+        // (the codes of the next page asked for ahead, up to 64: they are scattered in `codes`)
+        for &ahead in order.iter().skip((n + 1) * per_page).take(per_page.min(64)) {
             code_build::prefetch(&codes[ahead as usize * code_bytes..(ahead as usize + 1) * code_bytes]);
         }
         let mut next = chunk.iter();

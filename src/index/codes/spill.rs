@@ -96,18 +96,26 @@ impl Spilled {
             let store_pages = rows.div_ceil(per_page) as u32;
             let store = store_start..store_start + store_pages;
             // The segments in memory when one buffer of entries fits in the sorts' budget (the
-            // sort of the codes is gone), else each through a sort of its own.
-            let how = match segments_in_memory(self.segment_kb * 1024, layout, rows) {
-                0 => {
+            // sort of the codes is gone) and the system grants the buffers, else each through a
+            // sort of its own.
+            let at_once = segments_in_memory(self.segment_kb * 1024, layout, rows);
+            let buffers = (at_once > 0)
+                .then(|| Some((crate::memory::vec_with_room(rows * at_once)?, crate::memory::vec_with_room(rows)?)))
+                .flatten();
+            let how = match buffers {
+                None => {
                     self.segments_through_sorts(out, layout, code_bytes, rows, store);
-                    "through sorts on disk (beyond maintenance_work_mem)"
+                    "through sorts on disk (beyond maintenance_work_mem)".to_string()
                 }
-                at_once => {
-                    segments_in_memory_from_store(out, layout, code_bytes, rows, store, at_once);
-                    "the code store through a sort on disk (beyond maintenance_work_mem), the segments in memory"
+                Some((values, entries)) => {
+                    segments_in_memory_from_store(out, layout, rows, store, at_once, values, entries);
+                    format!(
+                        "the code store through a sort on disk (beyond maintenance_work_mem), the segments in \
+                         memory, {at_once} at a time"
+                    )
                 }
             };
-            super::build::report_path(out, rows, layout, how);
+            super::build::report_path(out, rows, layout, &how);
         }
     }
 
@@ -170,7 +178,8 @@ fn segments_in_memory(budget: usize, layout: &Layout, rows: usize) -> usize {
 
 /// The indexed segments made in memory from the code store written (`store`, its blocks), with
 /// the values of `at_once` segments read from it in each pass (`code_build::put_values`), then
-/// each segment's entries sorted (`code_build::entries_of_values`) and written in turn.
+/// each segment's entries sorted (`code_build::entries_of_values`) and written in turn. `values`
+/// and `entries` are empty, with room for `at_once` elements a row and one.
 ///
 /// # Safety
 ///
@@ -178,16 +187,16 @@ fn segments_in_memory(budget: usize, layout: &Layout, rows: usize) -> usize {
 unsafe fn segments_in_memory_from_store(
     out: &mut Writer,
     layout: &Layout,
-    code_bytes: usize,
     rows: usize,
     store: std::ops::Range<u32>,
     at_once: usize,
+    mut values: Vec<u32>,
+    mut entries: Vec<u64>,
 ) {
     unsafe {
         let interrupt = crate::fingerprint::text::INTERRUPTS;
-        let mut values: Vec<u32> = crate::memory::entries_with_room(rows * at_once);
+        let code_bytes = layout.plan.code_bits.div_ceil(8) as usize;
         values.resize(rows * at_once, 0);
-        let mut entries: Vec<u64> = crate::memory::entries_with_room(rows);
         entries.resize(rows, 0);
         let mut first = 0;
         while first < layout.indexed {

@@ -113,6 +113,22 @@ SELECT array(SELECT i FROM ctoast WHERE code <@ simhash_code_ball((SELECT code F
 RESET enable_seqscan;
 SELECT array(SELECT i FROM ctoast WHERE code = (SELECT code FROM ctoast WHERE i = 700) ORDER BY i) AS sequential;
 
+-- 8,000 codes of 1,000 bits (63 segments of 16 bits): within 1 MB the codes are sorted on disk
+-- and the segments made in memory 16 at a time, the last pass of 15; the same pages again.
+CREATE TABLE c1000 (i int, code bit(1000));
+INSERT INTO c1000 SELECT i, (SELECT ('x' || string_agg(md5((i / 2) || '/' || j), ''))::bit(1024)::bit(1000)
+                             FROM generate_series(1, 8) j)
+FROM generate_series(1, 8000) i;
+SET maintenance_work_mem = '1MB';
+SET client_min_messages = debug1;
+CREATE INDEX c1000_spilled ON c1000 USING simhash (code);
+RESET client_min_messages;
+RESET maintenance_work_mem;
+CREATE INDEX c1000_in_memory ON c1000 USING simhash (code);
+SELECT simhash_index_check('c1000_spilled') AS spilled, simhash_index_check('c1000_in_memory') AS in_memory;
+CHECKPOINT;
+SELECT pg_temp.pages_differ('c1000_spilled', 'c1000_in_memory');
+
 -- 100,000 codes of 64 bits: one segment's entries (8 bytes a row) beyond 1 MB, so the segments too
 -- go through sorts on disk; the same pages again.
 CREATE TABLE c64 (i int, code bit(64));
