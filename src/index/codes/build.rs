@@ -437,22 +437,43 @@ unsafe fn write_built(out: &mut Writer, state: &mut BuildState, layout: &Layout)
         let mut entries: Vec<u64> = Vec::new();
         memory::reserve_entries(&mut entries, rows);
         entries.resize(rows, 0);
-        let mut first = 0;
-        while first < layout.indexed {
-            let n = at_once.min((layout.indexed - first) as usize);
-            let values = &mut values[..rows * n];
+        write_segments(out, layout, rows, &mut values, &mut entries, &mut |first, values| {
+            // (the first ones' came with the code store)
             if first > 0 {
                 code_build::segment_values(layout, first, &state.codes, code_bytes, Some(&order), values, interrupt);
             }
-            for (i, values) in (first..).zip(values.chunks_exact(rows)) {
-                let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt)
-                    .unwrap_or_else(|_| segment_out_of_memory(layout));
-                let mut next = entries.iter();
-                out.segment(layout, i, &directory, rows, || *next.next().expect("an entry per row"));
-            }
-            first += n as u32;
-        }
+        });
         report_path(out, rows, layout, how);
+    }
+}
+
+/// Writes each indexed segment of `layout` (its directory, its entries sorted by (value,
+/// ordinal)) of the `rows` rows, `values.len() / rows` segments at a time: `fill(first, values)`
+/// puts the values of the segments from `first` into `values` (cut to as many arrays of `rows`
+/// elements as there are segments in the pass), then each one's entries are sorted in `entries`
+/// (`rows` elements) and written.
+pub(super) unsafe fn write_segments(
+    out: &mut Writer,
+    layout: &Layout,
+    rows: usize,
+    values: &mut [u32],
+    entries: &mut [u64],
+    fill: &mut dyn FnMut(u32, &mut [u32]),
+) {
+    let at_once = values.len() / rows;
+    let mut first = 0;
+    while first < layout.indexed {
+        let n = at_once.min((layout.indexed - first) as usize);
+        let values = &mut values[..rows * n];
+        fill(first, values);
+        for (i, values) in (first..).zip(values.chunks_exact(rows)) {
+            let directory =
+                code_build::entries_of_values(layout, i, values, entries, crate::fingerprint::text::INTERRUPTS)
+                    .unwrap_or_else(|_| segment_out_of_memory(layout));
+            let mut next = entries.iter();
+            unsafe { out.segment(layout, i, &directory, rows, || *next.next().expect("an entry per row")) };
+        }
+        first += n as u32;
     }
 }
 

@@ -194,18 +194,14 @@ unsafe fn segments_in_memory_from_store(
     mut entries: Vec<u64>,
 ) {
     unsafe {
-        let interrupt = crate::fingerprint::text::INTERRUPTS;
-        let code_bytes = layout.plan.code_bits.div_ceil(8) as usize;
+        let (index, code_bytes) = (out.index(), layout.plan.code_bits.div_ceil(8) as usize);
         values.resize(rows * at_once, 0);
         entries.resize(rows, 0);
-        let mut first = 0;
-        while first < layout.indexed {
-            let n = at_once.min((layout.indexed - first) as usize);
-            let values = &mut values[..rows * n];
+        super::build::write_segments(out, layout, rows, &mut values, &mut entries, &mut |first, values| {
             let mut place = 0;
             for block in store.clone() {
-                let buffer = read_locked(out.index(), block, pg_sys::BUFFER_LOCK_SHARE);
-                for (_, code) in slots(out.index(), pg_sys::BufferGetPage(buffer), block, code_bytes) {
+                let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+                for (_, code) in slots(index, pg_sys::BufferGetPage(buffer), block, code_bytes) {
                     code_build::put_values(layout, first, code, place, values, rows);
                     place += 1;
                 }
@@ -213,13 +209,6 @@ unsafe fn segments_in_memory_from_store(
                 pgrx::check_for_interrupts!();
             }
             assert_eq!(place, rows, "a row per slot of the code store");
-            for (i, values) in (first..).zip(values.chunks_exact(rows)) {
-                let directory = code_build::entries_of_values(layout, i, values, &mut entries, interrupt)
-                    .unwrap_or_else(|_| super::build::segment_out_of_memory(layout));
-                let mut next = entries.iter();
-                out.segment(layout, i, &directory, rows, || *next.next().expect("an entry per row"));
-            }
-            first += n as u32;
-        }
+        });
     }
 }
