@@ -133,6 +133,14 @@ start_cluster() {
         echo 'max_prepared_transactions = 10' | as_postgres tee -a "$SIMHASH_PGDATA/postgresql.conf" >/dev/null
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -w -m fast stop >/dev/null 2>&1 || true
     fi
+    # A server whose program was replaced since it started (apt upgraded postgresql-15 under it)
+    # cannot load the new package's libraries (plpgsql.so: "undefined symbol"): restarted.
+    local pid
+    pid=$(head -n 1 "$SIMHASH_PGDATA/postmaster.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && [[ "$(readlink "/proc/$pid/exe" 2>/dev/null || true)" == *" (deleted)" ]]; then
+        log "restarting PostgreSQL $PG_MAJOR: its server program was upgraded since it started"
+        as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -w -m fast stop >/dev/null 2>&1 || true
+    fi
     if ! as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" status >/dev/null 2>&1; then
         log "starting PostgreSQL $PG_MAJOR on port $PGPORT (socket in $PGHOST)"
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -l "$SIMHASH_PGDATA/server.log" -w \

@@ -139,17 +139,12 @@ impl Spilled {
                     .unwrap_or_else(|| crate::memory::index_out_of_memory::<u32>(prefixes, 0));
                 counts.resize(prefixes, 0);
                 let mut ordinal = 0usize;
-                for block in store.clone() {
-                    let buffer = read_locked(out.index(), block, pg_sys::BUFFER_LOCK_SHARE);
-                    for (_, code) in slots(out.index(), pg_sys::BufferGetPage(buffer), block, code_bytes) {
-                        let value = layout.plan.segment(code, i);
-                        counts[layout.split(i, value).0 as usize] += 1;
-                        entries.put(u64::from(value) << 32 | ordinal as u64);
-                        ordinal += 1;
-                    }
-                    pg_sys::UnlockReleaseBuffer(buffer);
-                    pgrx::check_for_interrupts!();
-                }
+                for_each_store_code(out.index(), store.clone(), code_bytes, |code| {
+                    let value = layout.plan.segment(code, i);
+                    counts[layout.split(i, value).0 as usize] += 1;
+                    entries.put(u64::from(value) << 32 | ordinal as u64);
+                    ordinal += 1;
+                });
                 entries.sort();
                 let directory = code_index::directory_of_counts(&counts)
                     .unwrap_or_else(|_| crate::memory::index_out_of_memory::<u32>(counts.len() + 1, 0));
@@ -199,16 +194,35 @@ unsafe fn segments_in_memory_from_store(
         entries.resize(rows, 0);
         super::build::write_segments(out, layout, rows, &mut values, &mut entries, &mut |first, values| {
             let mut place = 0;
-            for block in store.clone() {
-                let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
-                for (_, code) in slots(index, pg_sys::BufferGetPage(buffer), block, code_bytes) {
-                    code_build::put_values(layout, first, code, place, values, rows);
-                    place += 1;
-                }
-                pg_sys::UnlockReleaseBuffer(buffer);
-                pgrx::check_for_interrupts!();
-            }
+            for_each_store_code(index, store.clone(), code_bytes, |code| {
+                code_build::put_values(layout, first, code, place, values, rows);
+                place += 1;
+            });
             assert_eq!(place, rows, "a row per slot of the code store");
         });
+    }
+}
+
+/// Calls `f` with each code of the code store (`store`, its blocks, codes of `code_bytes` bytes)
+/// in order, each page share-locked while its codes are read, checking for interrupts after each.
+///
+/// # Safety
+///
+/// `index` is the index being built, its code store written as `store`.
+unsafe fn for_each_store_code(
+    index: pg_sys::Relation,
+    store: std::ops::Range<u32>,
+    code_bytes: usize,
+    mut f: impl FnMut(&[u8]),
+) {
+    unsafe {
+        for block in store {
+            let buffer = read_locked(index, block, pg_sys::BUFFER_LOCK_SHARE);
+            for (_, code) in slots(index, pg_sys::BufferGetPage(buffer), block, code_bytes) {
+                f(code);
+            }
+            pg_sys::UnlockReleaseBuffer(buffer);
+            pgrx::check_for_interrupts!();
+        }
     }
 }
