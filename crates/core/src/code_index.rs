@@ -262,11 +262,23 @@ pub trait Segments {
     fn low(&mut self, i: u32, position: u32) -> u16;
     fn ordinal(&mut self, i: u32, position: u32) -> u32;
 
-    /// Appends `ordinal << 32 | tag` for the entries at `positions` of segment `i` to `out` (a
-    /// reader of pages overrides it to read each page once).
-    fn ordinals(&mut self, i: u32, positions: std::ops::Range<u32>, tag: u64, out: &mut Vec<u64>) {
-        out.extend(positions.map(|p| u64::from(self.ordinal(i, p)) << 32 | tag));
+    /// Appends `ordinal << 32 | tag` for the entries at `positions` of segment `i` to `out`, but
+    /// for the ordinals marked in `read` ([`is_marked`]; a reader of pages overrides it to read
+    /// each page once).
+    fn ordinals(&mut self, i: u32, positions: std::ops::Range<u32>, tag: u64, read: &[u64], out: &mut Vec<u64>) {
+        for p in positions {
+            let ordinal = self.ordinal(i, p);
+            if !is_marked(read, ordinal) {
+                out.push(u64::from(ordinal) << 32 | tag);
+            }
+        }
     }
+}
+
+/// Whether `ordinal` is marked in `read`, a bit for each ordinal below `64 * read.len()`.
+#[inline]
+pub fn is_marked(read: &[u64], ordinal: u32) -> bool {
+    read.get(ordinal as usize / 64).is_some_and(|word| word >> (ordinal % 64) & 1 == 1)
 }
 
 /// The ordinals of the rows met by probing the indexed segments of `query` with `radii` (complete
@@ -373,11 +385,7 @@ impl Meetings {
                 }
                 // (a probe is within the radius: the slack is at least 1)
                 let slack = (u64::from(radius) + 1 - u64::from((probe ^ value).count_ones())).min(SLACK);
-                let from = new.len();
-                segments.ordinals(i, range, slack, &mut new);
-                if !self.read.is_empty() {
-                    drop_read(&mut new, from, &self.read);
-                }
+                segments.ordinals(i, range, slack, &self.read, &mut new);
             }
         }
         for (old, new) in self.radii.iter_mut().zip(radii) {
@@ -457,19 +465,6 @@ impl Meetings {
         }
         Some(found)
     }
-}
-
-/// Drops from `new[from..]` the meetings `ordinal << 32 | slack` of the rows marked in `read`.
-fn drop_read(new: &mut Vec<u64>, from: usize, read: &[u64]) {
-    let mut to = from;
-    for at in from..new.len() {
-        let m = new[at];
-        let ordinal = (m >> 32) as usize;
-        let was_read = read.get(ordinal / 64).is_some_and(|word| word >> (ordinal % 64) & 1 == 1);
-        new[to] = m;
-        to += usize::from(!was_read);
-    }
-    new.truncate(to);
 }
 
 /// Sums the slacks of the meetings of each ordinal into one (sorted by ordinal; whether one of

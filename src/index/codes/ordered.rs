@@ -49,6 +49,9 @@ pub(super) struct Nearest {
     /// The rows the next pass keeps: 64 at first (most scans want a few rows: `LIMIT 10`), eight
     /// times more each pass, up to what `work_mem` holds.
     pass_rows: usize,
+    /// The rows the next round is to hand out at least, when those carried are enough: 64 at
+    /// first for a scan that wants few, eight times more each round (no limit for the others).
+    round_rows: usize,
     /// Every row at or before this key was handed out.
     done: Option<(u32, u64)>,
     batch: Vec<(u32, u64)>,
@@ -81,6 +84,7 @@ impl Nearest {
             meetings: Meetings::default(),
             carry: Vec::new(),
             pass_rows: if few { 64 } else { usize::MAX },
+            round_rows: if few { 64 } else { usize::MAX },
             query,
             filter,
             bound,
@@ -157,7 +161,14 @@ impl Nearest {
             let rows = u64::from(reader.meta.rows);
             let last = self.done.map(|(d, _)| d);
             let nearest = self.carry.iter().map(|&(d, _)| d).min();
-            let far = r.max(nearest.unwrap_or(0)).min(self.bound);
+            let mut far = r.max(nearest.unwrap_or(0)).min(self.bound);
+            // No farther than the distance within which the rows carried already number the rows
+            // this round is to hand out: a round to it hands them out with fewer probes (every row
+            // carried is beyond the last radius, so that distance is beyond it too).
+            if let Some(d) = nth_distance(&self.carry, self.round_rows).filter(|&d| d < far) {
+                far = d;
+                self.round_rows = self.round_rows.saturating_mul(8);
+            }
             let near = last.map_or(0, |last| last + 1).max(nearest.unwrap_or(0)).min(far);
             // The first of these radii whose probing keeps the rows met and pays, else the first
             // that pays (their lookups remembered: `Layout::lookup`).
@@ -277,6 +288,27 @@ impl Nearest {
             self.codes_done = all;
         }
     }
+}
+
+/// The `n`-th smallest distance among `rows` (`n` from 1), if there are that many.
+fn nth_distance(rows: &[(u32, u64)], n: usize) -> Option<u32> {
+    if n == 0 || rows.len() < n {
+        return None;
+    }
+    // (distances are at most the code's bits, a few thousand: counted)
+    let most = rows.iter().map(|&(d, _)| d).max()? as usize;
+    let mut counts = vec![0usize; most + 1];
+    for &(d, _) in rows {
+        counts[d as usize] += 1;
+    }
+    let mut seen = 0;
+    counts
+        .iter()
+        .position(|&c| {
+            seen += c;
+            seen >= n
+        })
+        .map(|d| d as u32)
 }
 
 /// `pass.offer(key)`, or an ERROR 53200 when memory for the first key is refused (beyond that, a

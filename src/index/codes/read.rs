@@ -61,6 +61,9 @@ impl Drop for Pages {
     }
 }
 
+/// How many rows ahead [`Reader::for_each_store_row_at`] asks for the slot it will read.
+const STORE_AHEAD: usize = 4;
+
 /// The TID of a slot whose row VACUUM removed.
 pub(super) fn is_removed(tid: &pg_sys::ItemPointerData) -> bool {
     tid.ip_posid == 0
@@ -279,6 +282,14 @@ impl Reader {
                     corrupt(self.index, format!("code store block {block} has no row {ordinal}"));
                 }
                 let bytes = page::contents(store_page).add(at * slot);
+                // (the slot of the row a few ahead asked for, when on this page: the rows of a
+                // round are scattered over the page)
+                if let Some(&next) =
+                    ordinals.get(n + STORE_AHEAD).filter(|&&next| next / per_page as u32 == ordinal / per_page as u32)
+                {
+                    let next = page::contents(store_page).add(next as usize % per_page * slot);
+                    simhash_core::code_build::prefetch(std::slice::from_raw_parts(next, slot));
+                }
                 let tid = bytes.cast::<pg_sys::ItemPointerData>().read_unaligned();
                 let code = std::slice::from_raw_parts(bytes.add(TID), code_bytes);
                 if !is_removed(&tid) {

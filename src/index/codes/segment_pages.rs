@@ -3,7 +3,7 @@
 //! it is followed (ERROR XX002).
 
 use pgrx::pg_sys::Page;
-use simhash_core::code_index::Segments;
+use simhash_core::code_index::{self, Segments};
 
 use super::super::page::{self, corrupt, Kind};
 use super::meta;
@@ -64,7 +64,7 @@ impl Segments for SegmentPages<'_> {
         ordinal
     }
 
-    fn ordinals(&mut self, i: u32, positions: std::ops::Range<u32>, tag: u64, out: &mut Vec<u64>) {
+    fn ordinals(&mut self, i: u32, positions: std::ops::Range<u32>, tag: u64, read: &[u64], out: &mut Vec<u64>) {
         let per_page = meta::entries_per_page(self.reader.layout.low_bytes_of(i)) as u32;
         let rows = self.reader.meta.rows;
         let mut position = positions.start;
@@ -76,12 +76,16 @@ impl Segments for SegmentPages<'_> {
                 self.corrupt(format!("segment {i} has no entry {}", position + on_page as u32 - 1));
             }
             let ordinals = unsafe { (page::contents(entries_page) as *const u32).add(at) };
+            // (asked for at once: a run of a cluster's rows spans a few kB of the page)
+            simhash_core::code_build::prefetch(unsafe { std::slice::from_raw_parts(ordinals.cast(), on_page * 4) });
             for n in 0..on_page {
                 let ordinal = unsafe { ordinals.add(n).read_unaligned() };
                 if ordinal >= rows {
                     self.corrupt(format!("segment {i} entry {} names row {ordinal} of {rows}", position + n as u32));
                 }
-                out.push(u64::from(ordinal) << 32 | tag);
+                if !code_index::is_marked(read, ordinal) {
+                    out.push(u64::from(ordinal) << 32 | tag);
+                }
             }
             position += on_page as u32;
         }

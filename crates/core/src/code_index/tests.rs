@@ -490,7 +490,7 @@ impl Segments for Crowded {
         unreachable!("the ordinals are read through `ordinals`")
     }
 
-    fn ordinals(&mut self, _: u32, _: std::ops::Range<u32>, _: u64, _: &mut Vec<u64>) {
+    fn ordinals(&mut self, _: u32, _: std::ops::Range<u32>, _: u64, _: &[u64], _: &mut Vec<u64>) {
         panic!("the meetings were read with no room made for them")
     }
 }
