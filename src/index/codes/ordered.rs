@@ -49,8 +49,9 @@ pub(super) struct Nearest {
     /// The rows the next pass keeps: 64 at first (most scans want a few rows: `LIMIT 10`), eight
     /// times more each pass, up to what `work_mem` holds.
     pass_rows: usize,
-    /// The rows the next round is to hand out at least, when those carried are enough: 64 at
-    /// first for a scan that wants few, eight times more each round (no limit for the others).
+    /// The rows the next round is to hand out at least, when those carried are enough: 16 at
+    /// first for a scan that wants few (`LIMIT 10`), eight times more each round it holds them
+    /// (no limit for the others).
     round_rows: usize,
     /// Every row at or before this key was handed out.
     done: Option<(u32, u64)>,
@@ -84,7 +85,7 @@ impl Nearest {
             meetings: Meetings::default(),
             carry: Vec::new(),
             pass_rows: if few { 64 } else { usize::MAX },
-            round_rows: if few { 64 } else { usize::MAX },
+            round_rows: if few { 16 } else { usize::MAX },
             query,
             filter,
             bound,
