@@ -134,10 +134,13 @@ start_cluster() {
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -w -m fast stop >/dev/null 2>&1 || true
     fi
     # A server whose program was replaced since it started (apt upgraded postgresql-15 under it)
-    # cannot load the new package's libraries (plpgsql.so: "undefined symbol"): restarted.
+    # cannot load the new package's libraries (plpgsql.so: "undefined symbol"): restarted. (Only
+    # this cluster's server: the process of its postmaster.pid runs $PG_BIN/postgres, now
+    # deleted, in its data directory; a stale postmaster.pid may name another process.)
     local pid
     pid=$(head -n 1 "$SIMHASH_PGDATA/postmaster.pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && [[ "$(readlink "/proc/$pid/exe" 2>/dev/null || true)" == *" (deleted)" ]]; then
+    if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null || true)" = "$PG_BIN/postgres (deleted)" ] \
+        && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null || true)" = "$(realpath "$SIMHASH_PGDATA")" ]; then
         log "restarting PostgreSQL $PG_MAJOR: its server program was upgraded since it started"
         as_postgres "$PG_BIN/pg_ctl" -D "$SIMHASH_PGDATA" -w -m fast stop >/dev/null 2>&1 || true
     fi

@@ -296,11 +296,10 @@ fn nth_distance(rows: &[(u32, u64)], n: usize) -> Option<u32> {
     if n == 0 || rows.len() < n {
         return None;
     }
-    // (distances are at most the code's bits, a few thousand: counted)
-    let most = rows.iter().map(|&(d, _)| d).max()? as usize;
-    let mut counts = vec![0usize; most + 1];
+    // (distances are at most the code's bits, up to 4,096: counted, on the stack)
+    let mut counts = [0usize; simhash_core::multi_index::MAX_CODE_BITS as usize + 1];
     for &(d, _) in rows {
-        counts[d as usize] += 1;
+        counts[(d as usize).min(counts.len() - 1)] += 1;
     }
     let mut seen = 0;
     counts
