@@ -12,6 +12,7 @@ use simhash_core::multi_index::{hamming_bytes, Work};
 
 use super::super::buffers::{number_of_blocks, read_locked};
 use super::super::page::{self, corrupt, Kind, INVALID_BLOCK, TID};
+use super::super::readahead::prefetch_bytes;
 use super::meta::{self, CodesMeta, Places};
 use crate::pg::tid::tid_order;
 
@@ -287,8 +288,7 @@ impl Reader {
                 if let Some(&next) =
                     ordinals.get(n + STORE_AHEAD).filter(|&&next| next / per_page as u32 == ordinal / per_page as u32)
                 {
-                    let next = page::contents(store_page).add(next as usize % per_page * slot);
-                    simhash_core::code_build::prefetch(std::slice::from_raw_parts(next, slot));
+                    prefetch_bytes(page::contents(store_page).add(next as usize % per_page * slot), slot);
                 }
                 let tid = bytes.cast::<pg_sys::ItemPointerData>().read_unaligned();
                 let code = std::slice::from_raw_parts(bytes.add(TID), code_bytes);

@@ -6,6 +6,7 @@ use pgrx::pg_sys::Page;
 use simhash_core::code_index::{self, Segments};
 
 use super::super::page::{self, corrupt, Kind};
+use super::super::readahead::prefetch_bytes;
 use super::meta;
 use super::read::Reader;
 
@@ -77,7 +78,7 @@ impl Segments for SegmentPages<'_> {
             }
             let ordinals = unsafe { (page::contents(entries_page) as *const u32).add(at) };
             // (asked for at once: a run of a cluster's rows spans a few kB of the page)
-            simhash_core::code_build::prefetch(unsafe { std::slice::from_raw_parts(ordinals.cast(), on_page * 4) });
+            prefetch_bytes(ordinals.cast(), on_page * 4);
             for n in 0..on_page {
                 let ordinal = unsafe { ordinals.add(n).read_unaligned() };
                 if ordinal >= rows {
